@@ -1,0 +1,487 @@
+"""Bytes <-> IR: the only place that turns tensors and ops into flatbuffer indices and back.
+
+Loading keeps constant data as read-only numpy views of the file's bytes (no copy). Saving
+builds the flatbuffer in one pre-sized builder and writes it without an extra copy; buffer data
+is 16-byte aligned like the TFLite converter's output.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import flatbuffers
+import numpy as np
+
+from tflkit.errors import ModelLoadError, TflkitError
+from tflkit.ir import schema
+from tflkit.ir.graph import Buffer, Metadata, Model, Op, OpCode, SignatureDef, Subgraph, Tensor
+
+fb = schema.fb
+
+ModelSource = str | os.PathLike[str] | bytes | bytearray | memoryview
+_BUFFER_ALIGNMENT = 16
+_MAX_FLATBUFFER = 2**31 - 1
+
+
+# --------------------------------------------------------------------------------------------
+# load
+# --------------------------------------------------------------------------------------------
+def read_model_bytes(source: ModelSource) -> tuple[bytes | bytearray | memoryview, str]:
+    """The bytes of ``source`` and a label for messages; raises ModelLoadError."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        return source, "<bytes>"
+    path = Path(source)
+    try:
+        if path.is_dir():
+            raise ModelLoadError(f"{path}: is a directory, not a .tflite file")
+        with open(path, "rb") as f:
+            return f.read(), str(path)
+    except FileNotFoundError:
+        raise ModelLoadError(f"{path}: no such file") from None
+    except PermissionError:
+        raise ModelLoadError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise ModelLoadError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def load(source: ModelSource) -> Model:
+    """Load a ``.tflite`` model from a path or bytes into the IR."""
+    data, label = read_model_bytes(source)
+    check_header(data, label)
+    try:
+        root = fb.Model.GetRootAs(data, 0)
+        version = root.Version()
+    except (IndexError, struct.error, ValueError) as exc:
+        raise ModelLoadError(f"{label}: corrupt or truncated TFLite flatbuffer ({exc})") from None
+    if version != schema.SCHEMA_VERSION:
+        raise ModelLoadError(
+            f"{label}: unsupported TFLite schema version {version} "
+            f"(tflkit reads version {schema.SCHEMA_VERSION})"
+        )
+    try:
+        return _Reader(data).read(root)
+    except (IndexError, struct.error, ValueError, TypeError, OverflowError) as exc:
+        raise ModelLoadError(f"{label}: corrupt or truncated TFLite flatbuffer ({exc})") from None
+
+
+def check_header(data: bytes | bytearray | memoryview, label: str) -> None:
+    """Raise ModelLoadError unless ``data`` starts like a TFLite flatbuffer."""
+    if len(data) == 0:
+        raise ModelLoadError(f"{label}: empty file, not a TFLite model")
+    if len(data) < 8 or bytes(data[4:8]) != schema.FILE_IDENTIFIER:
+        raise ModelLoadError(f"{label}: not a TFLite model (no 'TFL3' file identifier)")
+    (root_offset,) = struct.unpack_from("<I", data, 0)
+    if root_offset + 4 > len(data):
+        raise ModelLoadError(f"{label}: truncated TFLite file (root table beyond end of file)")
+
+
+class _Reader:
+    """Turns a parsed flatbuffer into IR objects."""
+
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        self.data = data
+        self.file_view = np.frombuffer(data, dtype=np.uint8)
+        if self.file_view.flags.writeable:
+            self.file_view = self.file_view.view()
+            self.file_view.flags.writeable = False
+
+    def read(self, root: Any) -> Model:
+        model = Model(description=None)
+        model.version = root.Version()
+        description = root.Description()
+        model.description = description.decode("utf-8", "replace") if description else None
+        buffers = [self._buffer(root.Buffers(i)) for i in range(root.BuffersLength())]
+        sentinel = buffers[0] if buffers and buffers[0].nbytes == 0 else None
+        model.buffers = [b for b in buffers if b is not sentinel]
+
+        def buffer_at(index: int) -> Buffer | None:
+            if index == 0 and sentinel is not None:
+                return None
+            if not 0 <= index < len(buffers):
+                raise ValueError(f"buffer index {index} out of range ({len(buffers)} buffers)")
+            return buffers[index]
+
+        opcodes = [self._opcode(root.OperatorCodes(i)) for i in range(root.OperatorCodesLength())]
+        model.opcode_order = list(dict.fromkeys(opcodes))
+        for i in range(root.SubgraphsLength()):
+            model.subgraphs.append(self._subgraph(root.Subgraphs(i), model, opcodes, buffer_at))
+        for i in range(root.MetadataLength()):
+            entry = root.Metadata(i)
+            name = entry.Name()
+            buffer = buffer_at(entry.Buffer()) or Buffer(b"")
+            model.metadata.append(Metadata(name.decode() if name else "", buffer))
+        if not root.MetadataBufferIsNone():
+            model.metadata_buffer = [
+                buffer_at(int(i)) or Buffer(b"") for i in root.MetadataBufferAsNumpy()
+            ]
+        for i in range(root.SignatureDefsLength()):
+            model.signatures.append(self._signature(root.SignatureDefs(i), model.subgraphs))
+        if not root.ExternalBufferGroupsIsNone():
+            model.external_buffer_groups = [
+                fb.ExternalBufferGroupT.InitFromObj(root.ExternalBufferGroups(i))
+                for i in range(root.ExternalBufferGroupsLength())
+            ]
+        if not root.ExternalBuffersIsNone():
+            model.external_buffers = [
+                fb.ExternalBufferT.InitFromObj(root.ExternalBuffers(i))
+                for i in range(root.ExternalBuffersLength())
+            ]
+        return model
+
+    def _buffer(self, table: Any) -> Buffer:
+        offset, size = table.Offset(), table.Size()
+        if offset > 1:
+            # Large-model layout: the data lives after the flatbuffer, at an absolute offset.
+            if offset + size > len(self.file_view):
+                raise ValueError(f"buffer data [{offset}, {offset + size}) beyond end of file")
+            return _buffer_from_view(self.file_view[offset : offset + size])
+        if table.DataIsNone():
+            return Buffer(None)
+        start = table._tab.Vector(4)
+        length = table.DataLength()
+        if start + length > len(self.file_view):
+            raise ValueError("buffer data beyond end of file")
+        return _buffer_from_view(self.file_view[start : start + length])
+
+    @staticmethod
+    def _opcode(table: Any) -> OpCode:
+        builtin = max(table.BuiltinCode(), table.DeprecatedBuiltinCode())
+        custom = table.CustomCode()
+        return OpCode(builtin, custom.decode() if custom is not None else None, table.Version())
+
+    def _subgraph(self, table: Any, model: Model, opcodes: list[OpCode], buffer_at: Any) -> Subgraph:
+        name = table.Name()
+        subgraph = Subgraph(name.decode() if name else "", model)
+        subgraph.debug_metadata_index = table.DebugMetadataIndex()
+        tensors = [self._tensor(table.Tensors(i), buffer_at) for i in range(table.TensorsLength())]
+        for tensor in tensors:
+            tensor.subgraph = subgraph
+        subgraph.tensors = tensors
+
+        def tensor_at(index: int) -> Tensor | None:
+            if index == -1:
+                return None
+            if not 0 <= index < len(tensors):
+                raise ValueError(f"tensor index {index} out of range ({len(tensors)} tensors)")
+            return tensors[index]
+
+        subgraph.inputs = [tensor_at(int(i)) for i in _int_vector(table, "Inputs")]
+        subgraph.outputs = [tensor_at(int(i)) for i in _int_vector(table, "Outputs")]
+        for i in range(table.OperatorsLength()):
+            op = self._op(table.Operators(i), opcodes, tensor_at)
+            op.subgraph = subgraph
+            subgraph.ops.append(op)
+        return subgraph
+
+    @staticmethod
+    def _tensor(table: Any, buffer_at: Any) -> Tensor:
+        quantization = table.Quantization()
+        sparsity = table.Sparsity()
+        variants = None
+        if not table.VariantTensorsIsNone():
+            variants = [
+                fb.VariantSubTypeT.InitFromObj(table.VariantTensors(i))
+                for i in range(table.VariantTensorsLength())
+            ]
+        name = table.Name()
+        return Tensor(
+            name.decode("utf-8", "replace") if name is not None else "",
+            table.ShapeAsNumpy().tolist() if not table.ShapeIsNone() else (),
+            table.Type(),
+            buffer=buffer_at(table.Buffer()),
+            quantization=(
+                fb.QuantizationParametersT.InitFromObj(quantization) if quantization else None
+            ),
+            sparsity=fb.SparsityParametersT.InitFromObj(sparsity) if sparsity else None,
+            shape_signature=(
+                None if table.ShapeSignatureIsNone() else table.ShapeSignatureAsNumpy().tolist()
+            ),
+            is_variable=table.IsVariable(),
+            has_rank=table.HasRank(),
+            variant_tensors=variants,
+            external_buffer=table.ExternalBuffer(),
+        )
+
+    def _op(self, table: Any, opcodes: list[OpCode], tensor_at: Any) -> Op:
+        opcode_index = table.OpcodeIndex()
+        if not 0 <= opcode_index < len(opcodes):
+            raise ValueError(f"opcode index {opcode_index} out of range ({len(opcodes)} opcodes)")
+        options_type = table.BuiltinOptionsType()
+        options2_type = table.BuiltinOptions2Type()
+        custom_options = None
+        if not table.CustomOptionsIsNone():
+            custom_options = table.CustomOptionsAsNumpy().tobytes()
+        large_offset, large_size = table.LargeCustomOptionsOffset(), table.LargeCustomOptionsSize()
+        if large_offset > 1:
+            if large_offset + large_size > len(self.file_view):
+                raise ValueError("custom options beyond end of file")
+            custom_options = self.file_view[large_offset : large_offset + large_size].tobytes()
+        mutating = None
+        if not table.MutatingVariableInputsIsNone():
+            mutating = [bool(v) for v in table.MutatingVariableInputsAsNumpy()]
+        intermediates = [tensor_at(int(i)) for i in _int_vector(table, "Intermediates")]
+        return Op(
+            opcodes[opcode_index],
+            [tensor_at(int(i)) for i in _int_vector(table, "Inputs")],
+            [tensor_at(int(i)) for i in _int_vector(table, "Outputs")],
+            options=fb.BuiltinOptionsCreator(options_type, table.BuiltinOptions()),
+            options_type=options_type,
+            options2=fb.BuiltinOptions2Creator(options2_type, table.BuiltinOptions2()),
+            options2_type=options2_type,
+            custom_options=custom_options,
+            custom_options_format=table.CustomOptionsFormat(),
+            mutating_variable_inputs=mutating,
+            intermediates=[t for t in intermediates if t is not None],
+            debug_metadata_index=table.DebugMetadataIndex(),
+        )
+
+    @staticmethod
+    def _signature(table: Any, subgraphs: list[Subgraph]) -> SignatureDef:
+        index = table.SubgraphIndex()
+        if not 0 <= index < len(subgraphs):
+            raise ValueError(f"signature names subgraph {index} of {len(subgraphs)}")
+        subgraph = subgraphs[index]
+
+        def tensor_map(entries: Any, count: int) -> dict[str, Tensor]:
+            mapping = {}
+            for i in range(count):
+                entry = entries(i)
+                position = entry.TensorIndex()
+                if not 0 <= position < len(subgraph.tensors):
+                    raise ValueError(f"signature tensor index {position} out of range")
+                mapping[(entry.Name() or b"").decode()] = subgraph.tensors[position]
+            return mapping
+
+        key = table.SignatureKey()
+        return SignatureDef(
+            key.decode() if key else "",
+            subgraph,
+            tensor_map(table.Inputs, table.InputsLength()),
+            tensor_map(table.Outputs, table.OutputsLength()),
+        )
+
+
+def _buffer_from_view(view: np.ndarray) -> Buffer:
+    buffer = Buffer(None)
+    buffer.data = view
+    return buffer
+
+
+def _int_vector(table: Any, field: str) -> list[int]:
+    if getattr(table, f"{field}IsNone")():
+        return []
+    return getattr(table, f"{field}AsNumpy")().tolist()
+
+
+# --------------------------------------------------------------------------------------------
+# save
+# --------------------------------------------------------------------------------------------
+class _AlignedBufferT(fb.BufferT):
+    """BufferT that writes its data 16-byte aligned, straight from the numpy view."""
+
+    def Pack(self, builder: flatbuffers.Builder) -> int:  # noqa: N802 (flatbuffers API)
+        data_offset = None
+        if self.data is not None:
+            raw = self.data
+            builder.StartVector(1, raw.nbytes, _BUFFER_ALIGNMENT)
+            builder.head = builder.head - raw.nbytes
+            builder.Bytes[builder.head : builder.head + raw.nbytes] = memoryview(raw).cast("B")
+            data_offset = builder.EndVector(raw.nbytes)
+        fb.BufferStart(builder)
+        if data_offset is not None:
+            fb.BufferAddData(builder, data_offset)
+        return fb.BufferEnd(builder)
+
+
+def dumps(model: Model) -> bytes:
+    """Serialize ``model`` to ``.tflite`` bytes."""
+    builder = _build(model)
+    return bytes(memoryview(builder.Bytes)[builder.Head() :])
+
+
+def save(model: Model, path: str | os.PathLike[str]) -> Path:
+    """Write ``model`` to ``path`` atomically (a temp file in the same folder, then rename)."""
+    builder = _build(model)
+    return write_atomic(path, memoryview(builder.Bytes)[builder.Head() :])
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview) -> Path:
+    """Write ``data`` to ``path`` through a temp file and ``os.replace``."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _build(model: Model) -> flatbuffers.Builder:
+    writer = _Writer(model)
+    model_t = writer.model_t()
+    data_bytes = sum(b.nbytes + _BUFFER_ALIGNMENT for b in writer.buffers)
+    if data_bytes > _MAX_FLATBUFFER:
+        raise TflkitError(
+            f"model weights total {data_bytes / 2**30:.2f} GiB: writing models over 2 GiB "
+            "(external buffer layout) is not supported yet"
+        )
+    tensors = sum(len(sg.tensors) + len(sg.ops) for sg in model.subgraphs)
+    builder = flatbuffers.Builder(min(data_bytes + 256 * tensors + (1 << 20), _MAX_FLATBUFFER))
+    root = model_t.Pack(builder)
+    builder.Finish(root, file_identifier=schema.FILE_IDENTIFIER)
+    return builder
+
+
+class _Writer:
+    """Assigns indices (buffers, opcodes, tensors) and fills object-API tables."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.buffers: list[Buffer] = []
+        self.buffer_index: dict[int, int] = {}
+        self.opcode_index: dict[OpCode, int] = {}
+
+    def model_t(self) -> Any:
+        model = self.model
+        self._index_buffers()
+        self._index_opcodes()
+        model_t = fb.ModelT()
+        model_t.version = model.version
+        model_t.description = model.description
+        model_t.operatorCodes = [_opcode_t(code) for code in self.opcode_index]
+        model_t.subgraphs = [self._subgraph_t(sg) for sg in model.subgraphs]
+        sentinel = _AlignedBufferT()
+        model_t.buffers = [sentinel] + [self._buffer_t(b) for b in self.buffers[1:]]
+        model_t.metadata = [self._metadata_t(m) for m in model.metadata] or None
+        if model.metadata_buffer is not None:
+            model_t.metadataBuffer = [self.buffer_index[id(b)] for b in model.metadata_buffer]
+        model_t.signatureDefs = [self._signature_t(s) for s in model.signatures] or None
+        model_t.externalBufferGroups = model.external_buffer_groups
+        model_t.externalBuffers = model.external_buffers
+        return model_t
+
+    def _index_buffers(self) -> None:
+        self.buffers = [Buffer(None)]
+        ordered = [*self.model.buffers]
+        ordered += [t.buffer for sg in self.model.subgraphs for t in sg.tensors if t.buffer]
+        ordered += [m.buffer for m in self.model.metadata]
+        ordered += self.model.metadata_buffer or []
+        for buffer in ordered:
+            if id(buffer) not in self.buffer_index:
+                self.buffer_index[id(buffer)] = len(self.buffers)
+                self.buffers.append(buffer)
+
+    def _index_opcodes(self) -> None:
+        used = dict.fromkeys(op.opcode for op in self.model.iter_ops())
+        ordered = [code for code in self.model.opcode_order if code in used]
+        ordered += [code for code in used if code not in self.opcode_index]
+        for code in ordered:
+            self.opcode_index.setdefault(code, len(self.opcode_index))
+
+    @staticmethod
+    def _buffer_t(buffer: Buffer) -> Any:
+        buffer_t = _AlignedBufferT()
+        buffer_t.data = buffer.data
+        return buffer_t
+
+    def _subgraph_t(self, subgraph: Subgraph) -> Any:
+        position = {id(t): i for i, t in enumerate(subgraph.tensors)}
+
+        def index_of(tensor: Tensor | None) -> int:
+            if tensor is None:
+                return -1
+            try:
+                return position[id(tensor)]
+            except KeyError:
+                raise TflkitError(
+                    f"tensor {tensor.name!r} is used in subgraph {subgraph.name!r} "
+                    "but is not one of its tensors"
+                ) from None
+
+        subgraph_t = fb.SubGraphT()
+        subgraph_t.name = subgraph.name or None
+        subgraph_t.debugMetadataIndex = subgraph.debug_metadata_index
+        subgraph_t.tensors = [self._tensor_t(t) for t in subgraph.tensors]
+        subgraph_t.inputs = _int32([index_of(t) for t in subgraph.inputs])
+        subgraph_t.outputs = _int32([index_of(t) for t in subgraph.outputs])
+        subgraph_t.operators = [self._op_t(op, index_of) for op in subgraph.ops]
+        return subgraph_t
+
+    def _tensor_t(self, tensor: Tensor) -> Any:
+        tensor_t = fb.TensorT()
+        tensor_t.shape = _int32(tensor.shape)
+        tensor_t.type = tensor.type
+        tensor_t.buffer = 0 if tensor.buffer is None else self.buffer_index[id(tensor.buffer)]
+        tensor_t.name = tensor.name
+        tensor_t.quantization = tensor.quantization
+        tensor_t.isVariable = tensor.is_variable
+        tensor_t.sparsity = tensor.sparsity
+        if tensor.shape_signature is not None:
+            tensor_t.shapeSignature = _int32(tensor.shape_signature)
+        tensor_t.hasRank = tensor.has_rank
+        tensor_t.variantTensors = tensor.variant_tensors
+        tensor_t.externalBuffer = tensor.external_buffer
+        return tensor_t
+
+    def _op_t(self, op: Op, index_of: Any) -> Any:
+        op_t = fb.OperatorT()
+        op_t.opcodeIndex = self.opcode_index[op.opcode]
+        op_t.inputs = _int32([index_of(t) for t in op.inputs])
+        op_t.outputs = _int32([index_of(t) for t in op.outputs])
+        op_t.builtinOptionsType = op.options_type
+        op_t.builtinOptions = op.options
+        op_t.builtinOptions2Type = op.options2_type if op.options2 is not None else 0
+        op_t.builtinOptions2 = op.options2
+        if op.custom_options is not None:
+            op_t.customOptions = np.frombuffer(op.custom_options, dtype=np.uint8)
+        op_t.customOptionsFormat = op.custom_options_format
+        if op.mutating_variable_inputs is not None:
+            op_t.mutatingVariableInputs = op.mutating_variable_inputs
+        if op.intermediates:
+            op_t.intermediates = _int32([index_of(t) for t in op.intermediates])
+        op_t.debugMetadataIndex = op.debug_metadata_index
+        return op_t
+
+    def _metadata_t(self, entry: Metadata) -> Any:
+        metadata_t = fb.MetadataT()
+        metadata_t.name = entry.name
+        metadata_t.buffer = self.buffer_index[id(entry.buffer)]
+        return metadata_t
+
+    def _signature_t(self, signature: SignatureDef) -> Any:
+        subgraph = signature.subgraph
+        signature_t = fb.SignatureDefT()
+        signature_t.signatureKey = signature.key
+        signature_t.subgraphIndex = subgraph.index
+        signature_t.inputs = [_tensor_map_t(n, t) for n, t in signature.inputs.items()]
+        signature_t.outputs = [_tensor_map_t(n, t) for n, t in signature.outputs.items()]
+        return signature_t
+
+
+def _opcode_t(code: OpCode) -> Any:
+    opcode_t = fb.OperatorCodeT()
+    opcode_t.builtinCode = code.builtin_code
+    opcode_t.deprecatedBuiltinCode = min(code.builtin_code, schema.PLACEHOLDER_FOR_GREATER_OP_CODES)
+    opcode_t.customCode = code.custom_code
+    opcode_t.version = code.version
+    return opcode_t
+
+
+def _tensor_map_t(name: str, tensor: Tensor) -> Any:
+    map_t = fb.TensorMapT()
+    map_t.name = name
+    map_t.tensorIndex = tensor.index
+    return map_t
+
+
+def _int32(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.int32).reshape(-1)
