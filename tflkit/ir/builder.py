@@ -67,7 +67,9 @@ class OpBuilder:
         """Build one op; returns its output tensor, or a tuple when it has several."""
         opcode = _opcode(op_type, version)
         label = name or op_type.lower()
-        input_tensors = [self._as_tensor(value, f"{label}/input{i}") for i, value in enumerate(inputs)]
+        input_tensors = [
+            self._as_tensor(value, f"{label}/input{i}") for i, value in enumerate(inputs)
+        ]
         if outputs is None:
             first = next((t for t in input_tensors if t is not None), None)
             if shape is None and first is None:
@@ -87,7 +89,9 @@ class OpBuilder:
                     f"{self.prefix}/{label}{suffix}", out_shape, out_type, quantization=quantization
                 )
             )
-        op = Op(opcode, input_tensors, output_tensors, options=options, custom_options=custom_options)
+        op = Op(
+            opcode, input_tensors, output_tensors, options=options, custom_options=custom_options
+        )
         self._insert(op)
         return output_tensors[0] if len(output_tensors) == 1 else tuple(output_tensors)
 

@@ -153,7 +153,9 @@ class _Reader:
         custom = table.CustomCode()
         return OpCode(builtin, custom.decode() if custom is not None else None, table.Version())
 
-    def _subgraph(self, table: Any, model: Model, opcodes: list[OpCode], buffer_at: Any) -> Subgraph:
+    def _subgraph(
+        self, table: Any, model: Model, opcodes: list[OpCode], buffer_at: Any
+    ) -> Subgraph:
         name = table.Name()
         subgraph = Subgraph(name.decode() if name else "", model)
         subgraph.debug_metadata_index = table.DebugMetadataIndex()
@@ -283,7 +285,7 @@ def _int_vector(table: Any, field: str) -> list[int]:
 class _AlignedBufferT(fb.BufferT):
     """BufferT that writes its data 16-byte aligned, straight from the numpy view."""
 
-    def Pack(self, builder: flatbuffers.Builder) -> int:  # noqa: N802 (flatbuffers API)
+    def Pack(self, builder: flatbuffers.Builder) -> int:
         data_offset = None
         if self.data is not None:
             raw = self.data

@@ -58,8 +58,10 @@ def _verify_subgraph(subgraph: Subgraph, position: int, subgraph_count: int) -> 
                 continue
             if tensor is not None and id(tensor) not in available and id(tensor) not in produced:
                 later = tensor.producer is not None and tensor.producer.subgraph is subgraph
-                reason = "is produced later (ops are not in topological order)" if later else (
-                    "is never produced"
+                reason = (
+                    "is produced later (ops are not in topological order)"
+                    if later
+                    else ("is never produced")
                 )
                 problems.append(f"{label}: input {slot} {tensor.name!r} {reason}")
             if tensor is not None and (op, slot) not in tensor._uses:
