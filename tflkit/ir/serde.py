@@ -1,8 +1,8 @@
 """Bytes <-> IR: the only place that turns tensors and ops into flatbuffer indices and back.
 
 Loading keeps constant data as read-only numpy views of the file's bytes (no copy). Saving
-builds the flatbuffer in one pre-sized builder and writes it without an extra copy; buffer data
-is 16-byte aligned like the TFLite converter's output.
+builds only the tables with the flatbuffers builder; buffer data goes to the file straight from
+its views, after the tables, 16-byte aligned like the TFLite converter's output.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import os
 import struct
 import tempfile
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import flatbuffers
@@ -24,6 +25,8 @@ fb = schema.fb
 
 ModelSource = str | os.PathLike[str] | bytes | bytearray | memoryview
 _BUFFER_ALIGNMENT = 16
+#: Data region offsets of length prefixes are 12 mod 16, so the data itself is 16-byte aligned.
+_DATA_PREFIX_PHASE = 12
 _MAX_FLATBUFFER = 2**31 - 1
 
 
@@ -282,43 +285,42 @@ def _int_vector(table: Any, field: str) -> list[int]:
 # --------------------------------------------------------------------------------------------
 # save
 # --------------------------------------------------------------------------------------------
-class _AlignedBufferT(fb.BufferT):
-    """BufferT that writes its data 16-byte aligned, straight from the numpy view."""
+class _TrailingBufferT(fb.BufferT):
+    """BufferT whose data vector lives in the data region written after the flatbuffer.
+
+    ``position`` is where the vector's length prefix starts, counted from the end of the
+    flatbuffer; uoffsets only point forward, so a negative "offset from the end" is exactly
+    what the builder needs to point there.
+    """
+
+    position: int | None = None
 
     def Pack(self, builder: flatbuffers.Builder) -> int:
-        data_offset = None
-        if self.data is not None:
-            raw = self.data
-            builder.StartVector(1, raw.nbytes, _BUFFER_ALIGNMENT)
-            builder.head = builder.head - raw.nbytes
-            builder.Bytes[builder.head : builder.head + raw.nbytes] = memoryview(raw).cast("B")
-            data_offset = builder.EndVector(raw.nbytes)
         fb.BufferStart(builder)
-        if data_offset is not None:
-            fb.BufferAddData(builder, data_offset)
+        if self.position is not None:
+            fb.BufferAddData(builder, -self.position)
         return fb.BufferEnd(builder)
 
 
 def dumps(model: Model) -> bytes:
     """Serialize ``model`` to ``.tflite`` bytes."""
-    builder = _build(model)
-    return bytes(memoryview(builder.Bytes)[builder.Head() :])
+    return b"".join(_serialize(model))
 
 
 def save(model: Model, path: str | os.PathLike[str]) -> Path:
     """Write ``model`` to ``path`` atomically (a temp file in the same folder, then rename)."""
-    builder = _build(model)
-    return write_atomic(path, memoryview(builder.Bytes)[builder.Head() :])
+    return write_atomic(path, _serialize(model))
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview) -> Path:
-    """Write ``data`` to ``path`` through a temp file and ``os.replace``."""
+def write_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes | memoryview]) -> Path:
+    """Write ``chunks`` to ``path`` through a temp file and ``os.replace``."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:
@@ -327,20 +329,43 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview) -> Path
     return target
 
 
-def _build(model: Model) -> flatbuffers.Builder:
+def _serialize(model: Model) -> list[bytes | memoryview]:
+    """The file as chunks: the flatbuffer tables, then each buffer's data, 16-byte aligned.
+
+    Constant data is never copied into the builder: it is written straight from its views.
+    """
     writer = _Writer(model)
     model_t = writer.model_t()
-    data_bytes = sum(b.nbytes + _BUFFER_ALIGNMENT for b in writer.buffers)
-    if data_bytes > _MAX_FLATBUFFER:
+    layout: list[tuple[int, np.ndarray]] = []
+    position = 0
+    for buffer_t in model_t.buffers:
+        data = buffer_t.data
+        if data is None:
+            continue
+        position += (_DATA_PREFIX_PHASE - position) % _BUFFER_ALIGNMENT
+        buffer_t.position = position
+        layout.append((position, data))
+        position += 4 + data.nbytes
+    if position > _MAX_FLATBUFFER:
         raise TflkitError(
-            f"model weights total {data_bytes / 2**30:.2f} GiB: writing models over 2 GiB "
+            f"model weights total {position / 2**30:.2f} GiB: writing models over 2 GiB "
             "(external buffer layout) is not supported yet"
         )
-    tensors = sum(len(sg.tensors) + len(sg.ops) for sg in model.subgraphs)
-    builder = flatbuffers.Builder(min(data_bytes + 256 * tensors + (1 << 20), _MAX_FLATBUFFER))
+    objects = sum(len(sg.tensors) + len(sg.ops) for sg in model.subgraphs)
+    builder = flatbuffers.Builder(256 * objects + (1 << 16))
+    builder.Prep(_BUFFER_ALIGNMENT, 0)
     root = model_t.Pack(builder)
     builder.Finish(root, file_identifier=schema.FILE_IDENTIFIER)
-    return builder
+    head = builder.Output()
+    if len(head) + position > _MAX_FLATBUFFER:
+        raise TflkitError("model over 2 GiB: the external buffer layout is not supported yet")
+    chunks: list[bytes | memoryview] = [head]
+    written = 0
+    for start, data in layout:
+        chunks.append(bytes(start - written) + struct.pack("<I", data.nbytes))
+        chunks.append(memoryview(data).cast("B"))
+        written = start + 4 + data.nbytes
+    return chunks
 
 
 class _Writer:
@@ -361,7 +386,7 @@ class _Writer:
         model_t.description = model.description
         model_t.operatorCodes = [_opcode_t(code) for code in self.opcode_index]
         model_t.subgraphs = [self._subgraph_t(sg) for sg in model.subgraphs]
-        sentinel = _AlignedBufferT()
+        sentinel = _TrailingBufferT()
         model_t.buffers = [sentinel] + [self._buffer_t(b) for b in self.buffers[1:]]
         model_t.metadata = [self._metadata_t(m) for m in model.metadata] or None
         if model.metadata_buffer is not None:
@@ -391,7 +416,7 @@ class _Writer:
 
     @staticmethod
     def _buffer_t(buffer: Buffer) -> Any:
-        buffer_t = _AlignedBufferT()
+        buffer_t = _TrailingBufferT()
         buffer_t.data = buffer.data
         return buffer_t
 
