@@ -51,24 +51,35 @@ def read_model_bytes(source: ModelSource) -> tuple[bytes | bytearray | memoryvie
         raise ModelLoadError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def load(source: ModelSource) -> Model:
-    """Load a ``.tflite`` model from a path or bytes into the IR."""
-    data, label = read_model_bytes(source)
+def load(source: ModelSource, *, label: str | None = None) -> Model:
+    """Load a ``.tflite`` model from a path or bytes into the IR.
+
+    ``label`` names the model in error messages (defaults to the path).
+    """
+    data, default_label = read_model_bytes(source)
+    label = label or default_label
     check_header(data, label)
     try:
         root = fb.Model.GetRootAs(data, 0)
         version = root.Version()
-    except (IndexError, struct.error, ValueError) as exc:
-        raise ModelLoadError(f"{label}: corrupt or truncated TFLite flatbuffer ({exc})") from None
-    if version != schema.SCHEMA_VERSION:
-        raise ModelLoadError(
-            f"{label}: unsupported TFLite schema version {version} "
-            f"(tflkit reads version {schema.SCHEMA_VERSION})"
-        )
-    try:
+        if version != schema.SCHEMA_VERSION:
+            raise ModelLoadError(
+                f"{label}: unsupported TFLite schema version {version} "
+                f"(tflkit reads version {schema.SCHEMA_VERSION})"
+            )
         return _Reader(data).read(root)
-    except (IndexError, struct.error, ValueError, TypeError, OverflowError) as exc:
-        raise ModelLoadError(f"{label}: corrupt or truncated TFLite flatbuffer ({exc})") from None
+    except (IndexError, struct.error, ValueError, TypeError, OverflowError, UnicodeError) as exc:
+        raise ModelLoadError(_corruption_message(label, len(data), exc)) from None
+
+
+def _corruption_message(label: str, size: int, exc: Exception) -> str:
+    text = str(exc)
+    if "requires a buffer of at least" in text or "beyond end of file" in text:
+        return (
+            f"{label}: truncated or corrupt TFLite file: it refers to data past the end "
+            f"of its {size} bytes"
+        )
+    return f"{label}: corrupt TFLite flatbuffer ({type(exc).__name__}: {text})"
 
 
 def check_header(data: bytes | bytearray | memoryview, label: str) -> None:

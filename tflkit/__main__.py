@@ -1,0 +1,5 @@
+"""``python -m tflkit``."""
+
+from tflkit.cli.main import run
+
+run()

@@ -1,0 +1,17 @@
+"""``tflkit inspect MODEL``: what the model holds and what a GPU user should know."""
+
+from __future__ import annotations
+
+from tflkit.cli.options import JsonOption, ModelArgument
+from tflkit.cli.output import console, print_json
+from tflkit.inspect import inspect_path
+from tflkit.report.terminal import render_inspect
+
+
+def inspect(model: ModelArgument, json_output: JsonOption = False) -> None:
+    """Signatures, inputs/outputs, op histogram and versions, weights, GPU warnings."""
+    report = inspect_path(model)
+    if json_output:
+        print_json(report.to_json())
+    else:
+        render_inspect(report, console())

@@ -1,0 +1,79 @@
+"""The ``tflkit`` command: a Typer app, one module per command; errors become one line.
+
+Exit codes: 0 ok, 1 a finding (e.g. not GPU-ready), 2 usage or input error, 3 internal error.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Sequence
+
+import typer
+
+from tflkit.cli import inspect_cmd
+from tflkit.errors import TflkitError
+
+EXIT_OK = 0
+EXIT_FINDING = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+app = typer.Typer(
+    name="tflkit",
+    help="Take a model to the TFLite / LiteRT GPU delegate and prove it works there.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("inspect")(inspect_cmd.inspect)
+
+
+@app.callback()
+def _global_options(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+) -> None:
+    """Global options (parsed before the command)."""
+
+
+def _error(message: str) -> None:
+    print(f"tflkit: error: {message}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code instead of raising.
+
+    Usage errors are Typer's own (exit 2); ``TflkitError`` becomes one line with its exit code;
+    anything else is an internal error (exit 3). ``--debug`` shows the traceback.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        app(args=args, prog_name="tflkit")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
+    except TflkitError as exc:
+        if debug:
+            traceback.print_exc()
+        _error(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        _error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

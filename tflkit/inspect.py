@@ -1,0 +1,218 @@
+"""What a ``.tflite`` holds, from a GPU user's point of view: ``inspect_model`` -> InspectReport."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from tflkit import ir
+from tflkit.report.inspect_report import (
+    InspectReport,
+    QuantInfo,
+    SignatureInfo,
+    SubgraphInfo,
+    TensorInfo,
+    ModelWarning,
+)
+
+CONTROL_FLOW_OPS = frozenset({"IF", "WHILE", "CALL_ONCE", "CALL"})
+VARIABLE_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"})
+#: Highest tensor rank the GPU delegate accepts.
+GPU_MAX_RANK = 4
+
+
+def inspect_path(path: str | Path) -> InspectReport:
+    """Load ``path`` and describe it."""
+    data, label = ir.serde.read_model_bytes(path)
+    model = ir.load(data, label=label)
+    return inspect_model(model, path=label, data=data)
+
+
+def inspect_model(
+    model: ir.Model, *, path: str | None = None, data: bytes | None = None
+) -> InspectReport:
+    """Describe ``model``; ``data`` (its file bytes) adds size and sha256."""
+    histogram: Counter[str] = Counter()
+    versions: dict[str, set[int]] = defaultdict(set)
+    for op in model.iter_ops():
+        histogram[op.type] += 1
+        versions[op.type].add(op.version)
+    custom = sorted({op.type for op in model.iter_ops() if op.is_custom and not op.opcode.is_flex})
+    flex = sorted({op.type for op in model.iter_ops() if op.opcode.is_flex})
+    runtime = model.metadata_entry("min_runtime_version")
+    return InspectReport(
+        path=path,
+        size_bytes=len(data) if data is not None else None,
+        sha256=hashlib.sha256(data).hexdigest() if data is not None else None,
+        schema_version=model.version,
+        description=model.description,
+        min_runtime_version=_metadata_text(runtime.buffer) if runtime else None,
+        metadata=[m.name for m in model.metadata],
+        subgraphs=[
+            SubgraphInfo(i, sg.name, len(sg.ops), len(sg.tensors))
+            for i, sg in enumerate(model.subgraphs)
+        ],
+        signatures=_signatures(model),
+        op_histogram=dict(histogram.most_common()),
+        op_versions={name: sorted(v) for name, v in sorted(versions.items())},
+        custom_ops=custom,
+        flex_ops=flex,
+        weights_bytes_by_dtype=_weights_by_dtype(model),
+        sparse_tensors=sum(1 for sg in model.subgraphs for t in sg.tensors if t.sparsity),
+        warnings=_warnings(model, histogram, custom, flex),
+    )
+
+
+def _metadata_text(buffer: ir.Buffer) -> str:
+    return buffer.tobytes().split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _tensor_info(name: str, tensor: ir.Tensor) -> TensorInfo:
+    quant = None
+    if tensor.is_quantized:
+        q = tensor.quantization
+        scales = np.asarray(q.scale, dtype=np.float64)
+        zero_points = np.asarray(q.zeroPoint if q.zeroPoint is not None else [0], dtype=np.int64)
+        quant = QuantInfo(
+            scale=float(scales[0]) if scales.size == 1 else None,
+            zero_point=int(zero_points[0]) if zero_points.size == 1 else None,
+            channels=int(scales.size) if scales.size > 1 else None,
+            axis=int(q.quantizedDimension) if scales.size > 1 else None,
+        )
+    return TensorInfo(
+        name=name,
+        tensor=tensor.name,
+        shape=list(tensor.display_shape),
+        dtype=tensor.type_name,
+        quantization=quant,
+    )
+
+
+def _signatures(model: ir.Model) -> list[SignatureInfo]:
+    if model.signatures:
+        return [
+            SignatureInfo(
+                key=s.key,
+                subgraph=s.subgraph.index,
+                inputs=[_tensor_info(n, t) for n, t in s.inputs.items()],
+                outputs=[_tensor_info(n, t) for n, t in s.outputs.items()],
+            )
+            for s in model.signatures
+        ]
+    if not model.subgraphs:
+        return []
+    main = model.main
+    return [
+        SignatureInfo(
+            key=None,
+            subgraph=0,
+            inputs=[_tensor_info(t.name, t) for t in main.inputs],
+            outputs=[_tensor_info(t.name, t) for t in main.outputs],
+        )
+    ]
+
+
+def _weights_by_dtype(model: ir.Model) -> dict[str, int]:
+    seen: set[int] = set()
+    sizes: Counter[str] = Counter()
+    for subgraph in model.subgraphs:
+        for tensor in subgraph.tensors:
+            if not tensor.is_constant or id(tensor.buffer) in seen:
+                continue
+            seen.add(id(tensor.buffer))
+            sizes[tensor.type_name] += tensor.buffer.nbytes
+    return dict(sizes.most_common())
+
+
+def _warnings(
+    model: ir.Model, histogram: Counter[str], custom: list[str], flex: list[str]
+) -> list[ModelWarning]:
+    found: list[ModelWarning] = []
+    if not model.subgraphs:
+        return [ModelWarning("EMPTY_MODEL", "the model has no subgraphs")]
+    main = model.main
+    dynamic = [t.name for t in main.inputs if t.is_dynamic]
+    if dynamic:
+        found.append(
+            ModelWarning(
+                "DYNAMIC_SHAPE",
+                "inputs with dynamic dimensions; the GPU delegate needs static shapes "
+                "(fix them with --input-shape)",
+                dynamic,
+            )
+        )
+    all_tensors = [t for sg in model.subgraphs for t in sg.tensors]
+    int64 = [t.name for t in all_tensors if t.type_name == "INT64" and not t.is_constant]
+    if int64:
+        found.append(
+            ModelWarning("INT64", "int64 tensors; the GPU delegate does not take int64", int64)
+        )
+    high_rank = [t.name for t in all_tensors if t.rank > GPU_MAX_RANK]
+    if high_rank:
+        found.append(
+            ModelWarning(
+                "RANK_GT_4",
+                f"tensors of rank > {GPU_MAX_RANK}; the GPU delegate handles at most 4-D",
+                high_rank,
+            )
+        )
+    control = sorted(set(histogram) & CONTROL_FLOW_OPS)
+    if control or len(model.subgraphs) > 1:
+        found.append(
+            ModelWarning(
+                "CONTROL_FLOW",
+                f"{len(model.subgraphs)} subgraphs; control-flow ops and their bodies run on CPU",
+                control,
+            )
+        )
+    variables = sorted(set(histogram) & VARIABLE_OPS)
+    variable_tensors = [t.name for t in all_tensors if t.is_variable]
+    if variables or variable_tensors:
+        found.append(
+            ModelWarning(
+                "RESOURCE_VARIABLES",
+                "resource variables or stateful tensors; these ops stay on CPU",
+                variables + variable_tensors,
+            )
+        )
+    if custom:
+        found.append(
+            ModelWarning("CUSTOM_OP", "custom ops; the GPU delegate does not run them", custom)
+        )
+    if flex:
+        found.append(
+            ModelWarning(
+                "FLEX_OP",
+                "TensorFlow (flex) ops; they need the flex delegate and run on CPU",
+                flex,
+            )
+        )
+    quantized_io = [
+        t.name for t in (*main.inputs, *main.outputs) if t.type_name in ("INT8", "UINT8", "INT16")
+    ]
+    if quantized_io:
+        found.append(
+            ModelWarning(
+                "QUANTIZED_IO",
+                "integer inputs/outputs; the GPU delegate computes in float and converts at the "
+                "edges",
+                quantized_io,
+            )
+        )
+    if any(t.sparsity is not None for t in all_tensors):
+        found.append(
+            ModelWarning(
+                "SPARSE_WEIGHTS",
+                "sparse weights (DENSIFY); densify them before the GPU can use them",
+                [t.name for t in all_tensors if t.sparsity is not None],
+            )
+        )
+    strings = [t.name for t in all_tensors if t.type_name in ("STRING", "RESOURCE", "VARIANT")]
+    if strings:
+        found.append(
+            ModelWarning("NON_NUMERIC", "string/resource/variant tensors; CPU only", strings)
+        )
+    return found
