@@ -1,0 +1,180 @@
+"""Pytest plugin: the test model corpus (TensorFlow-generated models and real downloaded ones).
+
+Load it from ``tests/conftest.py`` with ``pytest_plugins = ["tests.conftest_corpus"]``.
+
+Fixtures (session-scoped): ``corpus_dir`` (the generated models' directory), ``corpus``
+(``.path(name)``, ``.names()``) and ``real_models`` (paths of the face-detection models).
+The cache lives in ``~/.cache/tflkit-tests`` unless ``TFLKIT_TEST_CACHE`` says otherwise; this
+module is the only place that reads it. TensorFlow is never imported here: the models are made by
+one ``python -m tests.corpus.generate`` subprocess, keyed by a hash of ``generate.py`` and the
+TensorFlow version so editing a generator regenerates the corpus.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from tests.corpus import generate
+from tests.corpus.fetch import FetchError, fetch_face_detection
+
+CACHE_ENV = "TFLKIT_TEST_CACHE"
+REPO = Path(__file__).resolve().parents[1]
+MANIFEST = "MANIFEST"
+GENERATE_TIMEOUT_S = 900
+TF_DISTRIBUTIONS = ("tensorflow-cpu", "tensorflow", "tf-nightly-cpu", "tf-nightly")
+
+
+class CorpusError(RuntimeError):
+    """The corpus could not be generated."""
+
+
+def cache_root() -> Path:
+    """The test cache directory (``TFLKIT_TEST_CACHE`` or ``~/.cache/tflkit-tests``)."""
+    configured = os.environ.get(CACHE_ENV)
+    return Path(configured).expanduser() if configured else Path.home() / ".cache/tflkit-tests"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Fail in CI, skip with the reason on a developer machine."""
+    if in_ci():
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+def tensorflow_version() -> str | None:
+    """The installed TensorFlow version, read without importing TensorFlow (None if absent)."""
+    if importlib.util.find_spec("tensorflow") is None:
+        return None
+    for dist in TF_DISTRIBUTIONS:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def corpus_key(tf_version: str) -> str:
+    source = Path(generate.__file__).read_bytes()
+    digest = hashlib.sha256(source + b"\0" + tf_version.encode()).hexdigest()[:16]
+    return f"tf{tf_version}-{digest}"
+
+
+@contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    """Serialize generation across pytest processes (e.g. xdist workers)."""
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _run_generator(outdir: Path) -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    cmd = [sys.executable, "-m", "tests.corpus.generate", str(outdir)]
+    try:
+        done = subprocess.run(
+            cmd,
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GENERATE_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise CorpusError(f"corpus generation timed out after {GENERATE_TIMEOUT_S}s") from exc
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        failed = [line for line in lines if line.startswith("FAILED ")] or lines[-15:]
+        raise CorpusError("corpus generation failed:\n" + "\n".join(failed))
+
+
+def ensure_generated(root: Path, tf_version: str) -> Path:
+    """Return the directory holding every generated model, generating it once per key."""
+    parent = root / "generated"
+    parent.mkdir(parents=True, exist_ok=True)
+    final = parent / corpus_key(tf_version)
+    with _locked(parent / ".lock"):
+        if (final / MANIFEST).is_file():
+            return final
+        tmp = Path(tempfile.mkdtemp(dir=parent, prefix=".tmp-"))
+        try:
+            _run_generator(tmp)
+            names = sorted(p.stem for p in tmp.glob("*.tflite"))
+            missing = sorted(set(generate.GENERATORS) - set(names))
+            if missing:
+                raise CorpusError(f"generator wrote no model for {missing}")
+            (tmp / MANIFEST).write_text("\n".join(names) + "\n")
+            shutil.rmtree(final, ignore_errors=True)  # a leftover without MANIFEST
+            os.replace(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+class Corpus:
+    """The generated models of one corpus directory, by name."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def names(self) -> list[str]:
+        """Every model name, in the generator's order."""
+        return list(generate.GENERATORS)
+
+    def path(self, name: str) -> Path:
+        """The ``.tflite`` file of model ``name``."""
+        if name not in generate.GENERATORS:
+            raise KeyError(f"no corpus model {name!r}; known: {', '.join(self.names())}")
+        return self.directory / f"{name}.tflite"
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """Directory of the generated models (generated in a subprocess if needed)."""
+    version = tensorflow_version()
+    if version is None:
+        unavailable(
+            "TensorFlow is not importable (install the 'test' extra) so the model "
+            "corpus cannot be generated"
+        )
+    try:
+        return ensure_generated(cache_root(), version)
+    except CorpusError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def corpus(corpus_dir: Path) -> Corpus:
+    """The generated models: ``corpus.path("conv_dense")``, ``corpus.names()``."""
+    return Corpus(corpus_dir)
+
+
+@pytest.fixture(scope="session")
+def real_models() -> list[Path]:
+    """The real face-detection ``.tflite`` models (downloaded once into the cache)."""
+    try:
+        return fetch_face_detection(cache_root() / "real")
+    except FetchError as exc:
+        unavailable(f"real test models unavailable: {exc}")

@@ -1,0 +1,1 @@
+"""The test model corpus: small generated ``.tflite`` models and real downloaded ones."""
