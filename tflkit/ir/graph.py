@@ -250,11 +250,12 @@ class Op:
         debug_metadata_index: int = -1,
     ) -> None:
         self.opcode = opcode
-        #: Object-API options (``schema.fb.Conv2DOptionsT``...) or None.
-        self.options = options
+        self._options = options
         self._options_type = options_type
-        self.options2 = options2
+        self._options2 = options2
         self.options2_type = options2_type
+        #: Unparsed (buffer, options position, options2 position) of a loaded op.
+        self._lazy_options: tuple[Any, int | None, int | None] | None = None
         self.custom_options = custom_options
         self.custom_options_format = custom_options_format
         self.mutating_variable_inputs = (
@@ -285,9 +286,46 @@ class Op:
         return self.opcode.is_custom
 
     @property
+    def options(self) -> Any:
+        """Object-API builtin options (``schema.fb.Conv2DOptionsT``...) or None."""
+        if self._lazy_options is not None:
+            self._parse_options()
+        return self._options
+
+    @options.setter
+    def options(self, value: Any) -> None:
+        if self._lazy_options is not None:
+            self._parse_options()
+        self._options = value
+        self._options_type = None
+
+    @property
+    def options2(self) -> Any:
+        """Object-API ``BuiltinOptions2`` (StableHLO and composite ops) or None."""
+        if self._lazy_options is not None:
+            self._parse_options()
+        return self._options2
+
+    @options2.setter
+    def options2(self, value: Any) -> None:
+        if self._lazy_options is not None:
+            self._parse_options()
+        self._options2 = value
+
+    def _parse_options(self) -> None:
+        buf, position, position2 = self._lazy_options
+        self._lazy_options = None
+        if position is not None:
+            table = schema.flatbuffer_table(buf, position)
+            self._options = schema.fb.BuiltinOptionsCreator(self._options_type, table)
+        if position2 is not None:
+            table = schema.flatbuffer_table(buf, position2)
+            self._options2 = schema.fb.BuiltinOptions2Creator(self.options2_type, table)
+
+    @property
     def options_type(self) -> int:
         """The ``BuiltinOptions`` union tag of ``options`` (0 when there are none)."""
-        if self.options is None:
+        if self._lazy_options is None and self._options is None:
             return 0
         if self._options_type is None:
             self._options_type = schema.options_type_for(self.options)

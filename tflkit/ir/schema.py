@@ -9,6 +9,7 @@ import functools
 
 import numpy as np
 from ai_edge_litert import schema_py_generated as fb
+from flatbuffers.table import Table
 
 __all__ = [
     "FILE_IDENTIFIER",
@@ -124,3 +125,8 @@ def options_class(options_type: int) -> type | None:
     if not name or name == "NONE":
         return None
     return getattr(fb, f"{name}T", None)
+
+
+def flatbuffer_table(buf: object, position: int) -> Table:
+    """A generic flatbuffer table at ``position`` (what union creators expect)."""
+    return Table(buf, position)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import struct
 import tempfile
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import flatbuffers
@@ -19,6 +19,7 @@ import numpy as np
 
 from tflkit.errors import ModelLoadError, TflkitError
 from tflkit.ir import schema
+from tflkit.ir._tables import Fields
 from tflkit.ir.graph import Buffer, Metadata, Model, Op, OpCode, SignatureDef, Subgraph, Tensor
 
 fb = schema.fb
@@ -170,10 +171,10 @@ class _Reader:
     def _subgraph(
         self, table: Any, model: Model, opcodes: list[OpCode], buffer_at: Any
     ) -> Subgraph:
-        name = table.Name()
-        subgraph = Subgraph(name.decode() if name else "", model)
-        subgraph.debug_metadata_index = table.DebugMetadataIndex()
-        tensors = [self._tensor(table.Tensors(i), buffer_at) for i in range(table.TensorsLength())]
+        fields = Fields(self.data, table._tab.Pos)
+        subgraph = Subgraph(fields.string(4) or "", model)
+        subgraph.debug_metadata_index = fields.i32(5, -1)
+        tensors = [self._tensor(Fields(self.data, p), buffer_at) for p in fields.table_vector(0)]
         for tensor in tensors:
             tensor.subgraph = subgraph
         subgraph.tensors = tensors
@@ -185,75 +186,77 @@ class _Reader:
                 raise ValueError(f"tensor index {index} out of range ({len(tensors)} tensors)")
             return tensors[index]
 
-        subgraph.inputs = [tensor_at(int(i)) for i in _int_vector(table, "Inputs")]
-        subgraph.outputs = [tensor_at(int(i)) for i in _int_vector(table, "Outputs")]
-        for i in range(table.OperatorsLength()):
-            op = self._op(table.Operators(i), opcodes, tensor_at)
+        subgraph.inputs = [tensor_at(i) for i in fields.ints(1) or ()]
+        subgraph.outputs = [tensor_at(i) for i in fields.ints(2) or ()]
+        for position in fields.table_vector(3):
+            op = self._op(Fields(self.data, position), opcodes, tensor_at)
             op.subgraph = subgraph
             subgraph.ops.append(op)
         return subgraph
 
-    @staticmethod
-    def _tensor(table: Any, buffer_at: Any) -> Tensor:
-        quantization = table.Quantization()
-        sparsity = table.Sparsity()
+    def _tensor(self, fields: Fields, buffer_at: Any) -> Tensor:
+        quantization = fields.table(4)
+        sparsity = fields.table(6)
         variants = None
-        if not table.VariantTensorsIsNone():
+        if fields.has(9):
             variants = [
-                fb.VariantSubTypeT.InitFromObj(table.VariantTensors(i))
-                for i in range(table.VariantTensorsLength())
+                fb.VariantSubTypeT.InitFromBuf(self.data, p) for p in fields.table_vector(9)
             ]
-        name = table.Name()
+        shape = fields.ints(0)
         return Tensor(
-            name.decode("utf-8", "replace") if name is not None else "",
-            table.ShapeAsNumpy().tolist() if not table.ShapeIsNone() else (),
-            table.Type(),
-            buffer=buffer_at(table.Buffer()),
-            quantization=(
-                fb.QuantizationParametersT.InitFromObj(quantization) if quantization else None
+            fields.string(3) or "",
+            shape or (),
+            fields.i8(1),
+            buffer=buffer_at(fields.u32(2)),
+            quantization=None if quantization is None else self._quantization(quantization),
+            sparsity=(
+                None
+                if sparsity is None
+                else fb.SparsityParametersT.InitFromBuf(self.data, sparsity)
             ),
-            sparsity=fb.SparsityParametersT.InitFromObj(sparsity) if sparsity else None,
-            shape_signature=(
-                None if table.ShapeSignatureIsNone() else table.ShapeSignatureAsNumpy().tolist()
-            ),
-            is_variable=table.IsVariable(),
-            has_rank=table.HasRank(),
+            shape_signature=fields.ints(7),
+            is_variable=bool(fields.u8(5)),
+            has_rank=bool(fields.u8(8)),
             variant_tensors=variants,
-            external_buffer=table.ExternalBuffer(),
+            external_buffer=fields.u32(10),
         )
 
-    def _op(self, table: Any, opcodes: list[OpCode], tensor_at: Any) -> Op:
-        opcode_index = table.OpcodeIndex()
+    def _sparsity(self, position: int) -> Any:
+        return fb.SparsityParametersT.InitFromBuf(self.data, position)
+
+    def _quantization(self, position: int) -> Any:
+        if not any(Fields(self.data, position).slots):
+            return fb.QuantizationParametersT()
+        return fb.QuantizationParametersT.InitFromBuf(self.data, position)
+
+    def _op(self, fields: Fields, opcodes: list[OpCode], tensor_at: Any) -> Op:
+        opcode_index = fields.u32(0)
         if not 0 <= opcode_index < len(opcodes):
             raise ValueError(f"opcode index {opcode_index} out of range ({len(opcodes)} opcodes)")
-        options_type = table.BuiltinOptionsType()
-        options2_type = table.BuiltinOptions2Type()
-        custom_options = None
-        if not table.CustomOptionsIsNone():
-            custom_options = table.CustomOptionsAsNumpy().tobytes()
-        large_offset, large_size = table.LargeCustomOptionsOffset(), table.LargeCustomOptionsSize()
+        custom_options = fields.raw(5)
+        large_offset, large_size = fields.u64(9), fields.u64(10)
         if large_offset > 1:
             if large_offset + large_size > len(self.file_view):
                 raise ValueError("custom options beyond end of file")
             custom_options = self.file_view[large_offset : large_offset + large_size].tobytes()
-        mutating = None
-        if not table.MutatingVariableInputsIsNone():
-            mutating = [bool(v) for v in table.MutatingVariableInputsAsNumpy()]
-        intermediates = [tensor_at(int(i)) for i in _int_vector(table, "Intermediates")]
-        return Op(
+        options_type, options2_type = fields.u8(3), fields.u8(11)
+        options_position = fields.table(4) if options_type else None
+        options2_position = fields.table(12) if options2_type else None
+        op = Op(
             opcodes[opcode_index],
-            [tensor_at(int(i)) for i in _int_vector(table, "Inputs")],
-            [tensor_at(int(i)) for i in _int_vector(table, "Outputs")],
-            options=fb.BuiltinOptionsCreator(options_type, table.BuiltinOptions()),
+            [tensor_at(i) for i in fields.ints(1) or ()],
+            [tensor_at(i) for i in fields.ints(2) or ()],
             options_type=options_type,
-            options2=fb.BuiltinOptions2Creator(options2_type, table.BuiltinOptions2()),
             options2_type=options2_type,
             custom_options=custom_options,
-            custom_options_format=table.CustomOptionsFormat(),
-            mutating_variable_inputs=mutating,
-            intermediates=[t for t in intermediates if t is not None],
-            debug_metadata_index=table.DebugMetadataIndex(),
+            custom_options_format=fields.i8(6),
+            mutating_variable_inputs=fields.bools(7),
+            intermediates=[t for t in map(tensor_at, fields.ints(8) or ()) if t is not None],
+            debug_metadata_index=fields.i32(13, -1),
         )
+        if options_position is not None or options2_position is not None:
+            op._lazy_options = (self.data, options_position, options2_position)
+        return op
 
     @staticmethod
     def _signature(table: Any, subgraphs: list[Subgraph]) -> SignatureDef:
@@ -285,12 +288,6 @@ def _buffer_from_view(view: np.ndarray) -> Buffer:
     buffer = Buffer(None)
     buffer.data = view
     return buffer
-
-
-def _int_vector(table: Any, field: str) -> list[int]:
-    if getattr(table, f"{field}IsNone")():
-        return []
-    return getattr(table, f"{field}AsNumpy")().tolist()
 
 
 # --------------------------------------------------------------------------------------------
