@@ -1,0 +1,51 @@
+"""Pytest plugin: the ``gpu`` fixture and marker for tests that need the real GPU accelerator.
+
+Load it from ``tests/conftest.py`` with ``pytest_plugins = ["tests.gpu_fixture"]``. A test that
+needs the accelerator is marked ``@pytest.mark.gpu`` and takes the ``gpu`` fixture. When the
+accelerator is missing the test FAILS in CI (``CI=true``, read here and nowhere else) and is
+skipped with the reason on a developer machine. A test marked ``gpu`` that does not ask for the
+fixture gets the same check before it runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tflkit.gpu_env import gpu_available
+
+GPU_MARKER = (
+    "gpu: needs the real LiteRT GPU accelerator (software GPU in CI); fails in CI when missing"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``gpu`` marker (harmless if pyproject registers it too)."""
+    config.addinivalue_line("markers", GPU_MARKER)
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def _require_gpu() -> str:
+    ok, reason = gpu_available()
+    if not ok:
+        message = f"GPU accelerator unavailable: {reason}"
+        if _in_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return reason
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Apply the GPU check to every test marked ``gpu``, fixture or not."""
+    if item.get_closest_marker("gpu") is not None:
+        _require_gpu()
+
+
+@pytest.fixture(scope="session")
+def gpu() -> str:
+    """The adapter description when the GPU accelerator works; fail (CI) or skip otherwise."""
+    return _require_gpu()

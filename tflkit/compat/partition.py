@@ -1,0 +1,187 @@
+"""What the delegate will actually take: partitions, boundary tensors and their bytes.
+
+Given which ops a target supports, the graph is cut like TFLite's
+``PartitionGraphIntoIndependentNodeSubsets``: greedily, in dependency order, into alternating
+subsets of supported and unsupported ops. A delegate may then take only some supported subsets
+(the classic GPU delegate takes the largest one by default: ``max_partitions=1``); the rest run
+on CPU. Every non-constant tensor that crosses between CPU and GPU is a copy per inference.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tflkit.compat.flops import op_flops
+from tflkit.ir import Op, Subgraph, Tensor
+
+
+@dataclass
+class Transfer:
+    """A tensor copied between CPU and GPU once per inference."""
+
+    tensor: str
+    shape: list[int]
+    dtype: str
+    bytes: int
+    direction: str  # "cpu->gpu" or "gpu->cpu"
+    kind: str  # "internal", "graph input" or "graph output"
+
+
+@dataclass
+class Partition:
+    index: int
+    device: str  # "gpu" or "cpu"
+    ops: list[int]
+    #: Supported ops left on CPU because the delegate took only the largest partitions.
+    not_taken: bool = False
+
+
+@dataclass
+class PartitionPlan:
+    total_ops: int
+    gpu_ops: int
+    partitions: list[Partition]
+    transfers: list[Transfer]
+    flops_total: int
+    flops_gpu: int
+    max_partitions: int | None
+    supported_partitions: int = 0
+    dropped_ops: list[int] = field(default_factory=list)
+
+    @property
+    def gpu_partitions(self) -> int:
+        return sum(1 for p in self.partitions if p.device == "gpu")
+
+    @property
+    def cpu_ops(self) -> int:
+        return self.total_ops - self.gpu_ops
+
+    @property
+    def internal_transfer_bytes(self) -> int:
+        return sum(t.bytes for t in self.transfers if t.kind == "internal")
+
+    @property
+    def transfer_bytes(self) -> int:
+        return sum(t.bytes for t in self.transfers)
+
+    @property
+    def fully_delegated(self) -> bool:
+        return self.total_ops > 0 and self.gpu_ops == self.total_ops
+
+    @property
+    def gpu_flops_share(self) -> float:
+        return self.flops_gpu / self.flops_total if self.flops_total else 0.0
+
+
+def split_into_subsets(
+    ops: list[Op], supported: Callable[[Op], bool]
+) -> list[tuple[bool, list[Op]]]:
+    """Alternating subsets of supported / unsupported ops, each as large as dependencies allow."""
+    position = {id(op): i for i, op in enumerate(ops)}
+    kinds = {id(op): bool(supported(op)) for op in ops}
+    pending = {id(op): 0 for op in ops}
+    readers: dict[int, list[Op]] = {id(op): [] for op in ops}
+    for op in ops:
+        for tensor in dict.fromkeys(t for t in op.inputs if t is not None):
+            producer = tensor.producer
+            if producer is not None and id(producer) in pending:
+                pending[id(op)] += 1
+                readers[id(producer)].append(op)
+    ready: dict[bool, list[tuple[int, Op]]] = {True: [], False: []}
+    for op in ops:
+        if pending[id(op)] == 0:
+            ready[kinds[id(op)]].append((position[id(op)], op))
+    for queue in ready.values():
+        heapq.heapify(queue)
+    subsets: list[tuple[bool, list[Op]]] = []
+    kind = kinds[id(ops[0])] if ops else True
+    while ready[True] or ready[False]:
+        if not ready[kind]:
+            kind = not kind
+        taken: list[Op] = []
+        while ready[kind]:
+            _, op = heapq.heappop(ready[kind])
+            taken.append(op)
+            for reader in readers[id(op)]:
+                pending[id(reader)] -= 1
+                if pending[id(reader)] == 0:
+                    heapq.heappush(ready[kinds[id(reader)]], (position[id(reader)], reader))
+        subsets.append((kind, sorted(taken, key=lambda o: position[id(o)])))
+        kind = not kind
+    return subsets
+
+
+def plan_partitions(
+    subgraph: Subgraph,
+    supported: Callable[[Op], bool],
+    *,
+    max_partitions: int | None = None,
+) -> PartitionPlan:
+    """Partition ``subgraph`` for a delegate that supports the ops ``supported`` accepts."""
+    ops = list(subgraph.ops)
+    subsets = split_into_subsets(ops, supported)
+    gpu_subsets = [ops_ for on_gpu, ops_ in subsets if on_gpu]
+    taken = {id(op) for group in gpu_subsets for op in group}
+    dropped: list[int] = []
+    if max_partitions is not None and len(gpu_subsets) > max_partitions:
+        ranked = sorted(gpu_subsets, key=len, reverse=True)
+        kept = ranked[:max_partitions]
+        taken = {id(op) for group in kept for op in group}
+        dropped = sorted(op.index for group in ranked[max_partitions:] for op in group)
+        subsets = split_into_subsets(ops, lambda op: id(op) in taken)
+    dropped_set = set(dropped)
+    partitions = [
+        Partition(
+            i,
+            "gpu" if on_gpu else "cpu",
+            [op.index for op in group],
+            not_taken=not on_gpu and any(op.index in dropped_set for op in group),
+        )
+        for i, (on_gpu, group) in enumerate(subsets)
+    ]
+    flops = {id(op): op_flops(op) for op in ops}
+    return PartitionPlan(
+        total_ops=len(ops),
+        gpu_ops=len(taken),
+        partitions=partitions,
+        transfers=_transfers(subgraph, taken),
+        flops_total=sum(flops.values()),
+        flops_gpu=sum(f for key, f in flops.items() if key in taken),
+        max_partitions=max_partitions,
+        supported_partitions=len(gpu_subsets),
+        dropped_ops=dropped,
+    )
+
+
+def _transfers(subgraph: Subgraph, on_gpu: set[int]) -> list[Transfer]:
+    transfers: list[Transfer] = []
+    graph_inputs = {id(t) for t in subgraph.inputs}
+    graph_outputs = {id(t) for t in subgraph.outputs}
+    for tensor in subgraph.tensors:
+        if tensor.is_constant:
+            continue
+        producer = tensor.producer
+        made_on_gpu = producer is not None and id(producer) in on_gpu
+        readers_on_gpu = {id(op) in on_gpu for op, _ in tensor.uses}
+        if made_on_gpu:
+            if False in readers_on_gpu:
+                transfers.append(_transfer(tensor, "gpu->cpu", "internal"))
+            elif id(tensor) in graph_outputs:
+                transfers.append(_transfer(tensor, "gpu->cpu", "graph output"))
+        elif True in readers_on_gpu:
+            kind = "graph input" if id(tensor) in graph_inputs else "internal"
+            transfers.append(_transfer(tensor, "cpu->gpu", kind))
+    return transfers
+
+
+def _transfer(tensor: Tensor, direction: str, kind: str) -> Transfer:
+    return Transfer(
+        tensor=tensor.name,
+        shape=list(tensor.display_shape),
+        dtype=tensor.type_name,
+        bytes=tensor.nbytes or 0,
+        direction=direction,
+        kind=kind,
+    )

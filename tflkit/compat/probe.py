@@ -1,0 +1,584 @@
+"""Ask the real LiteRT GPU accelerator about a model, in a child process, and report what it said.
+
+``probe(model)`` compiles the model on the GPU accelerator (with CPU fallback, so a partly
+supported model still compiles and says what it rejected) in ``python -m
+tflkit.compat._probe_worker``, parses the native log with :mod:`tflkit.compat.gpu_log`, and
+optionally runs one inference. A crash or a hang of the accelerator is a finding in the returned
+:class:`ProbeResult`, never an exception here; for a crash it looks for the op that caused it.
+Results are cached on disk by (model sha256, ai-edge-litert version, options).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tflkit.compat.gpu_log import Adapter, GpuLog, parse_gpu_log
+from tflkit.errors import ModelLoadError, UsageError
+
+__all__ = [
+    "CrashNotLocated",
+    "CrashSite",
+    "ProbeResult",
+    "default_cache_dir",
+    "find_crash_op",
+    "probe",
+    "spawn_count",
+]
+
+PROTOCOL = 1
+_WORKER = "tflkit.compat._probe_worker"
+_FILE_IDENTIFIER = b"TFL3"
+
+ModelInput = bytes | bytearray | memoryview | str | os.PathLike[str]
+Inputs = Mapping[str, np.ndarray] | Sequence[np.ndarray]
+
+
+@dataclass
+class CrashSite:
+    """The op whose inclusion makes the accelerator crash.
+
+    ``op_index`` indexes ``model.main.ops``. ``method`` is "message" when the crash message's
+    hint was confirmed by two compiles, "bisect" when prefixes of the op list were bisected.
+    ``isolated`` says whether the op alone (cut out with ``model.extract([op])``) also crashes.
+    """
+
+    op_index: int
+    op_type: str
+    method: str
+    compiles: int
+    isolated: bool | None = None
+
+
+@dataclass
+class ProbeResult:
+    """What the GPU accelerator did with one model.
+
+    ``status``: "ok" (compiled, and ran if asked), "compile_error" (the runtime refused, e.g. a
+    dynamic shape or no adapter), "run_error" (compiled, inference raised), "crashed" (the
+    process died: see ``exit_code``/``signal``/``log.fatal``/``crash_site``), "timeout",
+    "worker_error" (the child never started its work: a broken install, see ``error``).
+    """
+
+    status: str
+    compiled: bool
+    is_fully_accelerated: bool
+    log: GpuLog
+    log_text: str
+    model_sha256: str
+    litert_version: str
+    options: dict[str, Any]
+    exit_code: int | None = None
+    signal: str | None = None
+    timed_out: bool = False
+    stage: str | None = None
+    error: str | None = None
+    compile_seconds: float | None = None
+    wall_seconds: float = 0.0
+    num_ops: int | None = None
+    signature: str | None = None
+    input_specs: list[dict[str, Any]] = field(default_factory=list)
+    output_specs: list[dict[str, Any]] = field(default_factory=list)
+    ran: bool = False
+    run_seconds: float | None = None
+    inputs: dict[str, np.ndarray] | None = None
+    outputs: dict[str, np.ndarray] | None = None
+    unreadable_outputs: dict[str, str] = field(default_factory=dict)
+    crash_site: CrashSite | None = None
+    crash_note: str | None = None
+    worker_pid: int | None = None
+    from_cache: bool = False
+
+    @property
+    def crashed(self) -> bool:
+        """The accelerator took the process down."""
+        return self.status == "crashed"
+
+    @property
+    def adapter(self) -> Adapter | None:
+        """The GPU adapter the accelerator selected, if it got that far."""
+        return self.log.adapter
+
+    @property
+    def exit_description(self) -> str | None:
+        """'killed by SIGABRT', 'exit status 1', or None for a clean exit."""
+        if self.signal:
+            return f"killed by {self.signal}"
+        if self.exit_code:
+            return f"exit status {self.exit_code}"
+        return None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """JSON-ready form without the arrays (those go to a sibling .npz in the cache)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        del data["inputs"], data["outputs"]
+        data["log"] = self.log.to_dict()
+        data["crash_site"] = asdict(self.crash_site) if self.crash_site else None
+        return data
+
+    @classmethod
+    def from_json_dict(
+        cls, data: dict[str, Any], arrays: dict[str, dict[str, np.ndarray]] | None
+    ) -> ProbeResult:
+        """Rebuild from :meth:`to_json_dict` plus the arrays stored beside it."""
+        data = dict(data)
+        data["log"] = GpuLog.from_dict(data["log"])
+        if data.get("crash_site") is not None:
+            data["crash_site"] = CrashSite(**data["crash_site"])
+        arrays = arrays or {}
+        return cls(**data, inputs=arrays.get("inputs"), outputs=arrays.get("outputs"))
+
+
+class _Spawns:
+    """Counts worker processes started by this process (lets tests see a cache hit)."""
+
+    count = 0
+
+
+def spawn_count() -> int:
+    """How many probe worker processes this process has started."""
+    return _Spawns.count
+
+
+def default_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The probe cache directory: ``cache_dir`` when given, else ``~/.cache/tflkit/probe``."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    return Path.home() / ".cache" / "tflkit" / "probe"
+
+
+def litert_version() -> str:
+    """Installed ai-edge-litert version, part of every cache key."""
+    try:
+        return importlib.metadata.version("ai-edge-litert")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _read_model(model: ModelInput) -> bytes:
+    if isinstance(model, bytes | bytearray | memoryview):
+        data = bytes(model)
+        where = "model bytes"
+    else:
+        path = Path(model)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ModelLoadError(f"cannot read model {path}: {exc.strerror or exc}") from exc
+        where = str(path)
+    if len(data) < 8 or data[4:8] != _FILE_IDENTIFIER:
+        raise ModelLoadError(f"{where} is not a TFLite model (no 'TFL3' flatbuffer identifier)")
+    return data
+
+
+def _normalize_inputs(inputs: Inputs | None) -> tuple[list[np.ndarray], list[str] | None] | None:
+    if inputs is None:
+        return None
+    if isinstance(inputs, Mapping):
+        names = [str(k) for k in inputs]
+        return [np.ascontiguousarray(inputs[k]) for k in inputs], names
+    if isinstance(inputs, np.ndarray):
+        raise UsageError("inputs must be a sequence or a name->array mapping, not one array")
+    return [np.ascontiguousarray(a) for a in inputs], None
+
+
+def _inputs_digest(normalized: tuple[list[np.ndarray], list[str] | None] | None) -> str | None:
+    if normalized is None:
+        return None
+    h = hashlib.sha256()
+    arrays, names = normalized
+    h.update(json.dumps(names).encode())
+    for a in arrays:
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _cache_key(sha: str, version: str, options: dict[str, Any]) -> str:
+    blob = json.dumps(
+        {"protocol": PROTOCOL, "model": sha, "litert": version, **options}, sort_keys=True
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _cache_load(entry: Path) -> ProbeResult | None:
+    meta = entry.with_suffix(".json")
+    if not meta.is_file():
+        return None
+    try:
+        data = json.loads(meta.read_text())
+        arrays = _load_arrays(entry.with_suffix(".npz"), data) if data.get("ran") else None
+        result = ProbeResult.from_json_dict(data, arrays)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    result.from_cache = True
+    return result
+
+
+def _cache_store(entry: Path, result: ProbeResult, npz: Path | None) -> None:
+    """Arrays first, then the JSON that makes the entry visible to readers."""
+    if npz is not None and npz.is_file():
+        data = npz.read_bytes()
+        _atomic_write(entry.with_suffix(".npz"), lambda f: f.write(data), mode="wb")
+    _atomic_write(
+        entry.with_suffix(".json"), lambda f: json.dump(result.to_json_dict(), f, sort_keys=True)
+    )
+
+
+def _load_arrays(npz: Path, state: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
+    specs_in = state.get("input_specs") or state.get("inputs") or []
+    specs_out = state.get("output_specs") or state.get("outputs") or []
+    result: dict[str, dict[str, np.ndarray]] = {"inputs": {}, "outputs": {}}
+    if not npz.is_file():
+        return result
+    with np.load(npz, allow_pickle=False) as data:
+        for i, spec in enumerate(specs_in):
+            if f"in_{i}" in data.files:
+                result["inputs"][spec["name"]] = data[f"in_{i}"]
+        for i, spec in enumerate(specs_out):
+            if f"out_{i}" in data.files:
+                result["outputs"][spec["name"]] = data[f"out_{i}"]
+    return result
+
+
+def _spawn(
+    data: bytes,
+    *,
+    timeout: float,
+    enforce_f32: bool,
+    run: bool,
+    inputs: tuple[list[np.ndarray], list[str] | None] | None,
+    seed: int,
+    workdir: Path,
+) -> tuple[dict[str, Any], str, int | None, bool, float, Path]:
+    """Run the worker; return (last state, merged log, return code, timed out, wall s, npz)."""
+    from tflkit.gpu_env import child_env
+
+    model_path = workdir / "model.tflite"
+    model_path.write_bytes(data)
+    result_path = workdir / "result.json"
+    npz_path = workdir / "outputs.npz"
+    cmd = [
+        sys.executable,
+        "-m",
+        _WORKER,
+        "--model",
+        str(model_path),
+        "--result",
+        str(result_path),
+        "--outputs",
+        str(npz_path),
+        "--seed",
+        str(seed),
+    ]
+    if enforce_f32:
+        cmd.append("--enforce-f32")
+    if run:
+        cmd.append("--run")
+    if inputs is not None:
+        arrays, names = inputs
+        in_path = workdir / "inputs.npz"
+        np.savez(in_path, **{f"in_{i}": a for i, a in enumerate(arrays)})
+        cmd += ["--inputs", str(in_path)]
+        if names is not None:
+            cmd += ["--input-names", json.dumps(names)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=child_env(),
+        cwd=workdir,
+        start_new_session=True,
+    )
+    _Spawns.count += 1
+    timed_out = False
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        with contextlib.suppress(ProcessLookupError):  # the worker's own session only
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+    wall = time.perf_counter() - start
+    try:
+        state = json.loads(result_path.read_text())
+    except (OSError, ValueError):
+        state = {}
+    return state, out.decode("utf-8", "replace"), proc.returncode, timed_out, wall, npz_path
+
+
+def _status(state: dict[str, Any], timed_out: bool) -> str:
+    if timed_out:
+        return "timeout"
+    if not state:
+        return "worker_error"
+    if state.get("stage") != "done":
+        return "crashed"
+    if not state.get("compiled"):
+        return "compile_error"
+    if state.get("run_error"):
+        return "run_error"
+    return "ok"
+
+
+def probe(
+    model: ModelInput,
+    *,
+    timeout: float = 120.0,
+    enforce_f32: bool = False,
+    run: bool = False,
+    inputs: Inputs | None = None,
+    seed: int = 0,
+    cache_dir: str | os.PathLike[str] | None = None,
+    use_cache: bool = True,
+    locate_crash: bool = True,
+) -> ProbeResult:
+    """Compile ``model`` (bytes or path) on the GPU accelerator in a child process.
+
+    With ``run=True`` it also runs one inference on ``inputs`` (by name or in signature order)
+    or, without them, on inputs drawn from ``seed``; ``result.inputs``/``result.outputs`` hold
+    the arrays (int64 outputs cannot be read back: see ``unreadable_outputs``). Raises
+    :class:`~tflkit.errors.ModelLoadError` only for input that is not a TFLite model; every
+    accelerator failure, crash or hang is reported in the result.
+    """
+    if timeout <= 0:
+        raise UsageError(f"timeout must be positive, got {timeout}")
+    if inputs is not None and not run:
+        raise UsageError("inputs are only used with run=True")
+    data = _read_model(model)
+    normalized = _normalize_inputs(inputs) if run else None
+    options = {
+        "enforce_f32": bool(enforce_f32),
+        "run": bool(run),
+        "inputs": _inputs_digest(normalized),
+        "seed": seed if run and normalized is None else None,
+    }
+    sha = hashlib.sha256(data).hexdigest()
+    version = litert_version()
+    entry = default_cache_dir(cache_dir) / _cache_key(sha, version, options)
+    if use_cache:
+        cached = _cache_load(entry)
+        if cached is not None:
+            return cached
+
+    with tempfile.TemporaryDirectory(prefix="tflkit-probe-") as tmp:
+        state, text, code, timed_out, wall, npz = _spawn(
+            data,
+            timeout=timeout,
+            enforce_f32=enforce_f32,
+            run=run,
+            inputs=normalized,
+            seed=seed,
+            workdir=Path(tmp),
+        )
+        result = _result(state, text, code, timed_out, wall, sha, version, options)
+        if result.log.fatal_kind == "load_failed" and not result.compiled:
+            raise ModelLoadError(f"the runtime cannot load this model: {result.error}")
+        if result.ran:
+            arrays = _load_arrays(npz, state)
+            result.inputs, result.outputs = arrays["inputs"], arrays["outputs"]
+        if result.crashed and locate_crash and result.stage in ("compile", "run"):
+            try:
+                result.crash_site = _locate(
+                    data,
+                    result,
+                    timeout=timeout,
+                    enforce_f32=enforce_f32,
+                    cache_dir=cache_dir,
+                    use_cache=use_cache,
+                )
+            except CrashNotLocated as why:
+                result.crash_note = str(why)
+        if use_cache and _cacheable(result):
+            _cache_store(entry, result, npz if result.ran else None)
+    return result
+
+
+def _cacheable(result: ProbeResult) -> bool:
+    """Timeouts depend on load and a missing adapter on the machine: never cache those."""
+    return (
+        not result.timed_out
+        and result.log.fatal_kind != "no_adapter"
+        and (result.log.adapter is not None or result.compiled)
+    )
+
+
+def _result(
+    state: dict[str, Any],
+    text: str,
+    code: int | None,
+    timed_out: bool,
+    wall: float,
+    sha: str,
+    version: str,
+    options: dict[str, Any],
+) -> ProbeResult:
+    status = _status(state, timed_out)
+    sig = None
+    if code is not None and code < 0:
+        try:
+            sig = signal.Signals(-code).name
+        except ValueError:
+            sig = f"signal {-code}"
+    log = parse_gpu_log(text)
+    compiled = bool(state.get("compiled"))
+    return ProbeResult(
+        status=status,
+        compiled=compiled,
+        is_fully_accelerated=bool(state.get("fully_accelerated")) and compiled,
+        log=log,
+        log_text=text,
+        model_sha256=sha,
+        litert_version=version,
+        options=options,
+        exit_code=code,
+        signal=sig,
+        timed_out=timed_out,
+        stage=state.get("stage"),
+        error=state.get("error") or state.get("run_error") or _last_line(text, status),
+        compile_seconds=state.get("compile_seconds"),
+        wall_seconds=wall,
+        num_ops=state.get("num_ops"),
+        signature=state.get("signature"),
+        input_specs=state.get("inputs", []),
+        output_specs=state.get("outputs", []),
+        ran=bool(state.get("ran")),
+        run_seconds=state.get("run_seconds"),
+        unreadable_outputs=state.get("unreadable", {}),
+        worker_pid=state.get("pid"),
+    )
+
+
+def _last_line(text: str, status: str) -> str | None:
+    """For a worker that never started: the last thing it printed (e.g. an ImportError)."""
+    if status != "worker_error":
+        return None
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "the probe worker exited without a word"
+
+
+class CrashNotLocated(Exception):
+    """Why the crashing op could not be found (recorded as ``crash_note``)."""
+
+
+def find_crash_op(
+    ops: Sequence[Any],
+    crashes: Callable[[Sequence[Any]], bool],
+    *,
+    hint: int | None = None,
+) -> CrashSite:
+    """Find the op whose inclusion crashes the accelerator, over prefixes of ``ops``.
+
+    ``ops`` are a subgraph's ops in execution order (tflkit IR ``Op``); ``crashes(some_ops)``
+    compiles a model made of just those ops and says whether it crashed. ``hint`` (the "Node
+    N" of a Check-failed message: an id in the delegate's own graph, which equals the op index
+    only when no op before it expands to several delegate nodes) is tried first and confirmed
+    with two compiles; then the smallest crashing prefix is bisected (about log2(n) compiles).
+    The culprit is the last op of that prefix; ``isolated`` says whether it crashes alone.
+    """
+    ops = list(ops)
+    if not ops:
+        raise CrashNotLocated("the main subgraph has no ops")
+    seen: dict[int, bool] = {0: False}
+    compiles = 0
+
+    def prefix_crashes(k: int) -> bool:
+        nonlocal compiles
+        if k not in seen:
+            compiles += 1
+            seen[k] = crashes(ops[:k])
+        return seen[k]
+
+    lo, hi = 0, len(ops)  # invariant: prefix lo does not crash, prefix hi does (checked below)
+    method = "bisect"
+    if hint is not None and 0 <= hint < len(ops):
+        if prefix_crashes(hint + 1):
+            hi = hint + 1
+            if prefix_crashes(hint):
+                hi = hint
+            else:
+                lo, method = hint, "message"
+        else:
+            lo = hint + 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if prefix_crashes(mid):
+            hi = mid
+        else:
+            lo = mid
+    if not prefix_crashes(hi):
+        raise CrashNotLocated(
+            "the main subgraph's ops, cut out on their own, do not crash: "
+            "the crash needs more than the main subgraph"
+        )
+    op = ops[hi - 1]
+    compiles += 1
+    isolated = crashes([op])
+    return CrashSite(
+        op_index=hi - 1, op_type=op.type, method=method, compiles=compiles, isolated=isolated
+    )
+
+
+def _locate(
+    data: bytes,
+    result: ProbeResult,
+    *,
+    timeout: float,
+    enforce_f32: bool,
+    cache_dir: str | os.PathLike[str] | None,
+    use_cache: bool,
+) -> CrashSite:
+    """Bisect the crash with the IR: every candidate is a sub-model from ``model.extract``."""
+    from tflkit import ir
+
+    try:
+        model = ir.load(data)
+    except Exception as exc:  # best effort: the crash finding stands without a site
+        raise CrashNotLocated(f"tflkit.ir cannot load the model: {exc}") from exc
+    run = result.stage == "run"  # a crash during inference needs inference to reproduce
+
+    def crashes(ops: Sequence[Any]) -> bool:
+        try:
+            sub = ir.dumps(model.extract(ops))
+        except Exception as exc:
+            raise CrashNotLocated(f"cannot cut ops {ops[0].index}..{ops[-1].index}: {exc}") from exc
+        sub_result = probe(
+            sub,
+            timeout=timeout,
+            enforce_f32=enforce_f32,
+            run=run,
+            cache_dir=cache_dir,
+            use_cache=use_cache,
+            locate_crash=False,
+        )
+        return sub_result.crashed
+
+    return find_crash_op(model.main.ops, crashes, hint=result.log.fatal_node)
