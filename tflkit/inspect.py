@@ -11,11 +11,11 @@ import numpy as np
 from tflkit import ir
 from tflkit.report.inspect_report import (
     InspectReport,
+    ModelWarning,
     QuantInfo,
     SignatureInfo,
     SubgraphInfo,
     TensorInfo,
-    ModelWarning,
 )
 
 CONTROL_FLOW_OPS = frozenset({"IF", "WHILE", "CALL_ONCE", "CALL"})

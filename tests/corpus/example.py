@@ -2,7 +2,8 @@
 
 A small image classifier (conv, depthwise conv, pooling, dense) with two things the GPU
 delegate rejects, so ``check`` and ``rewrite`` have something to show: a LOG_SOFTMAX head and
-an int64 ARG_MAX output. Run: ``python -m tests.corpus.example tflkit/examples/tiny_classifier.tflite``.
+an int64 ARG_MAX output. Run:
+``python -m tests.corpus.example tflkit/examples/tiny_classifier.tflite``.
 """
 
 from __future__ import annotations
