@@ -8,6 +8,4 @@ from typing import Annotated
 import typer
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
-ModelArgument = Annotated[
-    Path, typer.Argument(help="Path to a .tflite model.", show_default=False)
-]
+ModelArgument = Annotated[Path, typer.Argument(help="Path to a .tflite model.", show_default=False)]
