@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -315,12 +316,17 @@ class Op:
     def _parse_options(self) -> None:
         buf, position, position2 = self._lazy_options
         self._lazy_options = None
-        if position is not None:
-            table = schema.flatbuffer_table(buf, position)
-            self._options = schema.fb.BuiltinOptionsCreator(self._options_type, table)
-        if position2 is not None:
-            table = schema.flatbuffer_table(buf, position2)
-            self._options2 = schema.fb.BuiltinOptions2Creator(self.options2_type, table)
+        try:
+            if position is not None:
+                table = schema.flatbuffer_table(buf, position)
+                self._options = schema.fb.BuiltinOptionsCreator(self._options_type, table)
+            if position2 is not None:
+                table = schema.flatbuffer_table(buf, position2)
+                self._options2 = schema.fb.BuiltinOptions2Creator(self.options2_type, table)
+        except (IndexError, ValueError, TypeError, struct.error) as exc:
+            raise InvalidModelError(
+                f"{self.opcode.name} op has corrupt builtin options ({type(exc).__name__}: {exc})"
+            ) from None
 
     @property
     def options_type(self) -> int:
@@ -518,6 +524,13 @@ class Subgraph:
         for tensor in (*op.inputs, *op.outputs, *op.intermediates):
             if tensor is not None:
                 self.add_tensor(tensor)
+        for slot, tensor in enumerate(op._inputs):
+            if tensor is not None:
+                tensor._uses[(op, slot)] = None
+        for tensor in op._outputs:
+            if tensor._producer is not None and tensor._producer is not op:
+                raise InvalidModelError(f"tensor {tensor.name!r} already has a producer")
+            tensor._producer = op
         op.subgraph = self
         self.ops.insert(position, op)
         self._changed()

@@ -17,7 +17,7 @@ from typing import Any
 import flatbuffers
 import numpy as np
 
-from tflkit.errors import ModelLoadError, TflkitError
+from tflkit.errors import InvalidModelError, ModelLoadError, TflkitError
 from tflkit.ir import schema
 from tflkit.ir._tables import Fields
 from tflkit.ir.graph import Buffer, Metadata, Model, Op, OpCode, SignatureDef, Subgraph, Tensor
@@ -69,6 +69,8 @@ def load(source: ModelSource, *, label: str | None = None) -> Model:
                 f"(tflkit reads version {schema.SCHEMA_VERSION})"
             )
         return _Reader(data).read(root)
+    except InvalidModelError as exc:
+        raise ModelLoadError(f"{label}: invalid TFLite model ({exc})") from None
     except (IndexError, struct.error, ValueError, TypeError, OverflowError, UnicodeError) as exc:
         raise ModelLoadError(_corruption_message(label, len(data), exc)) from None
 
@@ -186,8 +188,8 @@ class _Reader:
                 raise ValueError(f"tensor index {index} out of range ({len(tensors)} tensors)")
             return tensors[index]
 
-        subgraph.inputs = [tensor_at(i) for i in fields.ints(1) or ()]
-        subgraph.outputs = [tensor_at(i) for i in fields.ints(2) or ()]
+        subgraph.inputs = [_required(tensor_at(i), i) for i in fields.ints(1) or ()]
+        subgraph.outputs = [_required(tensor_at(i), i) for i in fields.ints(2) or ()]
         for position in fields.table_vector(3):
             op = self._op(Fields(self.data, position), opcodes, tensor_at)
             op.subgraph = subgraph
@@ -242,10 +244,13 @@ class _Reader:
         options_type, options2_type = fields.u8(3), fields.u8(11)
         options_position = fields.table(4) if options_type else None
         options2_position = fields.table(12) if options2_type else None
+        for position in (options_position, options2_position):
+            if position is not None:
+                _check_table(self.data, position)
         op = Op(
             opcodes[opcode_index],
             [tensor_at(i) for i in fields.ints(1) or ()],
-            [tensor_at(i) for i in fields.ints(2) or ()],
+            [_required(tensor_at(i), i) for i in fields.ints(2) or ()],
             options_type=options_type,
             options2_type=options2_type,
             custom_options=custom_options,
@@ -282,6 +287,22 @@ class _Reader:
             tensor_map(table.Inputs, table.InputsLength()),
             tensor_map(table.Outputs, table.OutputsLength()),
         )
+
+
+def _required(tensor: Tensor | None, index: int) -> Tensor:
+    if tensor is None:
+        raise ValueError(
+            f"tensor index {index} out of range where a tensor is required (outputs and graph inputs cannot be omitted)"
+        )
+    return tensor
+
+
+def _check_table(data: Any, position: int) -> None:
+    """Raise ValueError unless the table at ``position`` and its vtable lie inside ``data``."""
+    fields = Fields(data, position)
+    end = position + max(fields.slots, default=0) + 8
+    if position < 0 or end > len(data):
+        raise ValueError("options table beyond end of file")
 
 
 def _buffer_from_view(view: np.ndarray) -> Buffer:

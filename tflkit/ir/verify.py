@@ -47,7 +47,7 @@ def _verify_subgraph(subgraph: Subgraph, position: int, subgraph_count: int) -> 
     for tensor in (*subgraph.inputs, *subgraph.outputs):
         member(tensor, "graph input/output")
     available = {id(t) for t in subgraph.inputs}
-    available.update(id(t) for t in subgraph.tensors if t.buffer is not None or t.is_variable)
+    available.update(id(t) for t in subgraph.tensors if t.is_constant or t.is_variable)
     produced: dict[int, int] = {}
     for index, op in enumerate(subgraph.ops):
         label = f"{where} op {index} ({op.type})"
