@@ -292,7 +292,7 @@ class _Reader:
 def _required(tensor: Tensor | None, index: int) -> Tensor:
     if tensor is None:
         raise ValueError(
-            f"tensor index {index} out of range where a tensor is required (outputs and graph inputs cannot be omitted)"
+            f"tensor index {index} where a tensor is required (only op inputs may be omitted)"
         )
     return tensor
 
