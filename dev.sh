@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 setup() {
-  ./install-software-gpu.sh
+  ./install-system-packages.sh "$@"
   if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
   fi
@@ -31,7 +31,7 @@ case "$job" in
     .venv/bin/tflkit inspect "$example"
     ;;
   test)
-    setup
+    setup --browser
     .venv/bin/ruff check .
     .venv/bin/python -m pytest -q "$@"
     ;;

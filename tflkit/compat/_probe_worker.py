@@ -1,10 +1,13 @@
 """Child process: compile one model on the LiteRT GPU accelerator, optionally run it once.
 
 Run as ``python -m tflkit.compat._probe_worker --model M --result R.json [--outputs O.npz]
-[--inputs I.npz] [--enforce-f32] [--run] [--seed N]``. The parent (:mod:`tflkit.compat.probe`)
-reads the accelerator's native log from this process's stderr. The result JSON is rewritten
-atomically after every stage, so when the accelerator kills the process the parent still knows
-which stage it died in. Never import TensorFlow here.
+[--inputs I.npz | --input-sets S.npz] [--signature KEY] [--enforce-f32] [--run] [--seed N]``, or
+in batch mode ``--jobs J.json --result R.json [--start K]`` (compile and run several small models
+one after the other, e.g. every op of a model cut out on its own). The parent
+(:mod:`tflkit.compat.probe`) reads the accelerator's native log from this process's stderr. The
+result JSON is rewritten atomically after every stage (and every job), so when the accelerator
+kills the process the parent still knows which stage, and which job, it died in. Never import
+TensorFlow here.
 """
 
 from __future__ import annotations
@@ -49,8 +52,13 @@ def _main_op_count(data: bytes) -> int | None:
         return None
 
 
-def _signature(cm: Any) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
-    key = next(iter(cm.get_signature_list()))
+def _signature(
+    cm: Any, key: str | None = None
+) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    if key is None:
+        key = next(iter(cm.get_signature_list()))
+    elif key not in cm.get_signature_list():
+        raise ValueError(f"no signature {key!r}; the model has {list(cm.get_signature_list())}")
     names = cm.get_signature_list()[key]
     in_details = cm.get_input_tensor_details(key)
     out_details = cm.get_output_tensor_details(key)
@@ -101,15 +109,15 @@ def _make_inputs(
 
 
 def _run(
-    cm: Any, arrays: list[np.ndarray], outputs: list[dict[str, Any]]
+    cm: Any, arrays: list[np.ndarray], outputs: list[dict[str, Any]], signature_index: int = 0
 ) -> tuple[list[np.ndarray | None], dict[str, str], float]:
-    ins = cm.create_input_buffers(0)
-    outs = cm.create_output_buffers(0)
+    """One inference; the time covers writing the inputs, running and reading the outputs."""
+    ins = cm.create_input_buffers(signature_index)
+    outs = cm.create_output_buffers(signature_index)
+    start = time.perf_counter()
     for buf, arr in zip(ins, arrays, strict=True):
         buf.write(arr)
-    start = time.perf_counter()
-    cm.run_by_index(0, ins, outs)
-    seconds = time.perf_counter() - start
+    cm.run_by_index(signature_index, ins, outs)
     values: list[np.ndarray | None] = []
     unreadable: dict[str, str] = {}
     for buf, spec in zip(outs, outputs, strict=True):
@@ -121,21 +129,101 @@ def _run(
             unreadable[spec["name"]] = f"TensorBuffer.read cannot read {spec['dtype']}: " + (
                 _one_line(exc)
             )
-    return values, unreadable, seconds
+    return values, unreadable, time.perf_counter() - start
+
+
+def _load_sets(path: Path) -> list[Path]:
+    """Split an ``s{k}_in_{i}`` npz into one ``in_{i}`` npz per input set (for _make_inputs)."""
+    with np.load(path, allow_pickle=False) as npz:
+        keys = npz.files
+        count = 1 + max(int(k.split("_", 1)[0][1:]) for k in keys) if keys else 0
+        paths = []
+        for k in range(count):
+            one = path.with_name(f".set{k}.npz")
+            prefix = f"s{k}_"
+            np.savez(
+                one, **{key[len(prefix) :]: npz[key] for key in keys if key.startswith(prefix)}
+            )
+            paths.append(one)
+    return paths
+
+
+def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".out-", suffix=".npz")
+    with os.fdopen(fd, "wb") as f:
+        np.savez(f, **arrays)
+    os.replace(tmp, path)
+
+
+def _options(enforce_f32: bool) -> Any:
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+    from ai_edge_litert.options import GpuOptions, Options
+
+    return Options(
+        hardware_accelerators=HardwareAccelerator.GPU | HardwareAccelerator.CPU,
+        gpu_options=GpuOptions(enforce_f32=enforce_f32),
+    )
+
+
+def run_jobs(jobs_path: Path, result_path: Path, start_at: int, enforce_f32: bool) -> int:
+    """Batch mode: compile and run each job's model once on its inputs, recording every job.
+
+    ``jobs_path`` is a JSON list of ``{"model", "inputs", "outputs"}`` paths. Before each job the
+    state names it in ``current``, so a crash is pinned on the job that caused it.
+    """
+    from ai_edge_litert.compiled_model import CompiledModel
+
+    jobs = json.loads(jobs_path.read_text())
+    state: dict[str, Any] = {"protocol": PROTOCOL, "pid": os.getpid(), "stage": "jobs", "jobs": {}}
+    options = _options(enforce_f32)
+    for index in range(start_at, len(jobs)):
+        job = jobs[index]
+        state["current"] = index
+        _write_json(result_path, state)
+        print(f"tflkit-probe: job {index}", file=sys.stderr, flush=True)
+        record: dict[str, Any] = {"compiled": False}
+        start = time.perf_counter()
+        try:
+            cm = CompiledModel.from_buffer(Path(job["model"]).read_bytes(), options=options)
+            record["compile_seconds"] = time.perf_counter() - start
+            record["compiled"] = True
+            record["fully_accelerated"] = bool(cm.is_fully_accelerated())
+            _, specs_in, specs_out = _signature(cm)
+            arrays = _make_inputs(specs_in, Path(job["inputs"]), job.get("names"), 0)
+            values, unreadable, seconds = _run(cm, arrays, specs_out)
+            record.update(run_seconds=seconds, unreadable=unreadable, outputs=specs_out)
+            _save_npz(
+                Path(job["outputs"]), {f"out_{i}": v for i, v in enumerate(values) if v is not None}
+            )
+        except Exception as exc:
+            record["error"] = _one_line(exc)
+        state["jobs"][str(index)] = record
+    state.pop("current", None)
+    state["stage"] = "done"
+    _write_json(result_path, state)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Compile (and optionally run) the model; always exit 0 unless the runtime kills us."""
     parser = argparse.ArgumentParser(prog="tflkit.compat._probe_worker")
-    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--model", type=Path)
     parser.add_argument("--result", type=Path, required=True)
     parser.add_argument("--outputs", type=Path)
     parser.add_argument("--inputs", type=Path)
+    parser.add_argument("--input-sets", type=Path, help="npz of s{k}_in_{i}: several input sets")
     parser.add_argument("--input-names", help="JSON list naming the arrays in --inputs")
+    parser.add_argument("--signature", help="signature key (default: the first)")
     parser.add_argument("--enforce-f32", action="store_true")
     parser.add_argument("--run", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=Path, help="batch mode: JSON list of jobs")
+    parser.add_argument("--start", type=int, default=0, help="batch mode: first job to run")
     args = parser.parse_args(argv)
+    if args.jobs is not None:
+        return run_jobs(args.jobs, args.result, args.start, args.enforce_f32)
+    if args.model is None:
+        parser.error("--model is required")
 
     state: dict[str, Any] = {"protocol": PROTOCOL, "pid": os.getpid(), "stage": "load"}
     _write_json(args.result, state)
@@ -143,13 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     state["num_ops"] = _main_op_count(data)
 
     from ai_edge_litert.compiled_model import CompiledModel
-    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-    from ai_edge_litert.options import GpuOptions, Options
 
-    options = Options(
-        hardware_accelerators=HardwareAccelerator.GPU | HardwareAccelerator.CPU,
-        gpu_options=GpuOptions(enforce_f32=args.enforce_f32),
-    )
+    options = _options(args.enforce_f32)
     state["stage"] = "compile"
     _write_json(args.result, state)
     print("tflkit-probe: compiling", file=sys.stderr, flush=True)
@@ -165,16 +248,39 @@ def main(argv: list[str] | None = None) -> int:
     state["compile_seconds"] = time.perf_counter() - start
     state["compiled"] = True
     state["fully_accelerated"] = bool(cm.is_fully_accelerated())
-    state["signature"], state["inputs"], state["outputs"] = _signature(cm)
+    try:
+        state["signature"], state["inputs"], state["outputs"] = _signature(cm, args.signature)
+    except ValueError as exc:
+        state.update(stage="done", run_error=_one_line(exc))
+        _write_json(args.result, state)
+        return 0
+    sig_index = cm.get_signature_index(state["signature"]) if args.signature else 0
     print("tflkit-probe: compiled", file=sys.stderr, flush=True)
 
     if args.run:
         state["stage"] = "run"
         _write_json(args.result, state)
+        names = json.loads(args.input_names) if args.input_names else None
+        arrays_out: dict[str, np.ndarray] = {}
         try:
-            names = json.loads(args.input_names) if args.input_names else None
-            arrays = _make_inputs(state["inputs"], args.inputs, names, args.seed)
-            values, unreadable, seconds = _run(cm, arrays, state["outputs"])
+            if args.input_sets is not None:
+                set_files = _load_sets(args.input_sets)
+                each: list[float] = []
+                unreadable: dict[str, str] = {}
+                for k, one in enumerate(set_files):
+                    arrays = _make_inputs(state["inputs"], one, names, args.seed)
+                    values, unreadable, seconds = _run(cm, arrays, state["outputs"], sig_index)
+                    each.append(seconds)
+                    arrays_out.update(
+                        {f"s{k}_out_{i}": v for i, v in enumerate(values) if v is not None}
+                    )
+                state.update(sets=len(set_files), run_seconds_each=each)
+                seconds = sum(each)
+            else:
+                arrays = _make_inputs(state["inputs"], args.inputs, names, args.seed)
+                values, unreadable, seconds = _run(cm, arrays, state["outputs"], sig_index)
+                arrays_out = {f"in_{i}": a for i, a in enumerate(arrays)}
+                arrays_out.update({f"out_{i}": v for i, v in enumerate(values) if v is not None})
         except Exception as exc:
             state.update(stage="done", run_error=_one_line(exc))
             print(f"tflkit-probe: run failed: {state['run_error']}", file=sys.stderr, flush=True)
@@ -182,12 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         state.update(ran=True, run_seconds=seconds, unreadable=unreadable)
         if args.outputs is not None:
-            arrays_out = {f"in_{i}": a for i, a in enumerate(arrays)}
-            arrays_out.update({f"out_{i}": v for i, v in enumerate(values) if v is not None})
-            fd, tmp = tempfile.mkstemp(dir=args.outputs.parent, prefix=".out-", suffix=".npz")
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays_out)
-            os.replace(tmp, args.outputs)
+            _save_npz(args.outputs, arrays_out)
     state["stage"] = "done"
     _write_json(args.result, state)
     return 0

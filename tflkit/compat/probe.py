@@ -37,6 +37,7 @@ __all__ = [
     "default_cache_dir",
     "find_crash_op",
     "probe",
+    "run_jobs",
     "spawn_count",
 ]
 
@@ -95,8 +96,10 @@ class ProbeResult:
     output_specs: list[dict[str, Any]] = field(default_factory=list)
     ran: bool = False
     run_seconds: float | None = None
+    run_seconds_each: list[float] = field(default_factory=list)
     inputs: dict[str, np.ndarray] | None = None
     outputs: dict[str, np.ndarray] | None = None
+    output_sets: list[dict[str, np.ndarray]] | None = None
     unreadable_outputs: dict[str, str] = field(default_factory=dict)
     crash_site: CrashSite | None = None
     crash_note: str | None = None
@@ -125,7 +128,7 @@ class ProbeResult:
     def to_json_dict(self) -> dict[str, Any]:
         """JSON-ready form without the arrays (those go to a sibling .npz in the cache)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        del data["inputs"], data["outputs"]
+        del data["inputs"], data["outputs"], data["output_sets"]
         data["log"] = self.log.to_dict()
         data["crash_site"] = asdict(self.crash_site) if self.crash_site else None
         return data
@@ -140,7 +143,13 @@ class ProbeResult:
         if data.get("crash_site") is not None:
             data["crash_site"] = CrashSite(**data["crash_site"])
         arrays = arrays or {}
-        return cls(**data, inputs=arrays.get("inputs"), outputs=arrays.get("outputs"))
+        sets = arrays.get("sets")
+        return cls(
+            **data,
+            inputs=arrays.get("inputs"),
+            outputs=arrays.get("outputs"),
+            output_sets=list(sets.values()) if sets else None,
+        )
 
 
 class _Spawns:
@@ -208,6 +217,12 @@ def _inputs_digest(normalized: tuple[list[np.ndarray], list[str] | None] | None)
     return h.hexdigest()
 
 
+def _sets_digest(sets: list[tuple[list[np.ndarray], list[str] | None]] | None) -> str | None:
+    if sets is None:
+        return None
+    return hashlib.sha256("".join(str(_inputs_digest(one)) for one in sets).encode()).hexdigest()
+
+
 def _cache_key(sha: str, version: str, options: dict[str, Any]) -> str:
     blob = json.dumps(
         {"protocol": PROTOCOL, "model": sha, "litert": version, **options}, sort_keys=True
@@ -254,10 +269,20 @@ def _cache_store(entry: Path, result: ProbeResult, npz: Path | None) -> None:
 def _load_arrays(npz: Path, state: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
     specs_in = state.get("input_specs") or state.get("inputs") or []
     specs_out = state.get("output_specs") or state.get("outputs") or []
-    result: dict[str, dict[str, np.ndarray]] = {"inputs": {}, "outputs": {}}
+    result: dict[str, Any] = {"inputs": {}, "outputs": {}}
     if not npz.is_file():
         return result
     with np.load(npz, allow_pickle=False) as data:
+        count = state.get("sets") or 0
+        if count:
+            result["sets"] = {
+                k: {
+                    spec["name"]: data[f"s{k}_out_{i}"]
+                    for i, spec in enumerate(specs_out)
+                    if f"s{k}_out_{i}" in data.files
+                }
+                for k in range(count)
+            }
         for i, spec in enumerate(specs_in):
             if f"in_{i}" in data.files:
                 result["inputs"][spec["name"]] = data[f"in_{i}"]
@@ -276,10 +301,10 @@ def _spawn(
     inputs: tuple[list[np.ndarray], list[str] | None] | None,
     seed: int,
     workdir: Path,
+    input_sets: list[tuple[list[np.ndarray], list[str] | None]] | None = None,
+    signature: str | None = None,
 ) -> tuple[dict[str, Any], str, int | None, bool, float, Path]:
     """Run the worker; return (last state, merged log, return code, timed out, wall s, npz)."""
-    from tflkit.gpu_env import child_env
-
     model_path = workdir / "model.tflite"
     model_path.write_bytes(data)
     result_path = workdir / "result.json"
@@ -308,6 +333,30 @@ def _spawn(
         cmd += ["--inputs", str(in_path)]
         if names is not None:
             cmd += ["--input-names", json.dumps(names)]
+    if input_sets is not None:
+        sets_path = workdir / "input_sets.npz"
+        np.savez(
+            sets_path,
+            **{
+                f"s{k}_in_{i}": a
+                for k, (arrays, _) in enumerate(input_sets)
+                for i, a in enumerate(arrays)
+            },
+        )
+        cmd += ["--input-sets", str(sets_path)]
+        if input_sets and input_sets[0][1] is not None:
+            cmd += ["--input-names", json.dumps(input_sets[0][1])]
+    if signature is not None:
+        cmd += ["--signature", signature]
+    return _communicate(cmd, workdir, timeout, result_path, npz_path)
+
+
+def _communicate(
+    cmd: list[str], workdir: Path, timeout: float, result_path: Path, npz_path: Path
+) -> tuple[dict[str, Any], str, int | None, bool, float, Path]:
+    """Start the worker in its own session, wait (killing it on timeout), read its state."""
+    from tflkit.gpu_env import child_env
+
     start = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -360,27 +409,39 @@ def probe(
     cache_dir: str | os.PathLike[str] | None = None,
     use_cache: bool = True,
     locate_crash: bool = True,
+    input_sets: Sequence[Inputs] | None = None,
+    signature: str | None = None,
 ) -> ProbeResult:
     """Compile ``model`` (bytes or path) on the GPU accelerator in a child process.
 
     With ``run=True`` it also runs one inference on ``inputs`` (by name or in signature order)
     or, without them, on inputs drawn from ``seed``; ``result.inputs``/``result.outputs`` hold
-    the arrays (int64 outputs cannot be read back: see ``unreadable_outputs``). Raises
+    the arrays (int64 outputs cannot be read back: see ``unreadable_outputs``). With
+    ``input_sets`` (several inputs, ``run=True``) it runs one inference per set in one compile:
+    ``result.output_sets`` and ``result.run_seconds_each`` (write + run + read, per set).
+    ``signature`` picks a signature by key (default: the first). Raises
     :class:`~tflkit.errors.ModelLoadError` only for input that is not a TFLite model; every
     accelerator failure, crash or hang is reported in the result.
     """
     if timeout <= 0:
         raise UsageError(f"timeout must be positive, got {timeout}")
-    if inputs is not None and not run:
+    if (inputs is not None or input_sets is not None) and not run:
         raise UsageError("inputs are only used with run=True")
+    if inputs is not None and input_sets is not None:
+        raise UsageError("give inputs or input_sets, not both")
     data = _read_model(model)
     normalized = _normalize_inputs(inputs) if run else None
-    options = {
+    sets = [_normalize_inputs(one) for one in input_sets] if input_sets is not None else None
+    options: dict[str, Any] = {
         "enforce_f32": bool(enforce_f32),
         "run": bool(run),
         "inputs": _inputs_digest(normalized),
-        "seed": seed if run and normalized is None else None,
+        "seed": seed if run and normalized is None and sets is None else None,
     }
+    if sets is not None:
+        options["input_sets"] = _sets_digest(sets)  # type: ignore[arg-type]
+    if signature is not None:
+        options["signature"] = signature
     sha = hashlib.sha256(data).hexdigest()
     version = litert_version()
     entry = default_cache_dir(cache_dir) / _cache_key(sha, version, options)
@@ -398,6 +459,8 @@ def probe(
             inputs=normalized,
             seed=seed,
             workdir=Path(tmp),
+            input_sets=sets,  # type: ignore[arg-type]
+            signature=signature,
         )
         result = _result(state, text, code, timed_out, wall, sha, version, options)
         if result.log.fatal_kind == "load_failed" and not result.compiled:
@@ -405,6 +468,8 @@ def probe(
         if result.ran:
             arrays = _load_arrays(npz, state)
             result.inputs, result.outputs = arrays["inputs"], arrays["outputs"]
+            if "sets" in arrays:
+                result.output_sets = list(arrays["sets"].values())
         if result.crashed and locate_crash and result.stage in ("compile", "run"):
             try:
                 result.crash_site = _locate(
@@ -472,6 +537,7 @@ def _result(
         output_specs=state.get("outputs", []),
         ran=bool(state.get("ran")),
         run_seconds=state.get("run_seconds"),
+        run_seconds_each=state.get("run_seconds_each", []),
         unreadable_outputs=state.get("unreadable", {}),
         worker_pid=state.get("pid"),
     )
@@ -582,3 +648,105 @@ def _locate(
         return sub_result.crashed
 
     return find_crash_op(model.main.ops, crashes, hint=result.log.fatal_node)
+
+
+@dataclass
+class JobResult:
+    """One model of a :func:`run_jobs` batch: "ok", "compile_error", "run_error", "crashed",
+    "timeout" or "worker_error"; ``outputs`` by output name when it ran."""
+
+    status: str
+    compiled: bool = False
+    fully_accelerated: bool = False
+    error: str | None = None
+    compile_seconds: float | None = None
+    run_seconds: float | None = None
+    outputs: dict[str, np.ndarray] | None = None
+    unreadable: dict[str, str] = field(default_factory=dict)
+
+
+def run_jobs(
+    models: Sequence[bytes],
+    inputs: Sequence[Mapping[str, np.ndarray]],
+    *,
+    enforce_f32: bool = False,
+    timeout_per_job: float = 60.0,
+) -> list[JobResult]:
+    """Compile and run each model once on its inputs, on the GPU, in as few processes as possible.
+
+    One worker runs the jobs in order; when the accelerator kills it (or a job hangs), that job
+    is recorded as "crashed" (or "timeout") and a new worker resumes with the next job. Used to
+    run every op of a model cut out on its own without paying a process start per op.
+    """
+    if len(models) != len(inputs):
+        raise UsageError(f"{len(models)} models but {len(inputs)} input sets")
+    results: dict[int, JobResult] = {}
+    with tempfile.TemporaryDirectory(prefix="tflkit-jobs-") as tmp:
+        work = Path(tmp)
+        jobs = []
+        for i, (data, feed) in enumerate(zip(models, inputs, strict=True)):
+            (work / f"m{i}.tflite").write_bytes(data)
+            np.savez(work / f"i{i}.npz", **{f"in_{k}": a for k, a in enumerate(feed.values())})
+            jobs.append(
+                {
+                    "model": str(work / f"m{i}.tflite"),
+                    "inputs": str(work / f"i{i}.npz"),
+                    "outputs": str(work / f"o{i}.npz"),
+                    "names": [str(name) for name in feed],
+                }
+            )
+        jobs_path = work / "jobs.json"
+        jobs_path.write_text(json.dumps(jobs))
+        start = 0
+        while start < len(jobs):
+            result_path = work / f"state{start}.json"
+            cmd = [sys.executable, "-m", _WORKER, "--jobs", str(jobs_path)]
+            cmd += ["--result", str(result_path), "--start", str(start)]
+            if enforce_f32:
+                cmd.append("--enforce-f32")
+            timeout = timeout_per_job * (len(jobs) - start)
+            state, text, _code, timed_out, _wall, _ = _communicate(
+                cmd, work, timeout, result_path, work / "unused.npz"
+            )
+            for key, record in state.get("jobs", {}).items():
+                results[int(key)] = _job_result(record, Path(jobs[int(key)]["outputs"]))
+            if state.get("stage") == "done":
+                break
+            current = state.get("current")
+            if current is None:
+                error = _last_line(text, "worker_error")
+                for i in range(start, len(jobs)):
+                    results.setdefault(i, JobResult(status="worker_error", error=error))
+                break
+            fatal = parse_gpu_log(text).fatal
+            results[current] = JobResult(
+                status="timeout" if timed_out else "crashed",
+                error=fatal or ("timed out" if timed_out else "the accelerator killed the process"),
+            )
+            start = current + 1
+    return [results.get(i, JobResult(status="worker_error")) for i in range(len(jobs))]
+
+
+def _job_result(record: dict[str, Any], npz: Path) -> JobResult:
+    result = JobResult(
+        status="ok",
+        compiled=bool(record.get("compiled")),
+        fully_accelerated=bool(record.get("fully_accelerated")),
+        error=record.get("error"),
+        compile_seconds=record.get("compile_seconds"),
+        run_seconds=record.get("run_seconds"),
+        unreadable=record.get("unreadable", {}),
+    )
+    if not result.compiled:
+        result.status = "compile_error"
+    elif result.error:
+        result.status = "run_error"
+    if npz.is_file():
+        specs = record.get("outputs", [])
+        with np.load(npz, allow_pickle=False) as data:
+            result.outputs = {
+                spec["name"]: data[f"out_{i}"]
+                for i, spec in enumerate(specs)
+                if f"out_{i}" in data.files
+            }
+    return result

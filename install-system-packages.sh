@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# Install Mesa >= 25 lavapipe (software Vulkan) from bookworm-backports, reusing the mirror of the
-# system's own Debian apt source. Needs root; a no-op (with a note) otherwise.
+# Debian packages tflkit needs, installed when run as root (a no-op with a note otherwise):
+#  - always: Mesa >= 25 lavapipe (software Vulkan GPU) from bookworm-backports, reusing the
+#    mirror of the system's own Debian apt source;
+#  - with --browser: Chromium, used by the tests to render the HTML reports headless.
 set -euo pipefail
 
+with_browser=0
+[ "${1:-}" = "--browser" ] && with_browser=1
+
 if [ "$(id -u)" != 0 ]; then
-  echo "install-software-gpu: not root, skipping the Debian packages for the software GPU" >&2
+  echo "install-system-packages: not root, skipping the Debian packages" >&2
   exit 0
 fi
 if ! command -v apt-get >/dev/null; then
-  echo "install-software-gpu: no apt-get, skipping" >&2
+  echo "install-system-packages: no apt-get, skipping the Debian packages" >&2
   exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+
+if [ "$with_browser" = 1 ] && ! command -v chromium >/dev/null; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  echo "install-system-packages: $(chromium --version 2>/dev/null) installed"
 fi
 
 mesa_version() { dpkg-query -W -f '${Version}' mesa-vulkan-drivers 2>/dev/null | sed -E 's/^[0-9]+://; s/[^0-9.].*//'; }
 current=$(mesa_version || true)
 if [ -n "$current" ] && [ "${current%%.*}" -ge 25 ] 2>/dev/null; then
-  echo "install-software-gpu: mesa-vulkan-drivers $current already installed"
+  echo "install-system-packages: mesa-vulkan-drivers $current already installed"
   exit 0
 fi
 
@@ -31,13 +43,12 @@ if [ -z "$mirror" ] && [ -f /etc/apt/sources.list ]; then
   mirror=$(awk '$1=="deb" && $0 !~ /security/ {for (i=2;i<=NF;i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' /etc/apt/sources.list)
 fi
 if [ -z "$mirror" ]; then
-  echo "install-software-gpu: could not find the system's Debian mirror in its apt sources" >&2
+  echo "install-system-packages: could not find the system's Debian mirror in its apt sources" >&2
   exit 1
 fi
 
 list=/etc/apt/sources.list.d/tflkit-backports.list
 echo "deb $mirror ${codename}-backports main" > "$list"
-export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq -t "${codename}-backports" mesa-vulkan-drivers libvulkan1 >/dev/null
-echo "install-software-gpu: mesa-vulkan-drivers $(mesa_version) installed"
+echo "install-system-packages: mesa-vulkan-drivers $(mesa_version) installed"

@@ -1,0 +1,127 @@
+"""A classic external TFLite delegate (``--delegate path.so``) through ``load_delegate``.
+
+The delegate runs in a child process with a timeout (a vendor delegate can abort or hang). The
+model is run by tensor names, so it works for models without signatures; signature output names
+are mapped back by the caller-provided tensor -> name table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .base import Feed, RunnerUnavailable, RunResult
+
+__all__ = ["ExternalDelegateRunner"]
+
+_WORKER = "tflkit.delegates._delegate_worker"
+
+
+class ExternalDelegateRunner:
+    """Runs the model on the CPU Interpreter with an external delegate library."""
+
+    def __init__(
+        self,
+        model: bytes,
+        library: str | os.PathLike[str],
+        *,
+        options: Mapping[str, str] | None = None,
+        input_tensors: Mapping[str, str] | None = None,
+        output_names: Mapping[str, str] | None = None,
+        timeout: float = 300.0,
+        name: str = "delegate",
+    ) -> None:
+        self.model = model
+        self.library = Path(library)
+        self.options = dict(options or {})
+        self.input_tensors = dict(input_tensors or {})
+        self.output_names = dict(output_names or {})
+        self.timeout = timeout
+        self.name = name
+
+    def activate(self) -> None:
+        if not self.library.is_file():
+            raise RunnerUnavailable(f"delegate library {self.library} does not exist")
+
+    def deactivate(self) -> None:
+        """Nothing held: the child process is gone."""
+
+    def infer(self, feeds: Sequence[Feed]) -> RunResult:
+        from tflkit.gpu_env import child_env
+
+        names = list(feeds[0]) if feeds else []
+        tensor_names = [self.input_tensors.get(n, n) for n in names]
+        with tempfile.TemporaryDirectory(prefix="tflkit-delegate-") as tmp:
+            work = Path(tmp)
+            (work / "model.tflite").write_bytes(self.model)
+            np.savez(
+                work / "in.npz",
+                **{f"s{k}_in_{i}": f[n] for k, f in enumerate(feeds) for i, n in enumerate(names)},
+            )
+            (work / "names.json").write_text(json.dumps(tensor_names))
+            cmd = [sys.executable, "-m", _WORKER, "--model", str(work / "model.tflite")]
+            cmd += ["--delegate", str(self.library.resolve()), "--inputs", str(work / "in.npz")]
+            cmd += ["--names", str(work / "names.json"), "--result", str(work / "r.json")]
+            cmd += ["--outputs", str(work / "out.npz")]
+            for key, value in self.options.items():
+                cmd += ["--option", f"{key}={value}"]
+            start = time.perf_counter()
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=child_env(),
+                cwd=work,
+                start_new_session=True,
+            )
+            try:
+                text, _ = proc.communicate(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                return RunResult(self.name, "timeout", error=f"no answer in {self.timeout:g} s")
+            wall = time.perf_counter() - start
+            try:
+                state = json.loads((work / "r.json").read_text())
+            except (OSError, ValueError):
+                state = {}
+            executed = {"runtime": "LiteRT Interpreter", "delegate": str(self.library)}
+            if state.get("stage") != "done":
+                code = proc.returncode
+                how = f"killed by signal {-code}" if code and code < 0 else f"exit {code}"
+                tail = text.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+                return RunResult(
+                    self.name,
+                    "crashed",
+                    executed=executed,
+                    error=f"{how} during {state.get('stage', 'start')}: {tail[0]}",
+                )
+            if state.get("error"):
+                status = "unavailable" if "load_delegate" in state["error"] else "compile_error"
+                return RunResult(self.name, status, executed=executed, error=state["error"])
+            labels = [self.output_names.get(n, n) for n in state["output_names"]]
+            outputs = []
+            with np.load(work / "out.npz", allow_pickle=False) as npz:
+                for k in range(state["sets"]):
+                    outputs.append({lab: npz[f"s{k}_out_{j}"] for j, lab in enumerate(labels)})
+        return RunResult(
+            self.name,
+            "ok",
+            outputs=outputs,
+            executed=executed,
+            compile_seconds=state.get("compile_seconds"),
+            infer_seconds=state.get("infer_seconds", []),
+            notes=[f"child process wall time {wall:.2f} s"],
+        )

@@ -1,0 +1,113 @@
+"""LiteRT on the CPU, in this process: XNNPACK (the default) or the reference kernels.
+
+The classic ``Interpreter`` reads every dtype back (int64 included), so it is the ground every
+other runner is compared with. ``kernels="reference"`` uses ``OpResolverType.BUILTIN_REF``: the
+slow, straightforward kernels, useful to tell an XNNPACK difference from a model problem.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .base import Feed, RunResult
+
+__all__ = ["LiteRTCpuRunner"]
+
+KERNELS = ("xnnpack", "reference")
+
+
+class LiteRTCpuRunner:
+    """Runs a ``.tflite`` with ``ai_edge_litert.interpreter.Interpreter`` on the CPU."""
+
+    def __init__(
+        self,
+        model: bytes,
+        *,
+        kernels: str = "xnnpack",
+        signature: str | None = None,
+        num_threads: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        if kernels not in KERNELS:
+            raise ValueError(f"kernels must be one of {KERNELS}, got {kernels!r}")
+        self.model = model
+        self.kernels = kernels
+        self.signature = signature
+        self.num_threads = num_threads
+        self.name = name or ("cpu" if kernels == "xnnpack" else "cpu-ref")
+        self._interpreter: Any = None
+        self._compile_seconds: float | None = None
+
+    def activate(self) -> None:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        resolver = (
+            OpResolverType.BUILTIN if self.kernels == "xnnpack" else OpResolverType.BUILTIN_REF
+        )
+        start = time.perf_counter()
+        self._interpreter = Interpreter(
+            model_content=self.model,
+            experimental_op_resolver_type=resolver,
+            num_threads=self.num_threads,
+        )
+        self._interpreter.allocate_tensors()
+        self._compile_seconds = time.perf_counter() - start
+
+    def infer(self, feeds: Sequence[Feed]) -> RunResult:
+        interpreter = self._interpreter
+        signatures = interpreter.get_signature_list()
+        call = self._signature_call(signatures) if signatures else self._tensor_call()
+        outputs, times = [], []
+        for feed in feeds:
+            start = time.perf_counter()
+            result = call(feed)
+            times.append(time.perf_counter() - start)
+            outputs.append(result)
+        return RunResult(
+            self.name,
+            "ok",
+            outputs=outputs,
+            executed={
+                "runtime": "LiteRT Interpreter",
+                "device": "CPU",
+                "kernels": "XNNPACK" if self.kernels == "xnnpack" else "reference (BUILTIN_REF)",
+                "precision": "fp32",
+            },
+            compile_seconds=self._compile_seconds,
+            infer_seconds=times,
+        )
+
+    def _signature_call(self, signatures: dict[str, Any]) -> Any:
+        key = self.signature or next(iter(signatures))
+        if key not in signatures:
+            raise ValueError(f"no signature {key!r}; the model has {list(signatures)}")
+        runner = self._interpreter.get_signature_runner(key)
+
+        def call(feed: Feed) -> dict[str, np.ndarray]:
+            return {k: np.array(v) for k, v in runner(**feed).items()}
+
+        return call
+
+    def _tensor_call(self) -> Any:
+        interpreter = self._interpreter
+        inputs = {d["name"]: d for d in interpreter.get_input_details()}
+        outputs = interpreter.get_output_details()
+
+        def call(feed: Feed) -> dict[str, np.ndarray]:
+            for name, array in feed.items():
+                detail = inputs[name]
+                if tuple(detail["shape"]) != array.shape:
+                    interpreter.resize_tensor_input(detail["index"], array.shape)
+                    interpreter.allocate_tensors()
+                interpreter.set_tensor(detail["index"], array)
+            interpreter.invoke()
+            return {d["name"]: np.array(interpreter.get_tensor(d["index"])) for d in outputs}
+
+        return call
+
+    def deactivate(self) -> None:
+        self._interpreter = None

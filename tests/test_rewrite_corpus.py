@@ -1,0 +1,70 @@
+"""Rewrite TensorFlow-converted corpus models and real models; probe GPU residency before/after.
+
+Prints, per model, ops on GPU / CPU and GPU partitions before and after, as the real accelerator
+(software GPU) reports them. Models whose unsupported ops all have rules must end fully on GPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tflkit.compat.probe import probe
+from tflkit.report.rewrite_report import Residency
+from tflkit.rewrite.run import rewrite_model
+
+#: corpus model -> (input shapes to fix, op types allowed to stay on the CPU afterwards)
+CORPUS = {
+    "log_softmax": ({}, set()),
+    "pack_same_tensor": ({}, set()),
+    "gelu": ({}, set()),
+    "conv_dense": ({}, set()),
+    "int64_argmax": ({}, {"CAST"}),  # int64 graph output: the CAST at the edge stays on CPU
+    "rank5": ({}, {"RESHAPE"}),  # 5-D graph input and output: their RESHAPEs stay on CPU
+    "dynamic_batch": ({"x": [2, 8]}, set()),
+}
+
+
+def _residency(data: bytes, num_ops: int) -> Residency:
+    return Residency.from_probe(probe(data, locate_crash=False), num_ops)
+
+
+def _show(name: str, before: Residency, after: Residency, fired: list[str]) -> None:
+    print(
+        f"\n{name}: before {before.status} gpu={before.ops_on_gpu} cpu={before.ops_on_cpu} "
+        f"partitions={before.partitions} | after {after.status} gpu={after.ops_on_gpu} "
+        f"cpu={after.ops_on_cpu} partitions={after.partitions} | fired={fired}"
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(CORPUS))
+def test_corpus_model(name: str, corpus, gpu: str) -> None:
+    shapes, residual = CORPUS[name]
+    data = Path(corpus.path(name)).read_bytes()
+    outcome = rewrite_model(data, input_shapes=shapes or None)
+    assert outcome.verification is None or outcome.verification.ok
+    fired = [f.rule for f in outcome.passes.fired]
+    before = _residency(data, len(outcome.model.main.ops))
+    after = _residency(outcome.rewritten, len(outcome.model.main.ops))
+    _show(name, before, after, fired)
+    assert after.status == "ok", after
+    assert {r.split(":")[0] for r in after.rejections} <= residual
+    if not residual:
+        assert after.fully_accelerated
+    again = rewrite_model(outcome.rewritten, check=False)
+    assert again.passes.fired == []
+
+
+@pytest.mark.gpu
+def test_real_models(real_models: list[Path], gpu: str) -> None:
+    for path in real_models:
+        data = path.read_bytes()
+        outcome = rewrite_model(data)
+        assert outcome.verification is None or outcome.verification.ok
+        before = _residency(data, len(outcome.model.main.ops))
+        after = _residency(outcome.rewritten, len(outcome.model.main.ops))
+        _show(path.name, before, after, [f.rule for f in outcome.passes.fired])
+        assert after.status == "ok"
+        assert (after.ops_on_cpu or 0) <= (before.ops_on_cpu or 0)

@@ -1,0 +1,185 @@
+"""Pass manager, trace, verification, shape fixing and the ``tflkit rewrite`` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tflkit import ir
+from tflkit.cli.main import main
+from tflkit.errors import UsageError
+from tflkit.ir.builder import OpBuilder
+from tflkit.rewrite.passes import run_passes
+from tflkit.rewrite.rule import EXACT, Example, Rule, bound, replace
+from tflkit.rewrite.rules import DEFAULT_RULES
+from tflkit.rewrite.rules.activation import LogSoftmax, SoftmaxBeta
+from tflkit.rewrite.run import rewrite_model
+from tflkit.rewrite.shapes import fix_input_shapes, parse_input_shape
+from tflkit.rewrite.verify import verify
+
+F32 = np.float32
+
+
+def _example(rule: Rule) -> ir.Model:
+    return rule.examples()[0].build()
+
+
+def test_trace_says_why_a_rule_did_not_fire() -> None:
+    from tflkit.rewrite.example import graph_model, options
+
+    model = graph_model(
+        [((2, 4), np.int32)],
+        lambda b, x: b.ARG_MIN(
+            x,
+            np.array([1], np.int32),
+            shape=(2,),
+            dtype=np.int32,
+            options=options("ArgMinOptions", outputType=2),
+        ),
+    )
+    result = run_passes(model, DEFAULT_RULES)
+    assert result.fired == []
+    assert result.why_not("arg_min_to_arg_max") == ["ARG_MIN #0 (ex/arg_min): input is not float32"]
+
+
+def test_gate_limits_rewrites_to_rejected_ops() -> None:
+    model = _example(LogSoftmax())
+    accepted = run_passes(model, DEFAULT_RULES, gate=lambda sg: {})
+    assert accepted.fired == []
+    assert "the target accepts this op" in accepted.why_not("log_softmax")[0]
+    target = next(op for op in model.main.ops if op.type == "LOG_SOFTMAX")
+    other = run_passes(model, DEFAULT_RULES, gate=lambda sg: {id(target): ["INT64 tensor"]})
+    assert other.fired == [] and "another reason" in other.why_not("log_softmax")[0]
+    fixed = run_passes(
+        model, DEFAULT_RULES, gate=lambda sg: {id(target): ["Operation is not supported."]}
+    )
+    assert [f.rule for f in fixed.fired] == ["log_softmax"]
+
+
+class _Flip(Rule):
+    """A rule that never converges: NEG -> NEG(NEG(NEG))."""
+
+    name = "flip"
+    fixes = ("NEG",)
+
+    def rewrite(self, op, b: OpBuilder) -> None:
+        replace(op, [b.NEG(b.NEG(b.NEG(op.inputs[0])))])
+
+
+def test_step_limit_stops_a_rule_that_never_converges() -> None:
+    from tflkit.rewrite.example import graph_model
+
+    model = graph_model([((1, 4), F32)], lambda b, x: b.NEG(x))
+    result = run_passes(model, [_Flip()], max_steps=5)
+    assert result.steps == 5 and not result.converged
+
+
+def test_verify_refuses_beyond_contract() -> None:
+    model = _example(SoftmaxBeta())
+    before = ir.dumps(model)
+    run_passes(model, DEFAULT_RULES)
+    after = ir.dumps(model)
+    assert not verify(before, after, EXACT).ok  # not bit-identical: exact would refuse
+    assert verify(before, after, bound(1e-6, 1e-5)).ok
+    assert not verify(before, ir.dumps(_example(LogSoftmax())), EXACT).ok  # other outputs
+
+
+def test_fix_dynamic_batch() -> None:
+    from tflkit.rewrite.example import graph_model, options
+
+    model = graph_model(
+        [((1, 8), F32)],
+        lambda b, x: b.FULLY_CONNECTED(
+            x, np.ones((4, 8), F32), None, shape=(1, 4), options=options("FullyConnectedOptions")
+        ),
+    )
+    x, y = model.main.inputs[0], model.main.outputs[0]
+    x.shape_signature, y.shape_signature = (-1, 8), (-1, 4)
+    changed = fix_input_shapes(model, {"x0": [3, 8]})
+    assert x.shape == (3, 8) and y.shape == (3, 4) and not x.is_dynamic and not y.is_dynamic
+    assert set(changed) >= {"x0", y.name}
+    with pytest.raises(UsageError):
+        fix_input_shapes(model, {"x0": [3, 9]})
+    with pytest.raises(UsageError):
+        fix_input_shapes(model, {"nope": [1]})
+    assert parse_input_shape("x=1,224,224,3") == ("x", [1, 224, 224, 3])
+    with pytest.raises(UsageError):
+        parse_input_shape("x:1,2")
+
+
+def test_forced_rule_and_unknown_rule() -> None:
+    data = ir.dumps(_example(LogSoftmax()))
+    default = rewrite_model(data)
+    assert default.gated_by_checker  # the static checker chose the ops to rewrite
+    assert [f.rule for f in default.passes.fired] == ["log_softmax"]
+    outcome = rewrite_model(data, rule_names=["log_softmax"])
+    assert [f.rule for f in outcome.passes.fired] == ["log_softmax"]
+    assert outcome.verification is not None and outcome.verification.ok
+    with pytest.raises(UsageError):
+        rewrite_model(data, rule_names=["no_such_rule"])
+
+
+def _write(tmp_path: Path, rule: Rule) -> Path:
+    path = tmp_path / "in.tflite"
+    model = _example(rule)
+    model.set_metadata("min_runtime_version", b"1.5.0")
+    ir.save(model, path)
+    return path
+
+
+def test_cli_rewrites_keeps_interface_and_never_overwrites(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _write(tmp_path, LogSoftmax())
+    original = src.read_bytes()
+    out = tmp_path / "out.tflite"
+    assert main(["rewrite", str(src), "-o", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["written"] and [f["rule"] for f in report["fired"]] == ["log_softmax"]
+    assert report["histogram_before"]["LOG_SOFTMAX"] == 1
+    assert "LOG_SOFTMAX" not in report["histogram_after"]
+    assert report["verification"]["ok"]
+    assert src.read_bytes() == original
+    old, new = ir.load(original), ir.load(out)
+    assert new.metadata_entry("min_runtime_version").buffer.tobytes() == b"1.5.0"
+    sig_old, sig_new = old.signatures[0], new.signatures[0]
+    assert sig_new.key == sig_old.key
+    assert {k: t.name for k, t in sig_new.inputs.items()} == {
+        k: t.name for k, t in sig_old.inputs.items()
+    }
+    assert {k: t.name for k, t in sig_new.outputs.items()} == {
+        k: t.name for k, t in sig_old.outputs.items()
+    }
+    assert main(["rewrite", str(src), "-o", str(src)]) == 2
+    assert src.read_bytes() == original
+    assert main(["rewrite", str(src), "-o", str(out), "--rule", "bogus"]) == 2
+
+
+def test_cli_refuses_beyond_contract_unless_forced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stricter (exact) contract on softmax_beta makes verification refuse to write."""
+
+    class Tight(SoftmaxBeta):
+        contract = EXACT
+
+    src = tmp_path / "in.tflite"
+    ir.save(_example(SoftmaxBeta()), src)
+    out = tmp_path / "out.tflite"
+    tight = tuple(Tight() if r.name == "softmax_beta" else r for r in DEFAULT_RULES)
+    monkeypatch.setattr("tflkit.rewrite.run.DEFAULT_RULES", tight)
+    assert main(["rewrite", str(src), "-o", str(out)]) == 1
+    assert not out.exists()
+    assert "differ beyond the contract" in capsys.readouterr().err
+    assert main(["rewrite", str(src), "-o", str(out), "--force"]) == 0
+    assert out.exists()
+
+
+def test_examples_are_proper_examples() -> None:
+    for rule in DEFAULT_RULES:
+        for example in rule.examples():
+            assert isinstance(example, Example)
+            assert example.build().verify() == []

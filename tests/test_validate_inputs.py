@@ -1,0 +1,195 @@
+"""tflkit.inputs and the runners that need no GPU: ranges per dtype, files, images, shapes,
+reference bundles, the external delegate runner's failures. Real LiteRT on the CPU."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+from tflkit.delegates.base import execute
+from tflkit.delegates.external import ExternalDelegateRunner
+from tflkit.delegates.litert_cpu import LiteRTCpuRunner
+from tflkit.delegates.tf_reference import ReferenceRunner, load_bundle, save_bundle
+
+from tflkit import ir
+from tflkit.errors import UsageError
+from tflkit.inputs import make_input_sets, parse_input_shapes
+from tflkit.ir.builder import OpBuilder
+from tflkit.validate import ValidateOptions, validate
+
+fb = ir.schema.fb
+
+
+def _gather_model(name: str = "ids") -> ir.Model:
+    """params (10, 4) constant, indices int32 (1, 6) input -> GATHER -> (1, 6, 4)."""
+    model = ir.Model(description="gather")
+    graph = model.add_subgraph("main")
+    ids = graph.new_tensor(name, (1, 6), np.int32)
+    x = graph.new_tensor("signal_normalized", (1, 4), np.float32)
+    b = OpBuilder(graph, prefix="g")
+    table = np.arange(40, dtype=np.float32).reshape(10, 4)
+    rows = b.GATHER(table, ids, options=fb.GatherOptionsT(), shape=(1, 6, 4), dtype=np.float32)
+    y = b.ADD(rows, x, options=fb.AddOptionsT(), shape=(1, 6, 4))
+    graph.inputs, graph.outputs = [ids, x], [y]
+    model.signatures.append(
+        ir.SignatureDef("serving_default", graph, {name: ids, "x": x}, {"y": y})
+    )
+    return model
+
+
+def test_ranges_follow_the_model(corpus):
+    float_sets = make_input_sets(ir.load(corpus.path("conv_dense")), count=8, seed=3)
+    x = np.stack([f[next(iter(f))] for f in float_sets.feeds])
+    assert x.dtype == np.float32 and x.min() >= 0.0 and x.max() <= 1.0 and x.min() < 0.01
+
+    int8 = make_input_sets(ir.load(corpus.path("full_int8")), count=8)
+    q = np.stack([f[next(iter(f))] for f in int8.feeds])
+    assert q.dtype == np.int8 and q.min() == -128 and q.max() == 127
+
+    uint8 = make_input_sets(ir.load(corpus.path("full_uint8_io")), count=8)
+    u = np.stack([f[next(iter(f))] for f in uint8.feeds])
+    assert u.dtype == np.uint8 and u.min() == 0 and u.max() == 255
+
+    gather = make_input_sets(_gather_model(), count=20, seed=1)
+    ids = np.stack([f["ids"] for f in gather.feeds])
+    assert ids.min() == 0 and ids.max() == 9  # valid rows of the (10, 4) table
+    signal = np.stack([f["x"] for f in gather.feeds])
+    assert signal.min() < -0.5 and signal.max() > 0.5  # [-1, 1] from the tensor name
+    assert gather.ranges == {"ids": (0, 9), "x": (-1.0, 1.0)}
+
+
+def test_same_seed_same_inputs(corpus):
+    model = ir.load(corpus.path("conv_dense"))
+    a = make_input_sets(model, count=2, seed=5).feeds
+    b = make_input_sets(model, count=2, seed=5).feeds
+    c = make_input_sets(model, count=2, seed=6).feeds
+    name = next(iter(a[0]))
+    assert np.array_equal(a[1][name], b[1][name]) and not np.array_equal(a[1][name], c[1][name])
+
+
+def test_npy_npz_and_leading_set_axis(tmp_path):
+    model = _gather_model()
+    ids = np.random.default_rng(0).integers(0, 10, (3, 1, 6)).astype(np.int32)
+    x = np.zeros((3, 1, 4), np.float32)
+    np.savez(tmp_path / "in.npz", ids=ids, x=x)
+    sets = make_input_sets(model, source=tmp_path / "in.npz")
+    assert len(sets.feeds) == 3 and np.array_equal(sets.feeds[2]["ids"], ids[2])
+    np.savez(tmp_path / "one.npz", ids=ids[0], x=x[0])
+    assert len(make_input_sets(model, source=tmp_path / "one.npz").feeds) == 1
+    np.save(tmp_path / "single.npy", ids)
+    with pytest.raises(UsageError, match="takes 2 inputs"):
+        make_input_sets(model, source=tmp_path / "single.npy")
+    np.savez(tmp_path / "bad.npz", ids=ids, x=np.zeros((3, 2, 4), np.float32))
+    with pytest.raises(UsageError, match="has shape"):
+        make_input_sets(model, source=tmp_path / "bad.npz")
+    with pytest.raises(UsageError, match="do not exist"):
+        make_input_sets(model, source=tmp_path / "missing.npz")
+
+
+def test_image_folder_is_resized_to_the_input(tmp_path, corpus):
+    image = pytest.importorskip("PIL.Image")
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i, colour in enumerate([(255, 0, 0), (0, 0, 255)]):
+        image.new("RGB", (40, 30), colour).save(folder / f"{i}.png")
+    sets = make_input_sets(ir.load(corpus.path("conv_dense")), source=folder)
+    arrays = [f[next(iter(f))] for f in sets.feeds]
+    assert len(arrays) == 2 and arrays[0].shape == (1, 16, 16, 3)
+    assert np.allclose(arrays[0][..., 0], 1.0) and np.allclose(arrays[0][..., 2], 0.0)
+    assert np.allclose(arrays[1][..., 2], 1.0)
+
+
+def test_input_shape_sets_dynamic_dims(corpus):
+    model = ir.load(corpus.path("dynamic_batch"))
+    name = next(iter(model.signatures[0].inputs))
+    sets = make_input_sets(model, count=1, shapes={name: (3, 8)})
+    assert sets.feeds[0][name].shape == (3, 8)
+    default = make_input_sets(model, count=1)
+    assert default.feeds[0][name].shape == (1, 8) and "dynamic" in default.notes[0]
+    with pytest.raises(UsageError, match="does not fit"):
+        make_input_sets(model, shapes={name: (3, 9)})
+    assert parse_input_shapes(["a=1,2"]) == {"a": (1, 2)}
+    with pytest.raises(UsageError):
+        parse_input_shapes(["a:1,2"])
+    report = validate(
+        corpus.path("dynamic_batch"),
+        ValidateOptions(runners=["cpu", "cpu-ref"], num_inputs=2, input_shapes={name: (3, 8)}),
+    )
+    assert report.verdict == "pass"
+    out = report.runner("cpu").outputs[0]
+    assert next(iter(out.values())).shape[0] == 3
+
+
+def test_cpu_runners_agree_with_an_independent_interpreter(corpus):
+    from ai_edge_litert.interpreter import Interpreter
+
+    data = corpus.path("conv_dense").read_bytes()
+    sets = make_input_sets(ir.load(data), count=3)
+    result = execute(LiteRTCpuRunner(data), sets.feeds)
+    assert result.ok and len(result.infer_seconds) == 3 and result.compile_seconds > 0
+    runner = Interpreter(model_content=data).get_signature_runner()
+    for feed, out in zip(sets.feeds, result.outputs, strict=True):
+        mine = runner(**feed)
+        assert set(mine) == set(out)
+        for key in out:
+            assert np.array_equal(mine[key], out[key])
+
+
+def test_reference_bundle_round_trip_and_failures(tmp_path):
+    feeds = [{"x": np.arange(4, dtype=np.float32)}]
+    outs = [{"y": np.ones((1, 2), np.float32)}]
+    path = save_bundle(tmp_path / "ref.npz", feeds, outs, source="m.keras", framework="keras 3")
+    bundle = load_bundle(path)
+    assert bundle.manifest["format"] == "tflkit.reference/1" and bundle.manifest["sets"] == 1
+    assert np.array_equal(bundle.feeds[0]["x"], feeds[0]["x"])
+    runner = ReferenceRunner(path, outputs={"y": (1, 2)})
+    assert execute(runner, feeds).outputs[0]["y"].shape == (1, 2)
+    other = [{"x": np.zeros(4, np.float32)}]
+    assert execute(runner, other).status == "run_error"
+    missing = execute(ReferenceRunner(tmp_path / "nope.keras", outputs={}), feeds)
+    assert missing.status == "unavailable" and "does not exist" in missing.error
+    np.savez(tmp_path / "plain.npz", x=np.zeros(3))
+    with pytest.raises(UsageError, match="not a tflkit reference bundle"):
+        load_bundle(tmp_path / "plain.npz")
+
+
+def test_external_delegate_failures_are_reported(tmp_path, corpus):
+    data = corpus.path("conv_dense").read_bytes()
+    feeds = make_input_sets(ir.load(data), count=1).feeds
+    missing = execute(ExternalDelegateRunner(data, tmp_path / "none.so"), feeds)
+    assert missing.status == "unavailable" and "does not exist" in missing.error
+    # A real shared library that is not a TFLite delegate: load_delegate must fail cleanly.
+    import ctypes.util
+
+    libm = ctypes.util.find_library("m")
+    lib = next(
+        (
+            p
+            for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6")
+            if __import__("os").path.exists(p)
+        ),
+        None,
+    )
+    if lib is None:
+        pytest.skip(f"no libm found to stand in for a non-delegate library ({libm})")
+    result = execute(ExternalDelegateRunner(data, lib, timeout=120), feeds)
+    assert result.status == "unavailable", (result.status, result.error, sys.platform)
+    assert "load_delegate failed" in result.error
+
+
+def test_cli_json_and_exit_codes(corpus, capsys):
+    from tflkit.cli.main import main
+
+    model = str(corpus.path("conv_dense"))
+    assert main(["validate", model, "-r", "cpu", "-r", "cpu-ref", "-n", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["schema"] == "tflkit.validate/1" and report["verdict"] == "pass"
+    (pair,) = report["comparisons"]
+    assert pair["pair"] == "cpu-ref:cpu" and pair["outputs"][0]["metrics"]["top1"] == 1.0
+    assert main(["validate", model, "-r", "cpu", "--pair", "gpu-fp16:cpu"]) == 2
+    assert "not among the runners" in capsys.readouterr().err
+    assert main(["validate", model, "-r", "tpu"]) == 2
+    assert main(["validate", model + ".missing"]) == 2
+    assert main(["validate", model, "-r", "cpu", "--tolerance", "rtol=x"]) == 2

@@ -1,0 +1,57 @@
+"""``tflkit rewrite MODEL -o OUT``: swap ops the GPU rejects, verify, write atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tflkit.cli.options import JsonOption, ModelArgument
+from tflkit.cli.output import console, print_json
+from tflkit.report.rewrite_report import build_report, render_rewrite
+from tflkit.rewrite.run import RewriteRefused, rewrite_file
+from tflkit.rewrite.shapes import parse_input_shape
+
+
+def rewrite(
+    model: ModelArgument,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the result.")],
+    rule: Annotated[
+        list[str] | None,
+        typer.Option("--rule", help="Force this rule on every op it matches (repeatable)."),
+    ] = None,
+    input_shape: Annotated[
+        list[str] | None,
+        typer.Option("--input-shape", help="Fix a dynamic input: NAME=D1,D2,... (repeatable)."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Write even if outputs differ beyond the contracts.")
+    ] = False,
+    probe: Annotated[
+        bool, typer.Option("--probe", help="Ask the real GPU accelerator before and after.")
+    ] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Rewrite the ops the GPU delegate rejects into equivalents it takes, and prove it."""
+    shapes = dict(parse_input_shape(s) for s in input_shape or [])
+    outcome, written = rewrite_file(
+        model, output, force=force, rule_names=tuple(rule or ()), input_shapes=shapes or None
+    )
+    before = after = None
+    if probe:
+        from tflkit.compat.probe import probe as run_probe
+
+        before = run_probe(outcome.original)
+        after = run_probe(outcome.rewritten)
+    report = build_report(
+        outcome, str(model), str(output), written, probe_before=before, probe_after=after
+    )
+    if json_output:
+        print_json(report.to_json())
+    else:
+        render_rewrite(report, console())
+    if not written:
+        raise RewriteRefused(
+            f"not written: {report.verification['problem']} (use --force to write anyway)"
+        )

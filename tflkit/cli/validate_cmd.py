@@ -1,0 +1,151 @@
+"""``tflkit validate MODEL``: run on CPU and GPU (and a reference), compare, localize."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tflkit.cli.options import JsonOption, ModelArgument
+from tflkit.cli.output import console, print_json
+from tflkit.compare.tolerances import parse_overrides
+from tflkit.errors import UsageError
+from tflkit.inputs import parse_input_shapes
+from tflkit.validate import ValidateOptions
+from tflkit.validate import validate as run_validate
+
+
+def _pairs(items: list[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for item in items:
+        actual, sep, expected = item.partition(":")
+        if not sep or not actual or not expected:
+            raise UsageError(f"--pair takes ACTUAL:EXPECTED (e.g. gpu-fp16:cpu), got {item!r}")
+        pairs.append((actual, expected))
+    return pairs
+
+
+def _kv(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--delegate-option takes KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def validate(
+    model: ModelArgument,
+    runner: Annotated[
+        list[str],
+        typer.Option(
+            "--runner",
+            "-r",
+            help="cpu, cpu-ref, gpu-fp16, gpu-fp32, delegate, reference (repeat). "
+            "Default: cpu, gpu-fp16, gpu-fp32 (+ reference / delegate when given).",
+        ),
+    ] = [],  # noqa: B006
+    pair: Annotated[
+        list[str], typer.Option("--pair", help="ACTUAL:EXPECTED to compare (repeat).")
+    ] = [],  # noqa: B006
+    reference: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference",
+            help="Keras file, SavedModel dir, or reference bundle (.npz).",
+            show_default=False,
+        ),
+    ] = None,
+    save_reference: Annotated[
+        Path | None,
+        typer.Option(
+            "--save-reference",
+            help="Write the inputs and reference outputs to this .npz.",
+            show_default=False,
+        ),
+    ] = None,
+    delegate: Annotated[
+        Path | None, typer.Option("--delegate", help="External delegate .so.", show_default=False)
+    ] = None,
+    delegate_option: Annotated[
+        list[str], typer.Option("--delegate-option", help="KEY=VALUE for the delegate.")
+    ] = [],  # noqa: B006
+    inputs: Annotated[
+        Path | None,
+        typer.Option(
+            "--inputs",
+            help=".npy / .npz (N sets on a leading axis) or a folder of images.",
+            show_default=False,
+        ),
+    ] = None,
+    num_inputs: Annotated[int, typer.Option("--num-inputs", "-n", help="Random input sets.")] = 4,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
+    input_shape: Annotated[
+        list[str], typer.Option("--input-shape", help="NAME=D1,D2,... for dynamic dims.")
+    ] = [],  # noqa: B006
+    signature: Annotated[str | None, typer.Option("--signature", help="Signature key.")] = None,
+    tolerance: Annotated[
+        list[str],
+        typer.Option(
+            "--tolerance",
+            help="[PAIR|fp16|fp32|all@]rtol=..,atol=..,min_cosine=.. (e.g. gpu-fp16:cpu@rtol=0.05)",
+        ),
+    ] = [],  # noqa: B006
+    localize: Annotated[
+        bool, typer.Option("--localize", help="Find the op where the GPU diverges.")
+    ] = False,
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="Write a self-contained HTML report.", show_default=False),
+    ] = None,
+    model_explorer: Annotated[
+        Path | None,
+        typer.Option(
+            "--model-explorer",
+            help="Write Model Explorer node data (per-op error).",
+            show_default=False,
+        ),
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per runner.")] = 300.0,
+    json_output: JsonOption = False,
+) -> None:
+    """Run the model with and without the GPU delegate, compare, and find where they part."""
+    if (html is not None or model_explorer is not None) and model.resolve() in {
+        p.resolve() for p in (html, model_explorer) if p is not None
+    }:
+        raise UsageError("refusing to overwrite the input model with a report")
+    options = ValidateOptions(
+        runners=runner,
+        pairs=_pairs(pair),
+        reference=reference,
+        save_reference=save_reference,
+        delegate=delegate,
+        delegate_options=_kv(delegate_option),
+        inputs=inputs,
+        num_inputs=num_inputs,
+        seed=seed,
+        input_shapes=parse_input_shapes(input_shape),
+        signature=signature,
+        tolerances=parse_overrides(tolerance),
+        localize=localize or model_explorer is not None,
+        timeout=timeout,
+    )
+    report = run_validate(model, options)
+    if html is not None:
+        from tflkit.report.html import write_html
+
+        write_html(report, html)
+    if model_explorer is not None and report.localization is not None:
+        from tflkit.report.validate_report import write_model_explorer
+
+        write_model_explorer(report, model_explorer)
+    if json_output:
+        print_json(report.to_json())
+    else:
+        from tflkit.report.validate_report import render_terminal
+
+        render_terminal(report, console())
+    if not report.passed:
+        raise typer.Exit(1)

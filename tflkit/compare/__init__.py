@@ -1,0 +1,1 @@
+"""Comparison of run results: metrics, tolerances, the comparator and op localization."""

@@ -1,0 +1,123 @@
+"""Pass/fail tolerances per pair of runners, with defaults grounded in measurements.
+
+A pair passes an output when ``max_abs <= atol + rtol * peak`` (``peak = max|expected|``), the
+cosine similarity is at least ``min_cosine``, and no value is finite on one side but not on the
+other. The default depends on the lower precision of the two runners:
+
+- ``fp16`` (GPU accelerator in its default precision, an external delegate of unknown precision):
+  ``rtol 5e-2, atol 1e-3, min_cosine 0.999``. Measured here, GPU fp16 vs CPU XNNPACK on the
+  software GPU, 4 random inputs each (``max_abs / peak`` per output; lowest cosine):
+  face_detection_front 2.8e-3 / 1.1e-2, face_detection_back 3.8e-3 / 3.4e-2 (cosine 0.99986),
+  face_landmark 7.8e-3 / 4.3e-3, iris_landmark 5.7e-3 / 4.7e-3. These are models shipped on
+  phone GPUs in fp16, so the default passes all of them with ~1.5x margin on the worst.
+- ``fp32`` (CPU XNNPACK, CPU reference kernels, GPU with ``enforce_f32``, TensorFlow):
+  ``rtol 1e-4, atol 1e-6, min_cosine 0.99999``. Measured: GPU fp32 vs CPU at most 7.0e-6 of the
+  peak (face_detection_back), CPU reference kernels vs XNNPACK at most 6.5e-6, so ~14x margin.
+- integer and bool outputs are compared exactly; quantized outputs are dequantized first and get
+  one quantization step of slack (a rounding flip) and no cosine bound (one step on a few
+  values moves the cosine more than any fp32 bound allows).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from tflkit.errors import UsageError
+
+__all__ = [
+    "DEFAULTS",
+    "EXACT",
+    "Tolerance",
+    "parse_overrides",
+    "precision_of",
+    "tolerance_for",
+]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Bounds one output must meet; ``basis`` says where the numbers come from."""
+
+    rtol: float
+    atol: float = 0.0
+    min_cosine: float = 0.0
+    basis: str = ""
+
+    def bound(self, peak: float) -> float:
+        """The largest max_abs error allowed for an output whose largest |value| is ``peak``."""
+        return self.atol + self.rtol * peak
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+DEFAULTS: dict[str, Tolerance] = {
+    "fp16": Tolerance(
+        rtol=5e-2,
+        atol=1e-3,
+        min_cosine=0.999,
+        basis="default fp16: ~1.5x the worst fp16 error measured on real models (3.4e-2 of peak)",
+    ),
+    "fp32": Tolerance(
+        rtol=1e-4,
+        atol=1e-6,
+        min_cosine=0.99999,
+        basis="default fp32: ~14x the worst fp32 error measured on real models (7e-6 of peak)",
+    ),
+}
+EXACT = Tolerance(rtol=0.0, atol=0.0, min_cosine=0.0, basis="exact: integer or bool output")
+
+_FP16_RUNNERS = re.compile(r"^(gpu-fp16|gpu|delegate.*)$")
+_KEYS = {"rtol", "atol", "min_cosine", "cosine"}
+
+
+def precision_of(runner: str) -> str:
+    """ "fp16" for runners that may compute in half precision, else "fp32"."""
+    return "fp16" if _FP16_RUNNERS.match(runner) else "fp32"
+
+
+def tolerance_for(
+    actual: str,
+    expected: str,
+    *,
+    overrides: Mapping[str, Mapping[str, float]] | None = None,
+) -> Tolerance:
+    """The tolerance of the pair ``actual`` vs ``expected``, after user overrides.
+
+    Override keys, most specific last: "all", the precision class ("fp16"/"fp32"), the pair
+    "actual:expected".
+    """
+    klass = "fp16" if "fp16" in (precision_of(actual), precision_of(expected)) else "fp32"
+    tolerance = DEFAULTS[klass]
+    for key in ("all", klass, f"{actual}:{expected}"):
+        values = (overrides or {}).get(key)
+        if values:
+            tolerance = replace(tolerance, **values, basis=f"overridden ({key})")
+    return tolerance
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, dict[str, float]]:
+    """``["gpu-fp16:cpu@rtol=0.05,min_cosine=0.99", "fp32@atol=1e-5"]`` -> override mapping."""
+    overrides: dict[str, dict[str, float]] = {}
+    for item in items:
+        target, sep, body = item.partition("@")
+        if not sep:
+            target, body = "all", item
+        values: dict[str, float] = {}
+        for part in filter(None, (p.strip() for p in body.split(","))):
+            key, eq, raw = part.partition("=")
+            key = "min_cosine" if key == "cosine" else key
+            if not eq or key not in _KEYS:
+                raise UsageError(
+                    f"--tolerance {item!r}: expected [PAIR|fp16|fp32|all@]KEY=VALUE,... with KEY "
+                    "in rtol, atol, min_cosine"
+                )
+            try:
+                values[key] = float(raw)
+            except ValueError:
+                raise UsageError(f"--tolerance {item!r}: {raw!r} is not a number") from None
+        overrides.setdefault(target, {}).update(values)
+    return overrides

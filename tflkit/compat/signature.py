@@ -1,0 +1,178 @@
+"""OpSignature: what a compatibility rule needs to know about one op, detached from the graph.
+
+Built from an IR ``Op`` with ``OpSignature.from_op``. Besides types, shapes and options it keeps
+the little graph context the GPU delegate itself looks at: small constant values (axes, shapes,
+paddings), which op produces each input and which ops read each output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from tflkit.ir import Op, Tensor
+
+#: Constants up to this many elements keep their values in the signature.
+SMALL_CONSTANT = 64
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class TensorSig:
+    """Type, shape and role of one op input or output."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    shape_signature: tuple[int, ...] | None = None
+    is_const: bool = False
+    quantized: bool = False
+    per_channel: bool = False
+    is_variable: bool = False
+    sparse: bool = False
+    #: Flattened values of a small numeric constant, else None.
+    values: tuple[Any, ...] | None = None
+    #: Type of the op producing this tensor (None for constants and graph inputs).
+    producer: str | None = None
+    #: Types of the ops reading this tensor, one entry per reading op.
+    consumers: tuple[str, ...] = ()
+    is_graph_input: bool = False
+    is_graph_output: bool = False
+    #: Position in the subgraph's tensor list: tells two inputs that are one tensor apart.
+    tensor_index: int = -1
+    #: Output of a DEQUANTIZE of fp16 constant weights: the delegate reads the fp16 constant
+    #: directly, so this counts as a constant.
+    fp16_weights: bool = False
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def num_elements(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    @property
+    def is_dynamic(self) -> bool:
+        return self.shape_signature is not None and any(d < 0 for d in self.shape_signature)
+
+    @property
+    def is_runtime(self) -> bool:
+        """Computed while the graph runs (TFLite's arena tensors): not constant, not a variable."""
+        return not self.is_const and not self.is_variable
+
+    @classmethod
+    def from_tensor(cls, tensor: Tensor) -> TensorSig:
+        quant = tensor.quantization
+        scales = getattr(quant, "scale", None) if quant is not None else None
+        fp16_weights = _is_fp16_weights(tensor)
+        is_const = tensor.is_constant or fp16_weights
+        values = None
+        if is_const and tensor.sparsity is None and tensor.dtype is not None:
+            data = tensor.data
+            if data is not None and data.size <= SMALL_CONSTANT and data.dtype == tensor.dtype:
+                values = tuple(np.asarray(data).reshape(-1).tolist())
+        producer = tensor.producer
+        index = tensor.index if tensor.subgraph is not None else -1
+        return cls(
+            name=tensor.name,
+            dtype=tensor.type_name,
+            shape=tuple(tensor.shape),
+            shape_signature=tensor.shape_signature,
+            is_const=is_const,
+            quantized=tensor.is_quantized,
+            per_channel=scales is not None and len(scales) > 1,
+            is_variable=tensor.is_variable,
+            sparse=tensor.sparsity is not None,
+            values=values,
+            producer=None if producer is None else producer.type,
+            consumers=tuple(op.type for op in tensor.consumers),
+            is_graph_input=tensor.is_graph_input,
+            is_graph_output=tensor.is_graph_output,
+            tensor_index=index,
+            fp16_weights=fp16_weights,
+        )
+
+
+def _is_fp16_weights(tensor: Tensor) -> bool:
+    producer = tensor.producer
+    if producer is None or producer.type != "DEQUANTIZE" or not producer.inputs:
+        return False
+    src = producer.inputs[0]
+    return src is not None and src.type_name == "FLOAT16" and src.is_constant
+
+
+@dataclass(frozen=True)
+class OpSignature:
+    """Op type, version, tensor signatures and options of one op."""
+
+    op_type: str
+    builtin_code: int
+    custom_code: str | None
+    version: int
+    inputs: tuple[TensorSig | None, ...]
+    outputs: tuple[TensorSig, ...]
+    #: The object-API options instance (``Conv2DOptionsT``...) or None.
+    options: Any = field(default=None, compare=False, hash=False, repr=False)
+    #: Read-only field view of ``options`` (schema names: ``fusedActivationFunction``...).
+    option_fields: Mapping[str, Any] = field(
+        default_factory=lambda: _EMPTY, compare=False, hash=False
+    )
+    custom_options: bytes | None = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def is_custom(self) -> bool:
+        return self.custom_code is not None
+
+    @property
+    def is_flex(self) -> bool:
+        return self.custom_code is not None and self.custom_code.startswith("Flex")
+
+    def input(self, index: int) -> TensorSig | None:
+        """Input ``index``, or None when omitted or out of range."""
+        return self.inputs[index] if 0 <= index < len(self.inputs) else None
+
+    def option(self, name: str, default: Any = None) -> Any:
+        """Option field ``name`` (schema spelling), or ``default`` when absent."""
+        value = self.option_fields.get(name)
+        return default if value is None else value
+
+    @property
+    def present_inputs(self) -> list[tuple[int, TensorSig]]:
+        return [(i, t) for i, t in enumerate(self.inputs) if t is not None]
+
+    @property
+    def runtime_inputs(self) -> list[tuple[int, TensorSig]]:
+        """Inputs computed at runtime (what TFLite calls runtime inputs: not constant)."""
+        return [(i, t) for i, t in self.present_inputs if not t.is_const]
+
+    @property
+    def const_inputs(self) -> list[tuple[int, TensorSig]]:
+        return [(i, t) for i, t in self.present_inputs if t.is_const]
+
+    @classmethod
+    def from_op(cls, op: Op) -> OpSignature:
+        options = op.options
+        opcode = op.opcode
+        return cls(
+            op_type=op.type,
+            builtin_code=opcode.builtin_code,
+            custom_code=opcode.custom_code if opcode.is_custom else None,
+            version=opcode.version,
+            inputs=tuple(None if t is None else TensorSig.from_tensor(t) for t in op.inputs),
+            outputs=tuple(TensorSig.from_tensor(t) for t in op.outputs),
+            options=options,
+            option_fields=_fields(options),
+            custom_options=op.custom_options,
+        )
+
+
+def _fields(options: Any) -> Mapping[str, Any]:
+    if options is None:
+        return _EMPTY
+    return MappingProxyType({k: v for k, v in vars(options).items() if not k.startswith("_")})

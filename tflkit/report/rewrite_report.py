@@ -1,0 +1,177 @@
+"""The report of ``tflkit rewrite``: what fired where, histograms, GPU residency, verification."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tflkit.compat.probe import ProbeResult
+from tflkit.rewrite.run import RewriteOutcome, histogram
+
+
+@dataclass
+class Residency:
+    """GPU residency of one model as the real accelerator reported it (``--probe``)."""
+
+    status: str
+    ops_on_gpu: int | None
+    ops_on_cpu: int | None
+    partitions: int
+    fully_accelerated: bool
+    rejections: list[str]
+    crash: str | None
+
+    @classmethod
+    def from_probe(cls, result: ProbeResult, num_ops: int) -> Residency:
+        log = result.log
+        rejected = bool(log.rejections) or bool(log.ops_on_cpu)
+        on_gpu = (
+            log.ops_on_gpu
+            if log.ops_on_gpu is not None
+            else (num_ops if result.compiled and not rejected else None)
+        )
+        return cls(
+            status=result.status,
+            ops_on_gpu=on_gpu,
+            ops_on_cpu=log.ops_on_cpu if log.ops_on_cpu is not None else (0 if on_gpu else None),
+            partitions=log.gpu_kernels,
+            fully_accelerated=result.compiled and not rejected and result.status == "ok",
+            rejections=[
+                f"{r.op_type}: {r.reason}" + (f" ({r.detail})" if r.detail else "")
+                for r in log.rejections
+            ],
+            crash=log.fatal if result.crashed else None,
+        )
+
+
+@dataclass
+class RewriteReport:
+    model: str
+    output: str
+    written: bool
+    rules: list[str]
+    gated_by_checker: bool
+    fired: list[dict[str, Any]]
+    not_fired: list[dict[str, Any]]
+    converged: bool
+    contract: str
+    verification: dict[str, Any] | None
+    histogram_before: dict[str, int]
+    histogram_after: dict[str, int]
+    shape_fixes: list[str]
+    dynamic_inputs: list[str]
+    probe_before: Residency | None = None
+    probe_after: Residency | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build_report(
+    outcome: RewriteOutcome,
+    model_path: str,
+    output_path: str,
+    written: bool,
+    *,
+    probe_before: ProbeResult | None = None,
+    probe_after: ProbeResult | None = None,
+) -> RewriteReport:
+    from tflkit import ir
+
+    before_hist = histogram(ir.load(outcome.original))
+    after_hist = histogram(outcome.model)
+    notes = []
+    if outcome.dynamic_inputs:
+        notes.append(
+            f"inputs {outcome.dynamic_inputs} have dynamic dimensions; the GPU delegate needs "
+            "static shapes: pass --input-shape NAME=D1,D2,..."
+        )
+    if not outcome.gated_by_checker:
+        notes.append("no static GPU checker available: each rule's own pattern chose the ops")
+    v = outcome.verification
+    return RewriteReport(
+        model=model_path,
+        output=output_path,
+        written=written,
+        rules=outcome.rules_used,
+        gated_by_checker=outcome.gated_by_checker,
+        fired=[asdict(f) for f in outcome.passes.fired],
+        not_fired=[asdict(s) for s in outcome.passes.skipped],
+        converged=outcome.passes.converged,
+        contract=outcome.contract.describe(),
+        verification=None if v is None else v.to_json(),
+        histogram_before=before_hist,
+        histogram_after=after_hist,
+        shape_fixes=outcome.shape_fixes,
+        dynamic_inputs=outcome.dynamic_inputs,
+        probe_before=None
+        if probe_before is None
+        else Residency.from_probe(probe_before, sum(before_hist.values())),
+        probe_after=None
+        if probe_after is None
+        else Residency.from_probe(probe_after, sum(after_hist.values())),
+        notes=notes,
+    )
+
+
+def render_rewrite(report: RewriteReport, console: Console) -> None:
+    """Print the report for a terminal."""
+    state = "written" if report.written else "NOT written"
+    console.print(f"[bold]{report.model}[/] -> {report.output} ({state})")
+    if report.fired:
+        table = Table("rule", "op", "index", "outputs", title="rules fired")
+        for f in report.fired:
+            table.add_row(f["rule"], f["op_type"], str(f["op_index"]), ", ".join(f["op_outputs"]))
+        console.print(table)
+    else:
+        console.print("no rule fired")
+    for s in report.not_fired:
+        console.print(f"  not fired: {s['rule']} on {s['op_type']} #{s['op_index']}: {s['reason']}")
+    ops = sorted(set(report.histogram_before) | set(report.histogram_after))
+    hist = Table("op", "before", "after", title="op histogram (main subgraph)")
+    for op in ops:
+        hist.add_row(
+            op, str(report.histogram_before.get(op, 0)), str(report.histogram_after.get(op, 0))
+        )
+    console.print(hist)
+    if report.probe_before or report.probe_after:
+        gpu = Table(
+            "",
+            "status",
+            "ops on GPU",
+            "ops on CPU",
+            "partitions",
+            "fully on GPU",
+            title="GPU accelerator (probed)",
+        )
+        for label, r in (("before", report.probe_before), ("after", report.probe_after)):
+            if r is not None:
+                gpu.add_row(
+                    label,
+                    r.status,
+                    str(r.ops_on_gpu),
+                    str(r.ops_on_cpu),
+                    str(r.partitions),
+                    "yes" if r.fully_accelerated else "no",
+                )
+        console.print(gpu)
+        if report.probe_after is not None:
+            for line in report.probe_after.rejections:
+                console.print(f"  still on CPU: {line}")
+            if report.probe_after.crash:
+                console.print(f"  accelerator crashed: {report.probe_after.crash}")
+    v = report.verification
+    if v is not None:
+        verdict = "[green]outputs match[/]" if v["ok"] else f"[red]{v['problem']}[/]"
+        console.print(f"verification (CPU, contract {report.contract}): {verdict}")
+        for o in v["outputs"]:
+            console.print(
+                f"  {o['name']}: max abs {o['max_abs']:.3g}, max rel {o['max_rel']:.3g}"
+                + (" (bit-identical)" if o["identical"] else "")
+            )
+    for note in report.notes:
+        console.print(f"note: {note}")

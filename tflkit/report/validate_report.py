@@ -1,0 +1,235 @@
+"""The ``validate`` report: dataclasses, the JSON document (schema ``tflkit.validate/1``), and the
+terminal summary."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from tflkit.delegates.base import RunResult
+
+from tflkit.compare.comparator import PairComparison
+from tflkit.compare.localize import Localization
+
+__all__ = ["SCHEMA", "ValidateReport", "render_terminal"]
+
+SCHEMA = "tflkit.validate/1"
+
+
+@dataclass
+class ValidateReport:
+    """Everything ``validate`` found.
+
+    ``verdict``: "pass" (every pair compared, every compared output within tolerance), "fail"
+    (a runner failed or an output is out of tolerance) or "incomplete" (a pair compared nothing,
+    e.g. every output unreadable on one side). Anything but "pass" exits with code 1.
+    """
+
+    model: str
+    model_sha256: str
+    signature: str | None
+    inputs: dict[str, Any]
+    outputs: list[dict[str, Any]]
+    runners: list[RunResult]
+    pairs: list[PairComparison]
+    verdict: str = "pass"
+    findings: list[str] = field(default_factory=list)
+    unverified: list[str] = field(default_factory=list)
+    localization: Localization | None = None
+    reference_bundle: str | None = None
+    wall_seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    def runner(self, name: str) -> RunResult:
+        return next(r for r in self.runners if r.runner == name)
+
+    def pair(self, key: str) -> PairComparison:
+        return next(p for p in self.pairs if p.key == key)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "model": self.model,
+            "model_sha256": self.model_sha256,
+            "signature": self.signature,
+            "verdict": self.verdict,
+            "findings": self.findings,
+            "unverified": self.unverified,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "runners": [r.to_json() for r in self.runners],
+            "comparisons": [p.to_json() for p in self.pairs],
+            "localization": self.localization.to_json() if self.localization else None,
+            "reference_bundle": self.reference_bundle,
+            "wall_seconds": self.wall_seconds,
+        }
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    """A compact number for tables: 3 significant digits, inf/nan spelled out, '-' for None."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.{digits}g}"
+
+
+def _runner_line(r: RunResult) -> str:
+    ex = r.executed
+    where = ex.get("device", "")
+    if ex.get("kernels"):
+        where += f" {ex['kernels']}"
+    if ex.get("precision"):
+        where += f" {ex['precision']}"
+    adapter = ex.get("adapter")
+    if adapter:
+        where += f", {adapter['name']}" + (" (software GPU)" if adapter.get("software") else "")
+    if ex.get("runtime") and not where.strip():
+        where = str(ex["runtime"])
+    return where.strip()
+
+
+def render_terminal(report: ValidateReport, console: Console) -> None:
+    """Runners, then one table per comparison, then the localization, then the verdict."""
+    console.print(
+        f"[bold]{report.model}[/bold]  inputs: {report.inputs.get('count')} sets "
+        f"({report.inputs.get('source')})"
+    )
+    runners = Table(title="runners", show_edge=False)
+    for col in ("runner", "status", "executed", "compile s", "mean infer s"):
+        runners.add_column(col)
+    for r in report.runners:
+        mean = sum(r.infer_seconds) / len(r.infer_seconds) if r.infer_seconds else None
+        status = r.status if r.ok else f"[red]{r.status}[/red]"
+        runners.add_row(r.runner, status, _runner_line(r), fmt(r.compile_seconds), fmt(mean))
+    console.print(runners)
+    for r in report.runners:
+        for note in r.notes:
+            console.print(f"  {r.runner}: {note}")
+        if r.error and not r.ok and not any(r.error in note for note in r.notes):
+            console.print(f"  {r.runner}: [red]{r.error}[/red]")
+    for pair in report.pairs:
+        if pair.verdict == "skipped":
+            console.print(f"[yellow]{pair.key}: skipped[/yellow] ({pair.reason})")
+            continue
+        table = Table(title=f"{pair.actual} vs {pair.expected}: {pair.verdict}", show_edge=False)
+        for col in (
+            "output",
+            "verdict",
+            "max abs",
+            "bound",
+            "mean abs",
+            "rmse",
+            "max rel",
+            "cosine",
+            "SNR dB",
+            "PSNR dB",
+            "top1",
+            "top5",
+        ):
+            table.add_column(col)
+        for o in pair.outputs:
+            m = o.metrics
+            verdict = {"pass": "[green]pass[/green]", "fail": "[red]fail[/red]"}.get(
+                o.verdict, f"[yellow]{o.verdict}[/yellow]"
+            )
+            if m is None:
+                table.add_row(o.name, verdict, *["-"] * 10)
+                continue
+            table.add_row(
+                o.name,
+                verdict,
+                fmt(m.max_abs),
+                fmt(o.bound),
+                fmt(m.mean_abs),
+                fmt(m.rmse),
+                fmt(m.max_rel),
+                fmt(m.cosine, 6),
+                fmt(m.snr_db),
+                fmt(m.psnr_db),
+                fmt(m.top1),
+                fmt(m.top5),
+            )
+        console.print(table)
+        for o in pair.outputs:
+            for reason in o.reasons:
+                console.print(f"  {o.name}: {reason}")
+    if report.localization is not None:
+        render_localization(report.localization, console)
+    for finding in report.findings:
+        console.print(f"[red]finding:[/red] {finding}")
+    for item in report.unverified:
+        console.print(f"[yellow]unverified:[/yellow] {item}")
+    colour = "green" if report.passed else "red"
+    console.print(f"[bold {colour}]verdict: {report.verdict}[/bold {colour}]")
+
+
+def render_localization(loc: Localization, console: Console) -> None:
+    """Ranked culprits, the first divergent op and the fp16 hazards of a localization."""
+    console.print(
+        f"[bold]localization[/bold] ({loc.runner} vs CPU reference kernels, "
+        f"{len(loc.ops)} ops, threshold {fmt(loc.threshold)} of the op's peak, "
+        f"{loc.seconds:.1f} s)"
+    )
+    table = Table(title="culprits (isolated error, ranked)", show_edge=False)
+    for col in ("rank", "op", "type", "status", "isolated", "accumulated", "hazards"):
+        table.add_column(col)
+    for rank, op in enumerate(loc.culprits, 1):
+        iso = op.isolated.score if op.isolated else None
+        acc = op.accumulated.score if op.accumulated else None
+        table.add_row(
+            str(rank),
+            f"#{op.op_index}",
+            op.op_type,
+            op.status,
+            fmt(iso),
+            fmt(acc),
+            "; ".join(op.hazards) or "-",
+        )
+    if loc.culprits:
+        console.print(table)
+    else:
+        console.print("no op exceeds the threshold in isolation")
+    first = loc.first_divergent
+    if first is not None:
+        console.print(
+            f"first divergent op (accumulated): #{first.op_index} {first.op_type} "
+            f"({first.outputs[0] if first.outputs else ''})"
+        )
+    else:
+        console.print("no op's accumulated error exceeds the threshold")
+    hazards = [op for op in loc.ops if op.overflow]
+    for op in hazards:
+        console.print(f"[red]fp16 hazard[/red] #{op.op_index} {op.op_type}: {op.hazards[0]}")
+    for note in loc.notes:
+        console.print(f"  note: {note}")
+
+
+def write_model_explorer(report: ValidateReport, path: Any) -> Any:
+    """Model Explorer node data: each op's isolated GPU error score (max_abs / peak)."""
+    from tflkit import ir
+    from tflkit.report.model_explorer import NodeValue, node_data, write_node_data
+
+    loc = report.localization
+    if loc is None:
+        raise ValueError("the report has no localization (run validate with --localize)")
+    model = ir.load(report.model)
+    values = {}
+    for op in loc.ops:
+        if op.isolated is None:
+            continue
+        score = op.isolated.score
+        shown: float | str = score if math.isfinite(score) else "inf"
+        colour = "#d62728" if score > loc.threshold else "#2ca02c"
+        values[model.main.ops[op.op_index]] = NodeValue(shown, bg_color=colour)
+    return write_node_data(path, node_data(model, values))

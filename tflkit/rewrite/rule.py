@@ -1,0 +1,175 @@
+"""The rule contract: what a rewrite rule declares and the helpers rules share.
+
+A rule is a small class (like an onnxscript rewrite rule): the op types and accelerator reasons
+it fixes, a ``pattern`` that selects candidate ops, a ``check`` that says why a candidate cannot
+be rewritten (or None), a ``rewrite`` built with the IR's :class:`~tflkit.ir.builder.OpBuilder`,
+its numeric :class:`Contract`, and example models the test harness turns into tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from tflkit.ir import schema
+from tflkit.ir.builder import OpBuilder
+from tflkit.ir.graph import Model, Op, Tensor
+
+fb = schema.fb
+
+
+@dataclass(frozen=True)
+class Contract:
+    """How far a rewrite may move the outputs: ``|new - old| <= max_abs + max_rel * |old|``.
+
+    Both zero means exact: outputs must be bit-identical.
+    """
+
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    note: str = "bit-identical"
+
+    @property
+    def exact(self) -> bool:
+        return self.max_abs == 0.0 and self.max_rel == 0.0
+
+    def describe(self) -> str:
+        if self.exact:
+            return "exact (bit-identical)"
+        return f"max abs {self.max_abs:g}, max rel {self.max_rel:g} ({self.note})"
+
+
+EXACT = Contract()
+
+
+def bound(max_abs: float, max_rel: float = 0.0, note: str = "float rounding") -> Contract:
+    """An approximate contract with its stated error bound."""
+    return Contract(max_abs, max_rel, note)
+
+
+def combine(contracts: Sequence[Contract]) -> Contract:
+    """The contract of several rewrites applied together (bounds add up)."""
+    inexact = [c for c in contracts if not c.exact]
+    if not inexact:
+        return EXACT
+    return Contract(
+        sum(c.max_abs for c in inexact),
+        sum(c.max_rel for c in inexact),
+        "; ".join(dict.fromkeys(c.note for c in inexact)),
+    )
+
+
+@dataclass(frozen=True)
+class Example:
+    """A model that exercises a rule, built with the IR (no TensorFlow)."""
+
+    name: str
+    build: Callable[[], Model]
+    #: Op types allowed to stay on the CPU after the rewrite (e.g. an int64 CAST at the edge).
+    residual: tuple[str, ...] = ()
+
+
+class Rule:
+    """Base class of rewrite rules; subclasses set the class attributes and override methods."""
+
+    #: Unique name, used by ``--rule NAME`` and in reports.
+    name: ClassVar[str] = ""
+    #: One line saying what the rule does.
+    summary: ClassVar[str] = ""
+    #: Op types the rule rewrites (also its default ``pattern``).
+    fixes: ClassVar[tuple[str, ...]] = ()
+    #: Static checker reason codes (``tflkit.compat.reasons.Reason``) the rule fixes.
+    codes: ClassVar[tuple[str, ...]] = ()
+    #: Accelerator log messages (substrings) of the rejections the rule fixes.
+    reasons: ClassVar[tuple[str, ...]] = ()
+    contract: ClassVar[Contract] = EXACT
+    #: Approximations users must ask for by name are not in the default run.
+    opt_in: ClassVar[bool] = False
+
+    def pattern(self, op: Op) -> bool:
+        """True for ops this rule is about (cheap, type-level)."""
+        return op.type in self.fixes
+
+    def check(self, op: Op) -> str | None:
+        """None when ``op`` can be rewritten, else the reason it cannot (shown in the trace)."""
+        return None
+
+    def rewrite(self, op: Op, b: OpBuilder) -> None:
+        """Build the replacement before ``op`` with ``b`` and retire ``op`` (see ``replace``)."""
+        raise NotImplementedError
+
+    def examples(self) -> tuple[Example, ...]:
+        """Models on which the rule must fire exactly once."""
+        return ()
+
+    def addresses(self, rejection_reasons: Sequence[str]) -> bool:
+        """Whether one of the target's rejection reasons for an op is one this rule fixes.
+
+        A reason is ``"CODE: message"`` (static checker) or an accelerator log message.
+        """
+        if not self.codes and not self.reasons:
+            return True
+        for reason in rejection_reasons:
+            code = reason.split(":", 1)[0].strip()
+            if code in self.codes or any(text in reason for text in self.reasons):
+                return True
+        return False
+
+    def __repr__(self) -> str:
+        return f"<Rule {self.name}>"
+
+
+# --- helpers shared by rules ------------------------------------------------------------------
+def replace(op: Op, new_outputs: Sequence[Tensor]) -> None:
+    """Retire ``op``: its readers read ``new_outputs``; graph outputs keep their tensor names."""
+    subgraph = op.subgraph
+    assert subgraph is not None
+    old_outputs = list(op.outputs)
+    subgraph.remove_op(op)
+    for old, new in zip(old_outputs, new_outputs, strict=True):
+        pinned = old.is_graph_output or _is_signature_output(old)
+        subgraph.replace_all_uses_with(old, new)
+        if pinned:
+            name = old.name
+            old.name = subgraph.unique_name(f"{name}/replaced")
+            new.name = name
+            if new.quantization is None:
+                new.quantization = old.quantization
+
+
+def _is_signature_output(tensor: Tensor) -> bool:
+    sg = tensor.subgraph
+    if sg is None or sg.model is None:
+        return False
+    return any(
+        t is tensor for s in sg.model.signatures if s.subgraph is sg for t in s.outputs.values()
+    )
+
+
+def is_float(tensor: Tensor | None) -> bool:
+    return tensor is not None and tensor.type == fb.TensorType.FLOAT32 and not tensor.is_quantized
+
+
+def static_shape(tensor: Tensor) -> bool:
+    """True when the tensor's shape is fully known (no -1 in its signature)."""
+    return not tensor.is_dynamic
+
+
+def const_ints(tensor: Tensor | None) -> list[int] | None:
+    """The values of a constant integer tensor as a flat list, else None."""
+    if tensor is None or not tensor.is_constant or tensor.data is None:
+        return None
+    if tensor.dtype is None or tensor.dtype.kind not in "iu":
+        return None
+    return [int(v) for v in tensor.data.reshape(-1)]
+
+
+def reshape(b: OpBuilder, x: Tensor, shape: Sequence[int], name: str = "reshape") -> Tensor:
+    """A RESHAPE of ``x`` to a static ``shape`` (shape given as an int32 constant too)."""
+    import numpy as np
+
+    dims = [int(d) for d in shape]
+    options = fb.ReshapeOptionsT()
+    options.newShape = dims
+    return b.RESHAPE(x, np.array(dims, np.int32), shape=dims, options=options, name=name)

@@ -1,0 +1,148 @@
+"""``rewrite``: fix shapes, apply rules to a fixed point, verify on the CPU, write atomically."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tflkit import ir
+from tflkit.errors import TflkitError, UsageError
+from tflkit.ir.graph import Model, Subgraph
+from tflkit.ir.serde import write_atomic
+from tflkit.rewrite.passes import DEFAULT_MAX_STEPS, Gate, PassResult, Rejections, run_passes
+from tflkit.rewrite.rule import Contract, combine
+from tflkit.rewrite.rules import DEFAULT_RULES
+from tflkit.rewrite.ruleset import RuleSet
+from tflkit.rewrite.shapes import dynamic_inputs, fix_input_shapes
+from tflkit.rewrite.verify import Verification, verify
+
+
+class RewriteRefused(TflkitError):
+    """The rewritten model's outputs differ beyond the rules' contracts (use --force)."""
+
+    exit_code = 1
+
+
+@dataclass
+class RewriteOutcome:
+    """Everything one rewrite did, before anything is written."""
+
+    original: bytes
+    rewritten: bytes
+    model: Model
+    passes: PassResult
+    contract: Contract
+    verification: Verification | None
+    shape_fixes: list[str] = field(default_factory=list)
+    dynamic_inputs: list[str] = field(default_factory=list)
+    rules_used: list[str] = field(default_factory=list)
+    gated_by_checker: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return self.original != self.rewritten
+
+
+def histogram(model: Model) -> dict[str, int]:
+    """Op type -> count, over the main subgraph."""
+    return dict(sorted(Counter(op.type for op in model.main.ops).items()))
+
+
+def catalog() -> RuleSet:
+    return RuleSet(DEFAULT_RULES)
+
+
+def checker_gate(target: str) -> Gate | None:
+    """A gate backed by the static GPU checker, or None when no checker is installed."""
+    try:
+        from tflkit.compat import static
+    except ImportError:
+        return None
+
+    def gate(subgraph: Subgraph) -> Rejections:
+        rejected: Rejections = {}
+        for op in subgraph.ops:
+            found = static.check_op(op, target)
+            if found:
+                rejected[id(op)] = [f"{r.code}: {r.message}" for r in found]
+        return rejected
+
+    return gate
+
+
+def rewrite_model(
+    data: bytes,
+    *,
+    rule_names: Sequence[str] = (),
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    target: str = "litert-gpu",
+    use_checker: bool = True,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    seeds: Sequence[int] = (0, 1),
+    check: bool = True,
+) -> RewriteOutcome:
+    """Rewrite model bytes; ``rule_names`` forces those rules on every op they match."""
+    model = ir.load(data)
+    shape_fixes = fix_input_shapes(model, input_shapes) if input_shapes else []
+    dynamic = [t.name for t in dynamic_inputs(model)]
+    rules = catalog().select(rule_names) if rule_names else catalog().defaults()
+    gate = None if rule_names or not use_checker else checker_gate(target)
+    passes = run_passes(model, list(rules), gate=gate, max_steps=max_steps)
+    fired = {f.rule for f in passes.fired}
+    contract = combine([r.contract for r in rules if r.name in fired])
+    rewritten = ir.dumps(model) if (passes.fired or shape_fixes) else data
+    problems = model.verify()
+    if problems:
+        raise TflkitError(f"rewrite produced an invalid model: {'; '.join(problems[:3])}")
+    verification = None
+    if check and rewritten != data:
+        verification = verify(
+            data, rewritten, contract, seeds=seeds, inputs=inputs, input_shapes=input_shapes
+        )
+    return RewriteOutcome(
+        data,
+        rewritten,
+        model,
+        passes,
+        contract,
+        verification,
+        shape_fixes,
+        dynamic,
+        [r.name for r in rules],
+        gate is not None,
+    )
+
+
+def rewrite_file(
+    source: str | os.PathLike[str],
+    destination: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    **kwargs: object,
+) -> tuple[RewriteOutcome, bool]:
+    """Rewrite ``source`` into ``destination`` (never the same file); returns (outcome, written).
+
+    Raises :class:`RewriteRefused` when verification fails and ``force`` is not set.
+    """
+    src, dst = Path(source), Path(destination)
+    if dst.exists() and src.exists() and os.path.samefile(src, dst):
+        raise UsageError(f"refusing to overwrite the input model {src}; choose another -o path")
+    try:
+        data = src.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {src}: {exc.strerror or exc}") from None
+    outcome = rewrite_model(data, **kwargs)  # type: ignore[arg-type]
+    verification = outcome.verification
+    if verification is not None and not verification.ok and not force:
+        return outcome, False
+    if outcome.changed:
+        ir.save(outcome.model, dst)
+    else:
+        write_atomic(dst, [data])
+    return outcome, True
