@@ -447,7 +447,8 @@ def probe(
     entry = default_cache_dir(cache_dir) / _cache_key(sha, version, options)
     if use_cache:
         cached = _cache_load(entry)
-        if cached is not None:
+        unlocated = cached is not None and cached.crashed and cached.crash_site is None
+        if cached is not None and not (locate_crash and unlocated and cached.crash_note is None):
             return cached
 
     with tempfile.TemporaryDirectory(prefix="tflkit-probe-") as tmp:

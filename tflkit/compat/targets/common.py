@@ -67,6 +67,9 @@ class Target:
     unknown_custom_fatal: bool = True
     #: The runtime refuses models with variable tensors (stateful LSTM/RNN state).
     variable_tensors_fatal: bool = False
+    #: How many supported partitions the delegate takes by default (None: all of them). The
+    #: classic GPU delegate takes only the largest one unless the app raises the limit.
+    max_partitions: int | None = None
     #: Evidence behind the table, shown in reports and docs.
     provenance: str = ""
     extra: Mapping[str, object] = field(default_factory=dict)
@@ -488,8 +491,6 @@ SHAPE_DEFINING_INPUTS: Mapping[str, tuple[int, ...]] = {
 }
 #: Ops whose output size depends on the data itself.
 ALWAYS_DYNAMIC = frozenset({"WHERE", "UNIQUE", "NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"})
-#: Producers whose outputs TFLite computes while preparing the graph (shape is static).
-STATIC_PRODUCERS = frozenset({"SHAPE"})
 
 
 def data_dependent_shape(sig: OpSignature) -> Rejection | None:
@@ -500,7 +501,7 @@ def data_dependent_shape(sig: OpSignature) -> Rejection | None:
         )
     for index in SHAPE_DEFINING_INPUTS.get(sig.op_type, ()):
         t = sig.input(index)
-        if t is None or t.is_const or t.producer in STATIC_PRODUCERS:
+        if t is None or t.is_const:
             continue
         source = f"op {t.producer}" if t.producer else "a graph input"
         return reject(

@@ -1032,6 +1032,7 @@ TARGET = Target(
     flex_fatal=True,
     unknown_custom_fatal=True,
     variable_tensors_fatal=True,
+    max_partitions=1,
     provenance=(
         "ML Drift delegate model_builder (LiteRT) and tflite/tools/versioning/"
         "gpu_compatibility.cc, verified against CompiledModel GPU on lavapipe"

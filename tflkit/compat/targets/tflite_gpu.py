@@ -340,6 +340,7 @@ TARGET = Target(
     const_folded=litert.CONST_FOLDED,
     flex_fatal=True,
     unknown_custom_fatal=True,
+    max_partitions=1,
     provenance=(
         "TFLite delegates/gpu/common/model_builder.cc and tools/versioning/gpu_compatibility.cc "
         "(source only: this runtime does not run here)"

@@ -1,0 +1,136 @@
+"""Benchmark: tflkit's static GPU check against LiteRT's own analyzer, on the large model.
+
+Run from the repo root: ``PYTHONPATH=. python bench/check_vs_analyzer.py``. The large synthetic
+model (``bench/large_model.py``) is generated once into the cache directory shared with
+``bench/ir_roundtrip.py``. Each task runs in a fresh subprocess (imports are not timed), three
+times by default; the table shows the median and the ratio to LiteRT's analyzer
+(``ModelAnalyzer(path, input_is_filepath=True, gpu_compatibility=True)`` from
+``ai_edge_litert._pywrap_analyzer_wrapper``, the native function TensorFlow's
+``tf.lite.experimental.Analyzer.analyze`` wraps). A benchmark, not a test: nothing here asserts
+on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ir_roundtrip import ensure_model
+
+REPO = Path(__file__).resolve().parents[1]
+#: (task, what it times). "analyzer" is the anchor every ratio is relative to.
+TASKS = (
+    ("analyzer", "LiteRT ModelAnalyzer(path, True, gpu_compatibility=True)"),
+    ("tflkit", "ir.load + static.check + partition.plan_partitions (every subgraph)"),
+    ("tflkit.check", "static.check of the loaded model"),
+    ("tflkit.partition", "partition.plan_partitions of the checked model"),
+)
+
+
+def _prepare(task: str, model: Path) -> Callable[[], Any]:
+    """Imports and untimed set-up for ``task``; returns the timed call."""
+    if task == "analyzer":
+        from ai_edge_litert import _pywrap_analyzer_wrapper as analyzer
+
+        return lambda: analyzer.ModelAnalyzer(str(model), True, True)
+    from tflkit import ir
+    from tflkit.compat import partition, static
+
+    def plan(loaded: ir.Model, report: static.StaticReport) -> list[partition.PartitionPlan]:
+        ok = {(v.subgraph_index, v.op_index): v.ok for v in report.verdicts}
+        return [
+            partition.plan_partitions(sg, lambda op, i=sg.index: ok[(i, op.index)])
+            for sg in loaded.subgraphs
+        ]
+
+    if task == "tflkit":
+
+        def everything() -> Any:
+            loaded = ir.load(model)
+            return plan(loaded, static.check(loaded))
+
+        return everything
+    loaded = ir.load(model)
+    if task == "tflkit.check":
+        return lambda: static.check(loaded)
+    report = static.check(loaded)
+    return lambda: plan(loaded, report)
+
+
+def worker(task: str, model: Path) -> dict[str, float]:
+    """Run ``task`` once on a warm page cache and time it."""
+    model.read_bytes()
+    call = _prepare(task, model)
+    start = time.perf_counter()
+    result = call()
+    seconds = time.perf_counter() - start
+    size = len(result) if isinstance(result, str) else 0
+    return {"seconds": seconds, "output_chars": size}
+
+
+def _subprocess_json(args: list[str]) -> dict[str, float]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"worker {args[:2]} failed:\n{done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run(model: Path, repeats: int) -> None:
+    rows = []
+    for task, label in TASKS:
+        runs = [_subprocess_json(["--worker", task, str(model)]) for _ in range(repeats)]
+        rows.append((task, label, statistics.median(r["seconds"] for r in runs)))
+    anchor = rows[0][2]
+    print(f"model: {model} ({model.stat().st_size / 1e6:.1f} MB)")
+    print(f"each task: fresh process, median of {repeats}; ratio = seconds / analyzer")
+    header = f"{'task':<18} {'seconds':>9} {'ratio':>7}"
+    print(header)
+    print("-" * len(header))
+    for task, _label, seconds in rows:
+        print(f"{task:<18} {seconds:>9.3f} {seconds / anchor:>7.2f}")
+    print()
+    for task, label, _seconds in rows:
+        print(f"  {task:<18} {label}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, help="benchmark this .tflite instead")
+    parser.add_argument("--layers", type=int, default=800, help="size of the generated model")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "tflkit-bench",
+        help="where the generated model is kept between runs",
+    )
+    parser.add_argument("--worker", nargs=2, metavar=("TASK", "MODEL"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        task, model = args.worker
+        print(json.dumps(worker(task, Path(model))))
+        return
+    model = args.model or ensure_model(args.cache_dir, args.layers)
+    run(model, args.repeats)
+
+
+if __name__ == "__main__":
+    main()

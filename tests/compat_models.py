@@ -1,0 +1,691 @@
+"""Small generated models for the static-vs-accelerator agreement test, built with the IR.
+
+Each :class:`CompatCase` builds a model that hits ONE constraint of the ``litert-gpu`` target
+(or its allowed neighbour, the same op one step inside the rule) and names the op it is about
+(``target_op``, an index into the main subgraph) and the static verdict expected for that op.
+Cases come in neighbour pairs, so a rule that rejects (or accepts) everything fails half of
+them. ``crashes`` marks forms that abort the accelerator: the test probes them on their own.
+No TensorFlow: every model is built in microseconds. Forms the CPU runtime itself refuses (an
+op version it does not know, RESIZE_BILINEAR with align_corners and half_pixel_centers,
+REDUCE_ANY on floats) are left out: the accelerator cannot be asked about them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tflkit import ir
+from tflkit.ir.builder import OpBuilder
+
+fb = ir.schema.fb
+F32 = np.float32
+ACT = fb.ActivationFunctionType
+
+
+@dataclass(frozen=True)
+class CompatCase:
+    """One generated model: what it is about, and the expected static verdict of its op."""
+
+    name: str
+    family: str
+    build: Callable[[], ir.Model]
+    expect_ok: bool
+    target_op: int = -1
+    crashes: bool = False
+
+
+class Net:
+    """A one-subgraph model under construction (signature ``serving_default``)."""
+
+    def __init__(self, name: str) -> None:
+        self.model = ir.Model(description=f"tflkit compat case {name}")
+        self.sg = self.model.add_subgraph("main")
+        self.b = OpBuilder(self.sg, prefix="c")
+
+    def input(self, shape: Sequence[int], dtype: Any = F32, name: str = "x") -> ir.Tensor:
+        tensor = self.sg.new_tensor(name, shape, dtype)
+        self.sg.inputs.append(tensor)
+        return tensor
+
+    def op(self, op_type: str, *inputs: Any, **kwargs: Any) -> Any:
+        return self.b.op(op_type, inputs, **kwargs)
+
+    def done(self, *outputs: ir.Tensor) -> ir.Model:
+        self.sg.outputs = list(outputs)
+        return self.model
+
+
+def opts(cls_name: str, **fields: Any) -> Any:
+    """A schema options object (``opts("Conv2DOptionsT", strideH=1)``)."""
+    instance = getattr(fb, cls_name)()
+    for key, value in fields.items():
+        setattr(instance, key, value)
+    return instance
+
+
+CASES: list[CompatCase] = []
+
+
+def case(
+    name: str, family: str, expect_ok: bool, *, target_op: int = -1, crashes: bool = False
+) -> Callable[[Callable[[Net], ir.Tensor | tuple[ir.Tensor, ...]]], None]:
+    """Register ``fn(net) -> output tensor(s)`` as a case."""
+
+    def register(fn: Callable[[Net], ir.Tensor | tuple[ir.Tensor, ...]]) -> None:
+        def build() -> ir.Model:
+            net = Net(name)
+            out = fn(net)
+            return net.done(*(out if isinstance(out, tuple) else (out,)))
+
+        CASES.append(CompatCase(name, family, build, expect_ok, target_op, crashes))
+
+    return register
+
+
+def _unary(
+    op_type: str,
+    name: str,
+    family: str,
+    ok: bool,
+    shape: Sequence[int] = (1, 4, 4, 8),
+    dtype: Any = F32,
+    options: Any = None,
+    version: int = 1,
+) -> None:
+    @case(name, family, ok)
+    def _(n: Net) -> ir.Tensor:
+        return n.op(op_type, n.input(shape, dtype), options=options, version=version)
+
+
+# --- op type supported or not ---------------------------------------------------------------------
+_unary("SOFTMAX", "softmax", "UNSUPPORTED_OP", True, options=opts("SoftmaxOptionsT", beta=1.0))
+_unary("LOG_SOFTMAX", "log_softmax", "UNSUPPORTED_OP", False)
+_unary(
+    "MAX_POOL_2D",
+    "max_pool",
+    "UNSUPPORTED_OP",
+    True,
+    options=opts("Pool2DOptionsT", strideW=2, strideH=2, filterWidth=2, filterHeight=2),
+)
+_unary(
+    "L2_POOL_2D",
+    "l2_pool",
+    "UNSUPPORTED_OP",
+    False,
+    options=opts("Pool2DOptionsT", strideW=2, strideH=2, filterWidth=2, filterHeight=2),
+)
+_unary("RELU6", "relu6", "UNSUPPORTED_OP", True)
+_unary("RELU_0_TO_1", "relu_0_to_1", "UNSUPPORTED_OP", False)
+_unary("TANH", "tanh", "UNSUPPORTED_OP", True)
+_unary("L2_NORMALIZATION", "l2_norm", "UNSUPPORTED_OP", False, options=opts("L2NormOptionsT"))
+_unary("HARD_SWISH", "hard_swish", "UNSUPPORTED_OP", True)
+_unary("ZEROS_LIKE", "zeros_like", "UNSUPPORTED_OP", False)
+
+
+@case("argmax_int32", "UNSUPPORTED_OP", True)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8))
+    return n.op(
+        "ARG_MAX",
+        x,
+        np.array([3], np.int32),
+        shape=(1, 4, 4),
+        dtype=np.int32,
+        options=opts("ArgMaxOptionsT", outputType=fb.TensorType.INT32),
+    )
+
+
+@case("argmin_int32", "UNSUPPORTED_OP", False)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8))
+    return n.op(
+        "ARG_MIN",
+        x,
+        np.array([3], np.int32),
+        shape=(1, 4, 4),
+        dtype=np.int32,
+        options=opts("ArgMinOptionsT", outputType=fb.TensorType.INT32),
+    )
+
+
+@case("reshape_to_3d", "UNSUPPORTED_OP", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op("RESHAPE", n.input((1, 4, 4, 8)), np.array([1, 16, 8], np.int32), shape=(1, 16, 8))
+
+
+@case("squeeze", "UNSUPPORTED_OP", False)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "SQUEEZE",
+        n.input((1, 4, 1, 8)),
+        shape=(1, 4, 8),
+        options=opts("SqueezeOptionsT", squeezeDims=[2]),
+    )
+
+
+# --- dtype ----------------------------------------------------------------------------------------
+@case("argmax_int64_output", "DTYPE", False)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8))
+    return n.op(
+        "ARG_MAX",
+        x,
+        np.array([3], np.int32),
+        shape=(1, 4, 4),
+        dtype=np.int64,
+        options=opts("ArgMaxOptionsT", outputType=fb.TensorType.INT64),
+    )
+
+
+@case("cast_to_int32", "DTYPE", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op("CAST", n.input((1, 4, 4, 8)), dtype=np.int32)
+
+
+@case("cast_to_int64", "DTYPE", False)
+def _(n: Net) -> ir.Tensor:
+    return n.op("CAST", n.input((1, 4, 4, 8)), dtype=np.int64)
+
+
+@case("add_int32", "DTYPE", True)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8), np.int32)
+    return n.op("ADD", x, np.ones((1, 1, 1, 8), np.int32), options=opts("AddOptionsT"))
+
+
+@case("add_int64", "DTYPE", False)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8), np.int64)
+    return n.op("ADD", x, np.ones((1, 1, 1, 8), np.int64), options=opts("AddOptionsT"), version=4)
+
+
+@case("greater_bool_output", "DTYPE", True)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8))
+    return n.op("GREATER", x, np.zeros((1, 1, 1, 8), F32), dtype=np.bool_)
+
+
+@case("cumsum_float", "DTYPE", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "CUMSUM", n.input((1, 4, 4, 8)), np.array(3, np.int32), options=opts("CumsumOptionsT")
+    )
+
+
+@case("cumsum_int32", "DTYPE", False)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "CUMSUM",
+        n.input((1, 4, 4, 8), np.int32),
+        np.array(3, np.int32),
+        options=opts("CumsumOptionsT"),
+    )
+
+
+# --- rank -----------------------------------------------------------------------------------------
+_unary("RELU", "relu_rank4", "RANK", True)
+_unary("RELU", "relu_rank5", "RANK", False, shape=(1, 2, 4, 4, 8))
+
+
+@case("transpose_rank4", "RANK", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "TRANSPOSE", n.input((1, 2, 4, 8)), np.array([0, 2, 1, 3], np.int32), shape=(1, 4, 2, 8)
+    )
+
+
+@case("transpose_rank5", "RANK", False)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "TRANSPOSE",
+        n.input((1, 2, 3, 4, 8)),
+        np.array([0, 2, 1, 3, 4], np.int32),
+        shape=(1, 3, 2, 4, 8),
+    )
+
+
+# --- constant / runtime inputs --------------------------------------------------------------------
+@case("prelu_const_alpha", "NON_CONST_INPUT", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op("PRELU", n.input((1, 4, 4, 8)), np.full((1, 1, 8), 0.1, F32))
+
+
+@case("prelu_runtime_alpha", "NON_CONST_INPUT", False)
+def _(n: Net) -> ir.Tensor:
+    return n.op("PRELU", n.input((1, 4, 4, 8)), n.input((1, 1, 8), name="alpha"))
+
+
+@case("conv_const_weights", "NON_CONST_INPUT", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "CONV_2D",
+        n.input((1, 8, 8, 4)),
+        np.ones((8, 3, 3, 4), F32),
+        np.zeros(8, F32),
+        options=opts("Conv2DOptionsT", strideH=1, strideW=1),
+        shape=(1, 6, 6, 8),
+    )
+
+
+@case("conv_runtime_weights", "NON_CONST_INPUT", True)
+def _(n: Net) -> ir.Tensor:
+    weights = n.input((8, 3, 3, 4), name="w")
+    return n.op(
+        "CONV_2D",
+        n.input((1, 8, 8, 4)),
+        weights,
+        np.zeros(8, F32),
+        options=opts("Conv2DOptionsT", strideH=1, strideW=1),
+        shape=(1, 6, 6, 8),
+    )
+
+
+@case("fc_runtime_data", "NON_CONST_INPUT", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "FULLY_CONNECTED",
+        n.input((1, 16)),
+        np.ones((4, 16), F32),
+        None,
+        options=opts("FullyConnectedOptionsT"),
+        shape=(1, 4),
+    )
+
+
+@case("mean_const_axes", "NON_CONST_INPUT", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "MEAN",
+        n.input((1, 4, 4, 8)),
+        np.array([1, 2], np.int32),
+        shape=(1, 1, 1, 8),
+        options=opts("ReducerOptionsT", keepDims=True),
+    )
+
+
+@case("gather_1d_indices", "SHAPE", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "GATHER",
+        n.input((1, 4, 4, 8)),
+        np.array([0, 2], np.int32),
+        shape=(1, 4, 4, 2),
+        options=opts("GatherOptionsT", axis=3),
+    )
+
+
+@case("gather_runtime_scalar_index", "SHAPE", False)
+def _(n: Net) -> ir.Tensor:
+    index = n.input((), np.int32, name="i")
+    return n.op(
+        "GATHER", n.input((10, 1, 8)), index, shape=(1, 8), options=opts("GatherOptionsT", axis=0)
+    )
+
+
+# --- fused activation -----------------------------------------------------------------------------
+@case("add_relu6", "FUSED_ACTIVATION", True)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8))
+    return n.op(
+        "ADD",
+        x,
+        n.input((1, 4, 4, 8), name="y"),
+        options=opts("AddOptionsT", fusedActivationFunction=ACT.RELU6),
+    )
+
+
+@case("add_sign_bit", "FUSED_ACTIVATION", False)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8))
+    return n.op(
+        "ADD",
+        x,
+        n.input((1, 4, 4, 8), name="y"),
+        options=opts("AddOptionsT", fusedActivationFunction=ACT.SIGN_BIT),
+    )
+
+
+@case("conv_tanh", "FUSED_ACTIVATION", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "CONV_2D",
+        n.input((1, 8, 8, 4)),
+        np.ones((8, 3, 3, 4), F32),
+        np.zeros(8, F32),
+        options=opts("Conv2DOptionsT", strideH=1, strideW=1, fusedActivationFunction=ACT.TANH),
+        shape=(1, 6, 6, 8),
+    )
+
+
+@case("conv_sign_bit", "FUSED_ACTIVATION", False)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "CONV_2D",
+        n.input((1, 8, 8, 4)),
+        np.ones((8, 3, 3, 4), F32),
+        np.zeros(8, F32),
+        options=opts("Conv2DOptionsT", strideH=1, strideW=1, fusedActivationFunction=ACT.SIGN_BIT),
+        shape=(1, 6, 6, 8),
+    )
+
+
+# --- broadcast ------------------------------------------------------------------------------------
+@case("add_broadcast_channel", "BROADCAST", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op("ADD", n.input((1, 4, 4, 8)), n.input((8,), name="y"), options=opts("AddOptionsT"))
+
+
+@case("add_runtime_scalar", "BROADCAST", False)
+def _(n: Net) -> ir.Tensor:
+    return n.op("ADD", n.input((1, 4, 4, 8)), n.input((), name="y"), options=opts("AddOptionsT"))
+
+
+@case("mul_outer_product", "BROADCAST", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "MUL",
+        n.input((1, 1, 4, 1)),
+        n.input((1, 1, 1, 4), name="y"),
+        shape=(1, 1, 4, 4),
+        options=opts("MulOptionsT"),
+    )
+
+
+@case("sub_same_tensor_twice", "BROADCAST", False)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8))
+    return n.op("SUB", x, x, options=opts("SubOptionsT"))
+
+
+@case("mul_same_tensor_twice", "BROADCAST", True)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8))
+    return n.op("MUL", x, x, options=opts("MulOptionsT"))
+
+
+# --- options --------------------------------------------------------------------------------------
+def _strided(n: Net, shrink: int) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8))
+    begin, end, strides = ([0, 0, 0, 0], [1, 4, 4, 8], [1, 1, 1, 1])
+    shape = (1, 4, 8) if shrink else (1, 4, 4, 8)
+    if shrink:
+        end = [1, 4, 1, 8]
+    return n.op(
+        "STRIDED_SLICE",
+        x,
+        np.array(begin, np.int32),
+        np.array(end, np.int32),
+        np.array(strides, np.int32),
+        shape=shape,
+        options=opts("StridedSliceOptionsT", shrinkAxisMask=shrink),
+    )
+
+
+case("strided_slice_plain", "OPTIONS", True)(lambda n: _strided(n, 0))
+case("strided_slice_shrink_mask", "OPTIONS", False)(lambda n: _strided(n, 4))
+
+
+def _resize(n: Net, align: bool, half: bool) -> ir.Tensor:
+    return n.op(
+        "RESIZE_BILINEAR",
+        n.input((1, 4, 4, 8)),
+        np.array([8, 8], np.int32),
+        shape=(1, 8, 8, 8),
+        options=opts("ResizeBilinearOptionsT", alignCorners=align, halfPixelCenters=half),
+    )
+
+
+case("resize_half_pixel", "OPTIONS", True)(lambda n: _resize(n, False, True))
+case("resize_align_corners", "OPTIONS", True)(lambda n: _resize(n, True, False))
+_unary("SOFTMAX", "softmax_beta2", "OPTIONS", False, options=opts("SoftmaxOptionsT", beta=2.0))
+
+
+def _mirror(n: Net, mode: int) -> ir.Tensor:
+    pads = np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32)
+    return n.op(
+        "MIRROR_PAD",
+        n.input((1, 4, 4, 8)),
+        pads,
+        shape=(1, 6, 6, 8),
+        options=opts("MirrorPadOptionsT", mode=mode),
+    )
+
+
+case("mirror_pad_reflect", "OPTIONS", True)(lambda n: _mirror(n, fb.MirrorPadMode.REFLECT))
+case("mirror_pad_symmetric", "OPTIONS", False)(lambda n: _mirror(n, fb.MirrorPadMode.SYMMETRIC))
+
+
+def _depth_to_space(n: Net, block: int) -> ir.Tensor:
+    shape = (1, 4 * block, 4 * block, 8 // (block * block))
+    return n.op(
+        "DEPTH_TO_SPACE",
+        n.input((1, 4, 4, 8)),
+        shape=shape,
+        options=opts("DepthToSpaceOptionsT", blockSize=block),
+    )
+
+
+case("depth_to_space_2", "OPTIONS", True)(lambda n: _depth_to_space(n, 2))
+case("depth_to_space_1", "OPTIONS", False)(lambda n: _depth_to_space(n, 1))
+
+
+# --- op version -----------------------------------------------------------------------------------
+_unary("RELU", "relu_v2", "OP_VERSION", True, version=2)
+_unary("RELU", "relu_v3", "OP_VERSION", False, version=3)
+_unary("TANH", "tanh_v2", "OP_VERSION", True, version=2)
+_unary("TANH", "tanh_v3", "OP_VERSION", False, version=3)
+
+
+@case("sub_v2", "OP_VERSION", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "SUB",
+        n.input((1, 4, 4, 8)),
+        np.ones((1, 1, 1, 8), F32),
+        version=2,
+        options=opts("SubOptionsT"),
+    )
+
+
+@case("sub_v3", "OP_VERSION", False)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "SUB",
+        n.input((1, 4, 4, 8)),
+        np.ones((1, 1, 1, 8), F32),
+        version=3,
+        options=opts("SubOptionsT"),
+    )
+
+
+# --- custom / flex --------------------------------------------------------------------------------
+@case("custom_unknown", "CUSTOM_OP", False)
+def _(n: Net) -> ir.Tensor:
+    return n.op("TflkitNoSuchOp", n.input((1, 4, 4, 8)))
+
+
+@case("flex_op", "FLEX_OP", False)
+def _(n: Net) -> ir.Tensor:
+    return n.op("FlexErf", n.input((1, 4, 4, 8)))
+
+
+# --- data-dependent shapes (whole compilation fails) ----------------------------------------------
+@case("reshape_const_shape", "DYNAMIC_SHAPE", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op("RESHAPE", n.input((1, 4, 4, 8)), np.array([1, 128], np.int32), shape=(1, 128))
+
+
+@case("reshape_runtime_shape", "DYNAMIC_SHAPE", False)
+def _(n: Net) -> ir.Tensor:
+    shape = n.input((2,), np.int32, name="shape")
+    return n.op("RESHAPE", n.input((1, 4, 4, 8)), shape, shape=(1, 128))
+
+
+@case("reshape_shape_of_input", "DYNAMIC_SHAPE", False, target_op=1)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 2))
+    shape = n.op("SHAPE", x, options=opts("ShapeOptionsT"), shape=(3,), dtype=np.int32)
+    return n.op("RESHAPE", x, shape, shape=(1, 4, 2))
+
+
+@case("tile_const_multiples", "DYNAMIC_SHAPE", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op("TILE", n.input((1, 4, 4, 8)), np.array([1, 2, 1, 1], np.int32), shape=(1, 8, 4, 8))
+
+
+@case("tile_runtime_multiples", "DYNAMIC_SHAPE", False)
+def _(n: Net) -> ir.Tensor:
+    multiples = n.input((4,), np.int32, name="multiples")
+    return n.op("TILE", n.input((1, 4, 4, 8)), multiples, shape=(1, 8, 4, 8))
+
+
+# --- crashes --------------------------------------------------------------------------------------
+@case("pack_two_tensors", "CRASH", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "PACK",
+        n.input((1, 4, 8)),
+        n.input((1, 4, 8), name="y"),
+        shape=(2, 1, 4, 8),
+        options=opts("PackOptionsT", valuesCount=2, axis=0),
+    )
+
+
+@case("pack_same_tensor_twice", "CRASH", False, crashes=True)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 8))
+    return n.op(
+        "PACK", x, x, shape=(2, 1, 4, 8), options=opts("PackOptionsT", valuesCount=2, axis=0)
+    )
+
+
+# --- quantization / fp16 weights ------------------------------------------------------------------
+def _fp16_conv(n: Net, with_log_softmax: bool) -> ir.Tensor:
+    weights = n.op("DEQUANTIZE", np.ones((8, 3, 3, 4), np.float16), dtype=F32)
+    y = n.op(
+        "CONV_2D",
+        n.input((1, 8, 8, 4)),
+        weights,
+        np.zeros(8, F32),
+        options=opts("Conv2DOptionsT", strideH=1, strideW=1),
+        shape=(1, 6, 6, 8),
+    )
+    return n.op("LOG_SOFTMAX", y) if with_log_softmax else y
+
+
+case("fp16_weights_whole_graph", "FP16_DEQUANTIZE", True, target_op=0)(
+    lambda n: _fp16_conv(n, False)
+)
+case("fp16_weights_partial_graph", "FP16_DEQUANTIZE", False, target_op=0)(
+    lambda n: _fp16_conv(n, True)
+)
+
+
+def _int8_quant(scale: float = 0.05) -> Any:
+    q = fb.QuantizationParametersT()
+    q.scale, q.zeroPoint = [scale], [0]
+    return q
+
+
+@case("dequantize_int8_runtime", "QUANTIZATION", True)
+def _(n: Net) -> ir.Tensor:
+    x = n.sg.new_tensor("x", (1, 4, 4, 8), np.int8, quantization=_int8_quant())
+    n.sg.inputs.append(x)
+    return n.op("DEQUANTIZE", x, dtype=F32, version=2)
+
+
+@case("dequantize_int16_runtime", "QUANTIZATION", False)
+def _(n: Net) -> ir.Tensor:
+    x = n.sg.new_tensor("x", (1, 4, 4, 8), np.int16, quantization=_int8_quant())
+    n.sg.inputs.append(x)
+    return n.op("DEQUANTIZE", x, dtype=F32, version=4)
+
+
+# --- partitioning ---------------------------------------------------------------------------------
+@case("partition_small_side", "PARTITION", True, target_op=0)
+def _(n: Net) -> ir.Tensor:
+    y = n.op("RELU", n.op("RELU", n.input((1, 4, 4, 8))))
+    z = n.op("LOG_SOFTMAX", y)
+    return n.op("RELU", n.op("TANH", n.op("RELU", z)))
+
+
+@case("partition_unsupported_middle", "PARTITION", False, target_op=2)
+def _(n: Net) -> ir.Tensor:
+    y = n.op("RELU", n.op("RELU", n.input((1, 4, 4, 8))))
+    return n.op("RELU", n.op("LOG_SOFTMAX", y))
+
+
+# --- more neighbours (data movement, reductions, pooling) -----------------------------------------
+@case("pad_4d", "SHAPE", True)
+def _(n: Net) -> ir.Tensor:
+    pads = np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32)
+    return n.op("PAD", n.input((1, 4, 4, 8)), pads, shape=(1, 6, 6, 8))
+
+
+@case("space_to_batch", "UNSUPPORTED_OP", False)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "SPACE_TO_BATCH_ND",
+        n.input((1, 4, 4, 8)),
+        np.array([2, 2], np.int32),
+        np.zeros((2, 2), np.int32),
+        shape=(4, 2, 2, 8),
+    )
+
+
+@case("concat_two_inputs", "SHAPE", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "CONCATENATION",
+        n.input((1, 4, 4, 8)),
+        n.input((1, 4, 4, 8), name="y"),
+        shape=(1, 4, 4, 16),
+        options=opts("ConcatenationOptionsT", axis=3),
+    )
+
+
+@case("reduce_any_bool", "DTYPE", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "REDUCE_ANY",
+        n.input((1, 4, 4, 8), np.bool_),
+        np.array([3], np.int32),
+        shape=(1, 4, 4, 1),
+        options=opts("ReducerOptionsT", keepDims=True),
+    )
+
+
+@case("select_v2_bool_cond", "DTYPE", True, target_op=1)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8))
+    cond = n.op("GREATER", x, np.zeros((1, 1, 1, 8), F32), dtype=np.bool_)
+    return n.op("SELECT_V2", cond, x, n.input((1, 4, 4, 8), name="y"))
+
+
+@case("batch_matmul_runtime", "NON_CONST_INPUT", True)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "BATCH_MATMUL",
+        n.input((1, 4, 8)),
+        n.input((1, 8, 6), name="y"),
+        shape=(1, 4, 6),
+        options=opts("BatchMatMulOptionsT"),
+    )
+
+
+@case("batch_matmul_const_left", "NON_CONST_INPUT", False)
+def _(n: Net) -> ir.Tensor:
+    return n.op(
+        "BATCH_MATMUL",
+        np.ones((1, 4, 8), F32),
+        n.input((1, 8, 6), name="y"),
+        shape=(1, 4, 6),
+        options=opts("BatchMatMulOptionsT"),
+    )
+
+
+CASE_BY_NAME: dict[str, CompatCase] = {c.name: c for c in CASES}
