@@ -1,4 +1,4 @@
-"""``tflkit check``: summary, reasons, fixes, partitions, probe, Model Explorer export, exit codes."""
+"""``tflkit check``: summary, reasons, fixes, partitions, probe, Model Explorer, exit codes."""
 
 from __future__ import annotations
 
