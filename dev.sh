@@ -14,8 +14,13 @@ setup() {
   local stamp=.venv/.tflkit-installed want
   want=$(cat pyproject.toml | sha256sum | cut -c1-16)
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[test]'
+    echo "setup: installing Python packages into .venv (log: .venv/install.log)"
+    if ! { .venv/bin/python -m pip install --upgrade pip &&
+           .venv/bin/python -m pip install -e '.[test]'; } > .venv/install.log 2>&1; then
+      tail -n 30 .venv/install.log >&2
+      echo "setup: pip install failed (full log: .venv/install.log)" >&2
+      exit 1
+    fi
     echo "$want" > "$stamp"
   fi
   export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
@@ -28,7 +33,16 @@ case "$job" in
   demo)
     setup
     example=tflkit/examples/tiny_classifier.tflite
-    .venv/bin/tflkit inspect "$example"
+    out=${TMPDIR:-/tmp}/tflkit-demo
+    fixed=$out/tiny_classifier.gpu.tflite
+    mkdir -p "$out"
+    step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+    step .venv/bin/tflkit inspect "$example"
+    step .venv/bin/tflkit check --probe "$example"
+    step .venv/bin/tflkit rewrite "$example" -o "$fixed" --probe
+    step .venv/bin/tflkit check --probe "$fixed"
+    step .venv/bin/tflkit validate "$fixed" --html "$out/validate.html"
+    echo; echo "rewritten model: $fixed"; echo "HTML report: $out/validate.html"
     ;;
   test)
     setup --browser
