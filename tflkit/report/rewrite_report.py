@@ -48,6 +48,37 @@ class Residency:
 
 
 @dataclass
+class StaticResidency:
+    """GPU residency of one model by the static checker (the target's constraint table)."""
+
+    summary: str
+    gpu_ops: int
+    total_ops: int
+    gpu_partitions: int
+    still_on_cpu: list[str]
+
+    @classmethod
+    def of(cls, model: Any) -> StaticResidency:
+        from tflkit.compat.check import check_model
+
+        report = check_model(model)
+        return cls(
+            summary=report.summary,
+            gpu_ops=report.gpu_ops,
+            total_ops=report.total_ops,
+            gpu_partitions=report.gpu_partitions,
+            still_on_cpu=[
+                f"{op.type} #{op.index}: "
+                + (
+                    "; ".join(f"{r.code}: {r.message}" for r in op.reasons)
+                    or "outside the partition the delegate takes"
+                )
+                for op in report.offending_ops
+            ],
+        )
+
+
+@dataclass
 class RewriteReport:
     model: str
     output: str
@@ -63,6 +94,8 @@ class RewriteReport:
     histogram_after: dict[str, int]
     shape_fixes: list[str]
     dynamic_inputs: list[str]
+    static_before: StaticResidency | None = None
+    static_after: StaticResidency | None = None
     probe_before: Residency | None = None
     probe_after: Residency | None = None
     notes: list[str] = field(default_factory=list)
@@ -82,7 +115,8 @@ def build_report(
 ) -> RewriteReport:
     from tflkit import ir
 
-    before_hist = histogram(ir.load(outcome.original))
+    original = ir.load(outcome.original)
+    before_hist = histogram(original)
     after_hist = histogram(outcome.model)
     notes = []
     if outcome.dynamic_inputs:
@@ -108,6 +142,8 @@ def build_report(
         histogram_after=after_hist,
         shape_fixes=outcome.shape_fixes,
         dynamic_inputs=outcome.dynamic_inputs,
+        static_before=StaticResidency.of(original),
+        static_after=StaticResidency.of(outcome.model),
         probe_before=None
         if probe_before is None
         else Residency.from_probe(probe_before, sum(before_hist.values())),
@@ -138,6 +174,16 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
             op, str(report.histogram_before.get(op, 0)), str(report.histogram_after.get(op, 0))
         )
     console.print(hist)
+    for label, static in (("before", report.static_before), ("after", report.static_after)):
+        if static is not None:
+            console.print(
+                f"static check {label}: {static.summary} "
+                f"({static.gpu_ops}/{static.total_ops} ops on GPU, "
+                f"{static.gpu_partitions} GPU partition(s))"
+            )
+    if report.static_after is not None:
+        for line in report.static_after.still_on_cpu:
+            console.print(f"  still on CPU (static): {line}")
     if report.probe_before or report.probe_after:
         gpu = Table(
             "",
