@@ -7,18 +7,16 @@ are mapped back by the caller-provided tensor -> name table.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from tflkit.worker import run_worker
 
 from .base import Feed, RunnerUnavailable, RunResult
 
@@ -57,8 +55,6 @@ class ExternalDelegateRunner:
         """Nothing held: the child process is gone."""
 
     def infer(self, feeds: Sequence[Feed]) -> RunResult:
-        from tflkit.gpu_env import child_env
-
         names = list(feeds[0]) if feeds else []
         tensor_names = [self.input_tensors.get(n, n) for n in names]
         with tempfile.TemporaryDirectory(prefix="tflkit-delegate-") as tmp:
@@ -75,38 +71,22 @@ class ExternalDelegateRunner:
             cmd += ["--outputs", str(work / "out.npz")]
             for key, value in self.options.items():
                 cmd += ["--option", f"{key}={value}"]
-            start = time.perf_counter()
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=child_env(),
-                cwd=work,
-                start_new_session=True,
-            )
-            try:
-                text, _ = proc.communicate(timeout=self.timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
+            finished = run_worker(cmd, cwd=work, timeout=self.timeout)
+            if finished.timed_out:
                 return RunResult(self.name, "timeout", error=f"no answer in {self.timeout:g} s")
-            wall = time.perf_counter() - start
+            wall = finished.seconds
             try:
                 state = json.loads((work / "r.json").read_text())
             except (OSError, ValueError):
                 state = {}
             executed = {"runtime": "LiteRT Interpreter", "delegate": str(self.library)}
             if state.get("stage") != "done":
-                code = proc.returncode
-                how = f"killed by signal {-code}" if code and code < 0 else f"exit {code}"
-                tail = text.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+                stage = state.get("stage", "start")
                 return RunResult(
                     self.name,
                     "crashed",
                     executed=executed,
-                    error=f"{how} during {state.get('stage', 'start')}: {tail[0]}",
+                    error=f"{finished.how} during {stage}: {finished.last_line}",
                 )
             if state.get("error"):
                 status = "unavailable" if "load_delegate" in state["error"] else "compile_error"

@@ -11,15 +11,11 @@ and the reference outputs recorded once, plus a JSON manifest (``__manifest__``,
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tflkit.errors import UsageError
+from tflkit.worker import run_worker
 
 from .base import Feed, RunnerUnavailable, RunResult
 
@@ -214,8 +211,6 @@ class ReferenceRunner:
         )
 
     def _from_framework(self, feeds: Sequence[Feed]) -> RunResult:
-        from tflkit.gpu_env import child_env
-
         names = list(feeds[0]) if feeds else []
         with tempfile.TemporaryDirectory(prefix="tflkit-ref-") as tmp:
             work = Path(tmp)
@@ -229,29 +224,15 @@ class ReferenceRunner:
             cmd += ["--result", str(work / "r.json"), "--outputs", str(work / "out.npz")]
             if self.signature:
                 cmd += ["--signature", self.signature]
-            start = time.perf_counter()
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=child_env(),
-                cwd=work,
-                start_new_session=True,
-            )
-            try:
-                text, _ = proc.communicate(timeout=self.timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
+            finished = run_worker(cmd, cwd=work, timeout=self.timeout)
+            if finished.timed_out:
                 return RunResult(self.name, "timeout", error=f"no answer in {self.timeout:g} s")
-            wall = time.perf_counter() - start
+            wall = finished.seconds
             try:
                 state = json.loads((work / "r.json").read_text())
             except (OSError, ValueError):
-                last = text.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
-                return RunResult(self.name, "crashed", error=f"exit {proc.returncode}: {last[0]}")
+                last = finished.last_line or "no output"
+                return RunResult(self.name, "crashed", error=f"{finished.how}: {last}")
             if state.get("stage") != "done":
                 return RunResult(self.name, "run_error", error=state.get("error"))
             labels = state["output_names"]

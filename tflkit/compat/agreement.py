@@ -25,7 +25,6 @@ import gc
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +44,7 @@ from tflkit.compat.gpu_log import (
 )
 from tflkit.compat.partition import plan_partitions
 from tflkit.compat.static import OpVerdict, subgraph_roles
+from tflkit.worker import run_worker
 
 __all__ = [
     "Agreement",
@@ -487,7 +487,6 @@ def _run_batch(
     models: Sequence[bytes], timeout_per_model: float
 ) -> list[tuple[dict[str, Any], str, float] | None]:
     """(state, log text, seconds) per model the worker finished, None for the others."""
-    from tflkit.gpu_env import child_env
 
     found: list[tuple[dict[str, Any], str, float] | None] = [None] * len(models)
     with tempfile.TemporaryDirectory(prefix="tflkit-agree-") as tmp:
@@ -504,20 +503,9 @@ def _run_batch(
             state_path = work / f"state{start}.json"
             cmd = [sys.executable, "-m", __name__, "--jobs", str(jobs)]
             cmd += ["--result", str(state_path), "--start", str(start)]
-            try:
-                done = subprocess.run(
-                    cmd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    env=child_env(),
-                    cwd=work,
-                    timeout=timeout_per_model * (len(models) - start),
-                    check=False,
-                )
-                text = done.stdout.decode("utf-8", "replace")
-            except subprocess.TimeoutExpired as exc:
-                text = (exc.stdout or b"").decode("utf-8", "replace")
+            text = run_worker(
+                cmd, cwd=work, timeout=timeout_per_model * (len(models) - start)
+            ).output
             try:
                 state = json.loads(state_path.read_text())
             except (OSError, ValueError):

@@ -10,16 +10,13 @@ Results are cached on disk by (model sha256, ai-edge-litert version, options).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.metadata
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -29,6 +26,7 @@ import numpy as np
 
 from tflkit.compat.gpu_log import Adapter, GpuLog, parse_gpu_log
 from tflkit.errors import ModelLoadError, UsageError
+from tflkit.worker import run_worker
 
 __all__ = [
     "CrashNotLocated",
@@ -355,33 +353,20 @@ def _communicate(
     cmd: list[str], workdir: Path, timeout: float, result_path: Path, npz_path: Path
 ) -> tuple[dict[str, Any], str, int | None, bool, float, Path]:
     """Start the worker in its own session, wait (killing it on timeout), read its state."""
-    from tflkit.gpu_env import child_env
-
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=child_env(),
-        cwd=workdir,
-        start_new_session=True,
-    )
+    finished = run_worker(cmd, cwd=workdir, timeout=timeout)
     _Spawns.count += 1
-    timed_out = False
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        with contextlib.suppress(ProcessLookupError):  # the worker's own session only
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-    wall = time.perf_counter() - start
     try:
         state = json.loads(result_path.read_text())
     except (OSError, ValueError):
         state = {}
-    return state, out.decode("utf-8", "replace"), proc.returncode, timed_out, wall, npz_path
+    return (
+        state,
+        finished.output,
+        finished.returncode,
+        finished.timed_out,
+        finished.seconds,
+        npz_path,
+    )
 
 
 def _status(state: dict[str, Any], timed_out: bool) -> str:
