@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ir_roundtrip import ensure_model
+from ir_roundtrip import ensure_model, subprocess_json
 
 REPO = Path(__file__).resolve().parents[1]
 #: (task, what it times). "analyzer" is the anchor every ratio is relative to.
@@ -78,25 +76,13 @@ def worker(task: str, model: Path) -> dict[str, float]:
     return {"seconds": seconds, "output_chars": size}
 
 
-def _subprocess_json(args: list[str]) -> dict[str, float]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"worker {args[:2]} failed:\n{done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def run(model: Path, repeats: int) -> None:
     rows = []
     for task, label in TASKS:
-        runs = [_subprocess_json(["--worker", task, str(model)]) for _ in range(repeats)]
+        runs = [
+            subprocess_json(Path(__file__).resolve(), ["--worker", task, str(model)])
+            for _ in range(repeats)
+        ]
         rows.append((task, label, statistics.median(r["seconds"] for r in runs)))
     anchor = rows[0][2]
     print(f"model: {model} ({model.stat().st_size / 1e6:.1f} MB)")

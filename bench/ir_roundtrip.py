@@ -107,9 +107,10 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _subprocess_json(args: list[str]) -> dict[str, float]:
+def subprocess_json(script: Path, args: list[str]) -> dict[str, float]:
+    """Run a benchmark ``script`` in a fresh interpreter; its last stdout line is JSON."""
     done = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), *args],
+        [sys.executable, str(script), *args],
         env=_env(),
         capture_output=True,
         text=True,
@@ -136,12 +137,13 @@ def ensure_model(cache_dir: Path, layers: int) -> Path:
 
 
 def run(model: Path, repeats: int) -> None:
-    info = _subprocess_json(["--info", str(model)])
+    info = subprocess_json(Path(__file__).resolve(), ["--info", str(model)])
     rows = []
     with tempfile.TemporaryDirectory(prefix="tflkit-bench-") as out_dir:
         for task, label in TASKS:
             runs = [
-                _subprocess_json(["--worker", task, str(model), out_dir]) for _ in range(repeats)
+                subprocess_json(Path(__file__).resolve(), ["--worker", task, str(model), out_dir])
+                for _ in range(repeats)
             ]
             rows.append((task, label, runs))
     anchor = statistics.median(r["seconds"] for r in rows[0][2])
