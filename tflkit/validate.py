@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tflkit.delegates.base import Runner, RunResult, execute
-from tflkit.delegates.external import ExternalDelegateRunner
-from tflkit.delegates.litert_cpu import LiteRTCpuRunner
-from tflkit.delegates.litert_gpu import LiteRTGpuRunner
-from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle, load_bundle, save_bundle
 
 from tflkit import ir
 from tflkit.compare.comparator import OutputInfo, PairComparison, compare_pair, default_pairs
 from tflkit.compare.localize import Localization, localize
 from tflkit.compare.tolerances import tolerance_for
-from tflkit.errors import ModelLoadError, UsageError
+from tflkit.delegates.base import Runner, RunResult, execute
+from tflkit.delegates.external import ExternalDelegateRunner
+from tflkit.delegates.litert_cpu import LiteRTCpuRunner
+from tflkit.delegates.litert_gpu import LiteRTGpuRunner
+from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle, load_bundle, save_bundle
+from tflkit.errors import UsageError
 from tflkit.inputs import InputSets, IoSpec, entry_point, make_input_sets
 from tflkit.report.validate_report import ValidateReport
 
@@ -167,12 +167,8 @@ def validate(
     """Run, compare and (optionally) localize; never raises for what a runtime does."""
     options = options or ValidateOptions()
     start = time.perf_counter()
-    path = Path(model_path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ModelLoadError(f"cannot read model {path}: {exc.strerror or exc}") from exc
-    model = ir.load(data)
+    data, label = ir.serde.read_model_bytes(model_path)
+    model = ir.load(data, label=label)
     names = _runner_names(options)
     pairs = list(options.pairs) or default_pairs(names)
     _check_pairs(pairs, names)
@@ -199,7 +195,7 @@ def validate(
         for a, e in pairs
     ]
     report = ValidateReport(
-        model=str(path),
+        model=label,
         model_sha256=hashlib.sha256(data).hexdigest(),
         signature=key,
         inputs=sets.to_json(),

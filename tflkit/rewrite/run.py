@@ -86,9 +86,13 @@ def rewrite_model(
     max_steps: int = DEFAULT_MAX_STEPS,
     seeds: Sequence[int] = (0, 1),
     check: bool = True,
+    label: str | None = None,
 ) -> RewriteOutcome:
-    """Rewrite model bytes; ``rule_names`` forces those rules on every op they match."""
-    model = ir.load(data)
+    """Rewrite model bytes; ``rule_names`` forces those rules on every op they match.
+
+    ``label`` names the model in error messages (e.g. its path).
+    """
+    model = ir.load(data, label=label)
     shape_fixes = fix_input_shapes(model, input_shapes) if input_shapes else []
     dynamic = [t.name for t in dynamic_inputs(model)]
     rules = catalog().select(rule_names) if rule_names else catalog().defaults()
@@ -137,7 +141,7 @@ def rewrite_file(
         data = src.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read {src}: {exc.strerror or exc}") from None
-    outcome = rewrite_model(data, **kwargs)  # type: ignore[arg-type]
+    outcome = rewrite_model(data, label=str(src), **kwargs)  # type: ignore[arg-type]
     verification = outcome.verification
     if verification is not None and not verification.ok and not force:
         return outcome, False
