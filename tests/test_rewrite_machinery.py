@@ -16,6 +16,7 @@ from tflkit.rewrite.passes import run_passes
 from tflkit.rewrite.rule import EXACT, Example, Rule, bound, replace
 from tflkit.rewrite.rules import DEFAULT_RULES
 from tflkit.rewrite.rules.activation import LogSoftmax, SoftmaxBeta
+from tflkit.rewrite import run as rewrite_run
 from tflkit.rewrite.run import rewrite_model
 from tflkit.rewrite.shapes import fix_input_shapes, parse_input_shape
 from tflkit.rewrite.verify import verify
@@ -170,7 +171,7 @@ def test_cli_refuses_beyond_contract_unless_forced(
     ir.save(_example(SoftmaxBeta()), src)
     out = tmp_path / "out.tflite"
     tight = tuple(Tight() if r.name == "softmax_beta" else r for r in DEFAULT_RULES)
-    monkeypatch.setattr("tflkit.rewrite.run.DEFAULT_RULES", tight)
+    monkeypatch.setattr(rewrite_run, "DEFAULT_RULES", tight)
     assert main(["rewrite", str(src), "-o", str(out)]) == 1
     assert not out.exists()
     assert "differ beyond the contract" in capsys.readouterr().err

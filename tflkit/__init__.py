@@ -2,7 +2,8 @@
 
 The public facade: ``load``/``save`` (the editable IR), ``inspect``, ``check``, ``rewrite`` and
 ``validate``. Each returns a report dataclass with ``to_json()``; the CLI is a thin layer over
-these.
+these. The names ``inspect``, ``rewrite`` and ``validate`` are these functions: import the
+modules of the same name with ``from tflkit.rewrite import ...``, not as ``tflkit.rewrite.x``.
 """
 
 from __future__ import annotations
