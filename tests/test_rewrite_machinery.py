@@ -12,11 +12,11 @@ from tflkit import ir
 from tflkit.cli.main import main
 from tflkit.errors import UsageError
 from tflkit.ir.builder import OpBuilder
+from tflkit.rewrite import run as rewrite_run
 from tflkit.rewrite.passes import run_passes
 from tflkit.rewrite.rule import EXACT, Example, Rule, bound, replace
 from tflkit.rewrite.rules import DEFAULT_RULES
 from tflkit.rewrite.rules.activation import LogSoftmax, SoftmaxBeta
-from tflkit.rewrite import run as rewrite_run
 from tflkit.rewrite.run import rewrite_model
 from tflkit.rewrite.shapes import fix_input_shapes, parse_input_shape
 from tflkit.rewrite.verify import verify
