@@ -26,7 +26,7 @@ from tflkit.report.check_report import (
     ReasonInfo,
     TransferInfo,
 )
-from tflkit.rewrite.rules import DEFAULT_RULES
+from tflkit.rewrite.run import catalog
 
 #: The default for ``max_partitions``: whatever the target's delegate does by default.
 TARGET_DEFAULT = -1
@@ -165,7 +165,7 @@ def summarize(report: CheckReport) -> str:
 def fix_hint(op: ir.Op, reasons: Sequence[ReasonInfo]) -> FixHint | None:
     """The first default rewrite rule that would fix ``op`` for these reasons, if any."""
     texts = [f"{r.code}: {r.message}" for r in reasons]
-    for rule in DEFAULT_RULES:
+    for rule in catalog():
         if rule.opt_in or not rule.pattern(op) or not rule.addresses(texts):
             continue
         if rule.check(op) is None:

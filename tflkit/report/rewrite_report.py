@@ -125,7 +125,10 @@ def build_report(
             "static shapes: pass --input-shape NAME=D1,D2,..."
         )
     if not outcome.gated_by_checker:
-        notes.append("no static GPU checker available: each rule's own pattern chose the ops")
+        notes.append(
+            "the static GPU checker did not choose the ops (rules forced with --rule, or no "
+            "checker): each rule's own pattern did"
+        )
     v = outcome.verification
     return RewriteReport(
         model=model_path,

@@ -17,6 +17,7 @@ from tflkit.ir.serde import write_atomic
 from tflkit.rewrite.passes import DEFAULT_MAX_STEPS, Gate, PassResult, Rejections, run_passes
 from tflkit.rewrite.rule import Contract, combine
 from tflkit.rewrite.rules import DEFAULT_RULES
+from tflkit.rewrite.rules.gelu import ERF_RULES
 from tflkit.rewrite.ruleset import RuleSet
 from tflkit.rewrite.shapes import dynamic_inputs, fix_input_shapes
 from tflkit.rewrite.verify import Verification, verify
@@ -54,7 +55,10 @@ def histogram(model: Model) -> dict[str, int]:
 
 
 def catalog() -> RuleSet:
-    return RuleSet(DEFAULT_RULES)
+    """Every rule: the proven defaults, then the ERF rules (whose originals cannot run on the
+    CPU interpreter, so a rewrite with them is verified only against a reference you trust:
+    it is refused unless ``--force``)."""
+    return RuleSet((*DEFAULT_RULES, *ERF_RULES))
 
 
 def checker_gate(target: str) -> Gate | None:

@@ -141,8 +141,21 @@ def verify(
     worst: dict[str, OutputCheck] = {}
     for seed in seeds if inputs is None else (0,):
         feed = runs[0] if runs else None
-        fed, old_out = run_cpu(original, feed, seed=seed, input_shapes=input_shapes)
-        _, new_out = run_cpu(rewritten, fed)
+        try:
+            fed, old_out = run_cpu(original, feed, seed=seed, input_shapes=input_shapes)
+        except (RuntimeError, ValueError) as exc:
+            verdict.ok = False
+            verdict.problem = (
+                "the original model does not run on the CPU interpreter, so there is nothing "
+                f"to verify the rewrite against ({_first_line(exc)})"
+            )
+            return verdict
+        try:
+            _, new_out = run_cpu(rewritten, fed)
+        except (RuntimeError, ValueError) as exc:
+            verdict.ok = False
+            verdict.problem = f"the rewritten model does not run on the CPU ({_first_line(exc)})"
+            return verdict
         if set(old_out) != set(new_out):
             verdict.ok = False
             verdict.problem = f"output names changed: {sorted(old_out)} -> {sorted(new_out)}"
@@ -158,3 +171,8 @@ def verify(
         bad = [c.name for c in verdict.outputs if not c.ok]
         verdict.problem = f"outputs {bad} differ beyond the contract ({contract.describe()})"
     return verdict
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__

@@ -12,7 +12,9 @@ from tflkit.rewrite.rules.arith import (
     FullyConnectedConstInput,
     GatherInt64Indices,
 )
+from tflkit.rewrite.rules.broadcast import BroadcastToTile
 from tflkit.rewrite.rules.constant import FoldFill, FoldRange, FoldShape, FoldZerosLike
+from tflkit.rewrite.rules.conv import TransposeConvVersion
 from tflkit.rewrite.rules.rank5 import Rank5Elementwise, Rank5Reduce, Rank5Transpose, ReshapeChain
 from tflkit.rewrite.rules.shape import ExpandDimsToReshape, ReshapeStaticShape, SqueezeToReshape
 from tflkit.rewrite.rules.slicing import (
@@ -51,6 +53,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rank5Elementwise(),
     Rank5Transpose(),
     Rank5Reduce(),
+    BroadcastToTile(),
+    TransposeConvVersion(),
 )
 
 __all__ = ["DEFAULT_RULES"]
