@@ -26,6 +26,36 @@ setup() {
   export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 }
 
+# The converters for ONNX (onnx2tf) and PyTorch (litert-torch) pin versions that clash with
+# ours: each gets its own venv in the test cache, where tests/test_convert_foreign.py finds it.
+foreign_envs() {
+  local root=${TFLKIT_TEST_CACHE:-$HOME/.cache/tflkit-tests}/envs
+  make_env "$root/onnx2tf" onnx2tf==1.29.24
+  make_env "$root/torch" torch==2.13.0 litert-torch==0.10.0
+  if [ ! -f "$root/torch/.tflkit-editable" ]; then
+    "$root/torch/bin/python" -m pip install -q --no-deps --no-build-isolation -e . \
+      >> "$root/torch.log" 2>&1 && touch "$root/torch/.tflkit-editable"
+  fi
+}
+
+make_env() {
+  local dir=$1 want
+  shift
+  want="$*"
+  if [ "$(cat "$dir/.tflkit-ready" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  echo "setup: creating $dir ($want; log: $dir.log)"
+  rm -rf "$dir"
+  mkdir -p "$(dirname "$dir")"
+  if ! { python3 -m venv "$dir" && "$dir/bin/python" -m pip install "$@"; } > "$dir.log" 2>&1; then
+    tail -n 30 "$dir.log" >&2
+    echo "setup: could not create $dir (log: $dir.log)" >&2
+    exit 1
+  fi
+  echo "$want" > "$dir/.tflkit-ready"
+}
+
 job=${1:-demo}
 shift || true
 case "$job" in
@@ -46,6 +76,7 @@ case "$job" in
     ;;
   test)
     setup --browser
+    foreign_envs
     .venv/bin/ruff check .
     .venv/bin/python -m pytest -q "$@"
     ;;

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import typer
 
-from tflkit.cli import check_cmd, inspect_cmd, rewrite_cmd, validate_cmd
+from tflkit.cli import check_cmd, convert_cmd, inspect_cmd, rewrite_cmd, validate_cmd
 from tflkit.errors import TflkitError
 
 EXIT_OK = 0
@@ -28,6 +28,7 @@ app = typer.Typer(
 )
 app.command("inspect")(inspect_cmd.inspect)
 app.command("check")(check_cmd.check)
+app.command("convert")(convert_cmd.convert)
 app.command("validate")(validate_cmd.validate)
 app.command("rewrite")(rewrite_cmd.rewrite)
 

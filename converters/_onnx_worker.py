@@ -1,0 +1,123 @@
+"""Child script: ONNX -> .tflite with onnx2tf, and the ONNX Runtime float32 reference.
+
+Runs as a plain script (``python _onnx_worker.py JOB.json``) in the environment that has
+onnx2tf, whose pins (numpy 1.26, TensorFlow 2.19, ai-edge-litert 2.1) clash with tflkit's: it
+imports nothing from tflkit. ``job["step"]`` is ``convert`` (writes ``model.tflite``) or
+``reference`` (reads ``feeds.npz`` in the .tflite's NHWC layout, writes ``outputs.npz``).
+"""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+# Run as a script, this folder is sys.path[0]; its onnx.py / torch.py would shadow the packages.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
+
+import numpy as np  # noqa: E402
+
+# onnx2tf fetches this sample from the network for its own self-check unless it is in the cwd.
+_SAMPLE = "calibration_image_sample_data_20x128x128x3_float32.npy"
+
+
+def _static_shapes(model_path, options):
+    import onnx
+
+    model = onnx.load(model_path, load_external_data=False)
+    given = {k: [int(d) for d in v] for k, v in options["input_shapes"].items()}
+    init = {i.name for i in model.graph.initializer}
+    shapes = {}
+    for inp in model.graph.input:
+        if inp.name in init:
+            continue
+        dims = [
+            d.dim_value if d.HasField("dim_value") else None for d in inp.type.tensor_type.shape.dim
+        ]
+        if inp.name in given:
+            dims = given.pop(inp.name)
+        elif dims and dims[0] is None:
+            dims[0] = int(options["batch"])
+        if any(d is None for d in dims):
+            raise ValueError(
+                f"usage: input {inp.name} has dynamic dimensions {dims}: pass "
+                f"--input-shape {inp.name}=D1,D2,... (ONNX layout)"
+            )
+        shapes[inp.name] = dims
+    if given:
+        raise ValueError(f"usage: --input-shape names {sorted(given)} are not ONNX inputs")
+    return shapes
+
+
+def convert(job, state):
+    from importlib.metadata import version
+
+    import onnx2tf
+
+    state.update(onnx2tf=version("onnx2tf"), tensorflow=version("tensorflow"))
+    work = Path(job["workdir"])
+    shapes = _static_shapes(job["source"], job["options"])
+    state["inputs"] = [{"name": n, "onnx_shape": s} for n, s in shapes.items()]
+    np.save(
+        work / _SAMPLE, np.random.default_rng(0).uniform(0, 1, (20, 128, 128, 3)).astype(np.float32)
+    )
+    start = time.perf_counter()
+    onnx2tf.convert(
+        input_onnx_file_path=job["source"],
+        output_folder_path=str(work / "onnx2tf"),
+        overwrite_input_shape=[f"{n}:{','.join(map(str, s))}" for n, s in shapes.items()],
+        non_verbose=True,
+    )
+    state["convert_seconds"] = time.perf_counter() - start
+    (found,) = sorted((work / "onnx2tf").glob("*_float32.tflite"))
+    os.replace(found, work / "model.tflite")
+
+
+def reference(job, state):
+    import onnxruntime as ort
+
+    work = Path(job["workdir"])
+    session = ort.InferenceSession(job["source"], providers=["CPUExecutionProvider"])
+    inputs = session.get_inputs()
+    state["onnxruntime"] = ort.__version__
+    arrays = {}
+    with np.load(work / "feeds.npz") as npz:
+        sets = int(npz["sets"])
+        for k in range(sets):
+            feed = {}
+            for i, spec in enumerate(inputs):
+                value = npz[f"s{k}_in_{i}"]
+                want = [d if isinstance(d, int) else None for d in spec.shape]
+                if (
+                    value.ndim == 4
+                    and list(value.shape) != want
+                    and value.shape[-1] == (want[1] or value.shape[-1])
+                ):
+                    value = np.transpose(value, (0, 3, 1, 2))  # NHWC (.tflite) -> NCHW (ONNX)
+                feed[spec.name] = value
+            for j, out in enumerate(session.run(None, feed)):
+                arrays[f"s{k}_out_{j}"] = np.asarray(out, np.float32)
+    state["output_names"] = [o.name for o in session.get_outputs()]
+    np.savez(work / "outputs.npz", **arrays)
+
+
+def main():
+    job = json.loads(Path(sys.argv[1]).read_text())
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    state = {"stage": job["step"]}
+    try:
+        (convert if job["step"] == "convert" else reference)(job, state)
+        state["stage"] = "done"
+    except Exception as exc:
+        text = str(exc)
+        state.update(
+            error=text.removeprefix("usage: ")[:2000],
+            error_kind="usage" if text.startswith("usage: ") else job["step"],
+        )
+    result = Path(job["workdir"]) / "result.json"
+    result.write_text(json.dumps(state, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

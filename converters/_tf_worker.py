@@ -1,0 +1,345 @@
+"""Child process: convert a Keras model or a SavedModel with TensorFlow, record the reference.
+
+Run as ``python -m tflkit.converters._tf_worker JOB.json``. The job names the source, its kind
+(``keras`` or ``saved_model``), the options (:class:`ConvertOptions` as JSON) and a work dir.
+The worker writes ``model.tflite``, ``reference.npz`` (a reference bundle: seeded inputs and the
+framework's float32 outputs) and ``result.json`` there. TensorFlow lives only in this process:
+the parent may hold the GPU accelerator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tflkit.errors import UsageError
+
+from .calibration import InputSpec, calibration_feeds
+
+Call = Callable[[dict[str, Any]], dict[str, Any]]
+
+_SELECT_OPS = re.compile(r"TF Select ops: (.+)")
+_CUSTOM_OPS = re.compile(r"Custom ops: (.+)")
+_DETAIL = re.compile(r"^\s+(tf\.\w+\(.*)$", re.MULTILINE)
+_WHERE = re.compile(r'fused\["(\w+):", callsite\("([^"@]+)@')
+
+
+def _keras_source(path: Path) -> tuple[Any, list[tuple[str, Any]], Call, Any, str]:
+    import keras
+
+    model = keras.saving.load_model(path, compile=False)
+    return _keras_model(model)
+
+
+def _keras_model(model: Any) -> tuple[Any, list[tuple[str, Any]], Call, Any, str]:
+    """(trackable, [(input name, TensorSpec with dynamic dims)], serve fn body, ref, framework)."""
+    import keras
+    import tensorflow as tf
+
+    if not getattr(model, "inputs", None):
+        raise UsageError("the Keras model has no defined inputs: build it on keras.Input first")
+    layer_names = {
+        id(layer.output): layer.name
+        for layer in model.layers
+        if isinstance(layer, keras.layers.InputLayer)
+    }
+    names = [layer_names.get(id(t), t.name) for t in model.inputs]
+    specs = [
+        (n, tf.TensorSpec(t.shape, t.dtype, name=n))
+        for n, t in zip(names, model.inputs, strict=True)
+    ]
+    out_names = list(getattr(model, "output_names", None) or [])
+
+    def named(out: Any) -> dict[str, Any]:
+        if isinstance(out, dict):
+            return dict(out)
+        values = list(out) if isinstance(out, list | tuple) else [out]
+        if len(out_names) == len(values) and len(set(out_names)) == len(values):
+            return dict(zip(out_names, values, strict=True))
+        return {f"output_{i}": v for i, v in enumerate(values)}
+
+    def call(feed: dict[str, Any]) -> dict[str, Any]:
+        args = [feed[n] for n in names]
+        return named(model(args[0] if len(args) == 1 else args, training=False))
+
+    return model, specs, call, call, f"keras {keras.__version__}"
+
+
+def _saved_model_source(
+    path: Path, key: str | None
+) -> tuple[Any, list[tuple[str, Any]], Call, Call, str]:
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(path))
+    signatures = dict(loaded.signatures)
+    if not signatures:
+        raise UsageError(f"{path} has no signatures: export it with a serving signature")
+    if key is not None and key not in signatures:
+        raise UsageError(f"{path} has no signature {key!r} (it has {sorted(signatures)})")
+    key = key or ("serving_default" if "serving_default" in signatures else next(iter(signatures)))
+    fn = signatures[key]
+    specs = list(fn.structured_input_signature[1].items())
+
+    def call(feed: dict[str, Any]) -> dict[str, Any]:
+        return dict(fn(**feed))
+
+    return loaded, specs, call, call, f"tensorflow {tf.__version__} SavedModel[{key}]"
+
+
+def _static_specs(specs: list[tuple[str, Any]], options: dict[str, Any]) -> list[InputSpec]:
+    """Static shapes: ``input_shapes`` by name, else the unknown batch becomes ``batch``."""
+    given = {k: tuple(int(d) for d in v) for k, v in options["input_shapes"].items()}
+    unknown = sorted(set(given) - {n for n, _ in specs})
+    if unknown:
+        raise UsageError(
+            f"--input-shape names {unknown} are not inputs of the model ({[n for n, _ in specs]})"
+        )
+    out = []
+    for name, spec in specs:
+        dims = list(spec.shape.as_list()) if spec.shape.rank is not None else None
+        if name in given:
+            shape = given[name]
+            if dims is not None and (
+                len(dims) != len(shape)
+                or any(d not in (None, s) for d, s in zip(dims, shape, strict=True))
+            ):
+                raise UsageError(f"--input-shape {name}={shape} does not fit the model's {dims}")
+        elif dims is None:
+            raise UsageError(
+                f"input {name} has an unknown rank: pass --input-shape {name}=D1,D2,..."
+            )
+        else:
+            if dims and dims[0] is None:
+                dims[0] = int(options["batch"])
+            if any(d is None for d in dims):
+                shown = ",".join("?" if d is None else str(d) for d in dims)
+                raise UsageError(
+                    f"input {name} has dynamic dimensions ({shown}); the GPU needs static shapes: "
+                    f"pass --input-shape {name}="
+                    + ",".join("N" if d is None else str(d) for d in dims)
+                )
+            shape = tuple(dims)
+        out.append(InputSpec(name, tuple(int(d) for d in shape), spec.dtype.name))
+    return out
+
+
+def _static_saved_model(serve: Any, trackable: Any, tf_specs: dict[str, Any], where: Path) -> Path:
+    """Save the static-shape serving function as a one-signature SavedModel.
+
+    Converting from a SavedModel freezes every variable into constants; converting the live
+    concrete function kept Keras variables as uninitialized resource variables.
+    """
+    import tensorflow as tf
+
+    path = where / "static_saved_model"
+    if _is_keras(trackable):
+        import keras
+
+        archive = keras.export.ExportArchive()
+        archive.track(trackable)
+        specs = list(tf_specs.values())
+
+        def positional(*args: Any) -> dict[str, Any]:
+            return serve.python_function(**dict(zip(tf_specs, args, strict=True)))
+
+        archive.add_endpoint("serving_default", positional, input_signature=specs)
+        archive.write_out(str(path), verbose=False)
+        return path
+    module = tf.Module()
+    module.source = trackable
+    module.serve = serve
+    signatures = {"serving_default": serve.get_concrete_function(**tf_specs)}
+    tf.saved_model.save(module, str(path), signatures=signatures)
+    return path
+
+
+def _is_keras(obj: Any) -> bool:
+    try:
+        import keras
+    except ImportError:
+        return False
+    return isinstance(obj, keras.Model)
+
+
+def _converter(saved: Path, specs: list[InputSpec], options: dict[str, Any]) -> Any:
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_saved_model(
+        str(saved), signature_keys=["serving_default"]
+    )
+    ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    quantize = options["quantize"]
+    if quantize == "int8":
+        ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        feeds = calibration_feeds(
+            Path(options["representative"]),
+            specs,
+            steps=int(options["calibration_steps"]),
+            value_range=tuple(options["image_range"]),
+        )
+        converter.representative_dataset = lambda: (dict(f) for f in feeds)
+        if options["int8_io"]:
+            converter.inference_input_type = tf.int8
+            converter.inference_output_type = tf.int8
+    if quantize in ("dynamic", "int8") or options["fp16"]:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if options["fp16"]:
+        converter.target_spec.supported_types = [tf.float16]
+    if options["allow_flex"]:
+        ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
+    converter.target_spec.supported_ops = ops
+    for name, value in options["converter_options"].items():
+        setattr(converter, name, bool(value))
+    return converter
+
+
+def _conversion_failure(text: str) -> dict[str, Any]:
+    """What the converter could not map to builtins: op names, the layers, the signatures."""
+    select = _SELECT_OPS.search(text)
+    custom = _CUSTOM_OPS.search(text)
+    where: dict[str, list[str]] = {}
+    for op, loc in _WHERE.findall(text):
+        where.setdefault(op, [])
+        if loc not in where[op]:
+            where[op].append(loc)
+    details = sorted(set(_DETAIL.findall(text)))
+    first = next((ln for ln in text.splitlines() if "error:" in ln and "loc(" not in ln), "")
+    return {
+        "select_ops": [s.strip() for s in select.group(1).split(",")] if select else [],
+        "custom_ops": [s.strip() for s in custom.group(1).split(",")] if custom else [],
+        "where": where,
+        "details": details[:20],
+        "message": first.strip()[:500] or text.strip().splitlines()[-1][:500],
+    }
+
+
+def _cpu_check(data: bytes, feeds: list[dict[str, np.ndarray]], refs: list[dict[str, Any]]) -> dict:
+    """Max |tflite CPU - framework| per output on the reference inputs (CPU Interpreter)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    runner = Interpreter(model_content=data).get_signature_runner()
+    worst: dict[str, float] = {}
+    for feed, ref in zip(feeds, refs, strict=True):
+        got = runner(**feed)
+        for name, value in got.items():
+            diff = np.abs(np.asarray(value, np.float64) - np.asarray(ref[name], np.float64))
+            worst[name] = max(worst.get(name, 0.0), float(diff.max()) if diff.size else 0.0)
+    return worst
+
+
+def run(job: dict[str, Any]) -> dict[str, Any]:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    state: dict[str, Any] = {"stage": "import"}
+    work = Path(job["workdir"])
+    options = job["options"]
+    try:
+        start = time.perf_counter()
+        import tensorflow as tf
+
+        state.update(tensorflow=tf.__version__, import_seconds=time.perf_counter() - start)
+        state["stage"] = "load"
+        source = Path(job["source"])
+        if job["kind"] == "keras":
+            trackable, dyn, body, ref, framework = _keras_source(source)
+        else:
+            trackable, dyn, body, ref, framework = _saved_model_source(source, options["signature"])
+        state["framework"] = framework
+        try:
+            import keras
+
+            state["keras"] = keras.__version__
+        except ImportError:
+            pass
+        specs = _static_specs(dyn, options)
+        state["inputs"] = [
+            {
+                "name": s.name,
+                "shape": list(s.shape),
+                "dtype": s.dtype,
+                "source_shape": [None if d is None else int(d) for d in spec.shape.as_list()],
+            }
+            for s, (_, spec) in zip(specs, dyn, strict=True)
+        ]
+
+        @tf.function
+        def serve(**kw: Any) -> dict[str, Any]:
+            return body(kw)
+
+        tf_specs = {s.name: tf.TensorSpec(s.shape, s.dtype, name=s.name) for s in specs}
+        state["stage"] = "convert"
+        start = time.perf_counter()
+        saved = _static_saved_model(serve, trackable, tf_specs, work)
+        converter = _converter(saved, specs, options)
+        try:
+            data = converter.convert()
+        except Exception as exc:
+            state["failure"] = _conversion_failure(str(exc))
+            raise
+        state["convert_seconds"] = time.perf_counter() - start
+        (work / "model.tflite").write_bytes(data)
+        state["stage"] = "reference"
+        from tflkit.delegates.tf_reference import save_bundle
+
+        from tflkit import ir
+        from tflkit.inputs import make_input_sets
+
+        model = ir.load(data)
+        state["flex_ops"] = sorted(
+            {op.type for sg in model.subgraphs for op in sg.ops if op.type.startswith("Flex")}
+        )
+        if options["int8_io"]:
+            state["notes"] = ["no reference bundle: int8 inputs cannot be fed to the float model"]
+            state["stage"] = "done"
+            return state
+        sets = make_input_sets(
+            model, count=int(options["reference_sets"]), seed=int(options["seed"])
+        )
+        refs = []
+        for feed in sets.feeds:
+            out = ref({k: tf.constant(v) for k, v in feed.items()})
+            refs.append(
+                {
+                    k: np.asarray(v, dtype=np.float32)
+                    if np.asarray(v).dtype.kind == "f"
+                    else np.asarray(v)
+                    for k, v in out.items()
+                }
+            )
+        save_bundle(
+            work / "reference.npz", sets.feeds, refs, source=str(source), framework=framework
+        )
+        state["reference_inputs"] = sets.to_json()
+        state["output_names"] = list(refs[0])
+        if not state["flex_ops"]:
+            state["cpu_vs_reference_max_abs"] = _cpu_check(data, sets.feeds, refs)
+        state["stage"] = "done"
+    except UsageError as exc:
+        state.update(error=str(exc), error_kind="usage")
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        state.update(error=text.splitlines()[0][:2000], error_kind=state["stage"])
+    return state
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    job_path = Path(args[0])
+    job = json.loads(job_path.read_text())
+    state = run(job)
+    result = Path(job["workdir"]) / "result.json"
+    tmp = result.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, default=str))
+    os.replace(tmp, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""``convert``: any supported source to a GPU-ready ``.tflite``, with provenance and a reference.
+
+The source kind comes from the path: a Keras file (``.keras``, ``.h5``, ``.hdf5``), a SavedModel
+directory, an ONNX file (``.onnx``) or an exported PyTorch program (``.pt2``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from tflkit.errors import UsageError
+from tflkit.report.convert_report import ConvertReport
+
+from .base import ConvertOptions, hash_source
+from .provenance import finalize, tool_version
+
+__all__ = ["KINDS", "convert", "detect_kind"]
+
+KINDS = ("keras", "saved_model", "onnx", "torch")
+_SUFFIXES = {".keras": "keras", ".h5": "keras", ".hdf5": "keras", ".onnx": "onnx", ".pt2": "torch"}
+
+
+def detect_kind(source: Path) -> str:
+    """The converter for ``source``; UsageError when none fits."""
+    if source.is_dir():
+        if (source / "saved_model.pb").is_file() or (source / "saved_model.pbtxt").is_file():
+            return "saved_model"
+        raise UsageError(f"{source} is a directory without saved_model.pb: not a SavedModel")
+    if not source.exists():
+        raise UsageError(f"{source} does not exist")
+    kind = _SUFFIXES.get(source.suffix.lower())
+    if kind is None:
+        raise UsageError(
+            f"{source}: unknown model format {source.suffix!r}; expected a Keras file (.keras, "
+            ".h5), a SavedModel directory, an ONNX file (.onnx) or a PyTorch program (.pt2)"
+        )
+    return kind
+
+
+def _check_output(source: Path, output: Path) -> None:
+    if output.suffix != ".tflite":
+        raise UsageError(f"the output must end in .tflite, got {output}")
+    if output.exists() and os.path.samefile(source, output):
+        raise UsageError(f"refusing to overwrite the input {source}")
+    if source.is_dir() and output.resolve().is_relative_to(source.resolve()):
+        raise UsageError(f"refusing to write into the SavedModel directory {source}")
+
+
+def convert(
+    source: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    options: ConvertOptions | None = None,
+    *,
+    label: str | None = None,
+) -> ConvertReport:
+    """Convert ``source`` into ``output`` (plus ``.provenance.json`` and ``.reference.npz``)."""
+    options = options or ConvertOptions()
+    options.validate()
+    src, out = Path(source), Path(output)
+    kind = detect_kind(src)
+    _check_output(src, out)
+    start = time.perf_counter()
+    report = ConvertReport(
+        source=label or str(src),
+        kind=kind,
+        source_sha256=hash_source(src),
+        output=str(out),
+        options=options.to_json(),
+    )
+    report.versions = {"tflkit": tool_version("tflkit") or "unknown"}
+    if kind in ("keras", "saved_model"):
+        from .tf_common import convert_with_tensorflow, scratch_dir
+
+        with scratch_dir(out) as tmp:
+            work = Path(tmp).resolve()
+            state = convert_with_tensorflow(kind, src, options, work)
+            _fill_from_state(report, state, converter="tf.lite.TFLiteConverter (MLIR)")
+            bundle = work / "reference.npz"
+            finalize(
+                (work / "model.tflite").read_bytes(),
+                report,
+                out,
+                bundle_tmp=bundle if bundle.is_file() else None,
+                extra_notes=state.get("notes", []),
+            )
+    elif kind == "onnx":
+        from .onnx import convert_onnx
+
+        convert_onnx(src, out, options, report)
+    else:
+        from .torch import convert_exported_program
+
+        convert_exported_program(src, out, options, report)
+    report.wall_seconds = time.perf_counter() - start
+    return report
+
+
+def _fill_from_state(report: ConvertReport, state: dict[str, Any], *, converter: str) -> None:
+    report.converter = converter
+    for key in ("tensorflow", "keras", "framework"):
+        if state.get(key):
+            report.versions[key] = str(state[key])
+    litert = tool_version("ai-edge-litert")
+    if litert:
+        report.versions["ai-edge-litert"] = litert
+    report.inputs = state.get("inputs", [])
+    report.outputs = state.get("output_names", [])
+    report.cpu_vs_reference_max_abs = state.get("cpu_vs_reference_max_abs", {})
+    report.convert_seconds = state.get("convert_seconds")

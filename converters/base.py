@@ -1,0 +1,149 @@
+"""What every converter shares: options, errors, source hashing, the missing-extra message.
+
+Nothing here imports a framework. The options are plain data that cross into the converter's
+child process as JSON (TensorFlow never runs in the process that may hold the GPU).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tflkit.errors import TflkitError, UsageError
+
+__all__ = [
+    "CONVERTER_OPTIONS",
+    "QUANTIZE_MODES",
+    "ConversionError",
+    "ConvertOptions",
+    "MissingExtraError",
+    "hash_source",
+    "parse_converter_options",
+    "require_module",
+]
+
+QUANTIZE_MODES = ("none", "dynamic", "int8")
+
+#: GPU-relevant TFLiteConverter attributes a user may set with ``--converter-option``, and why.
+CONVERTER_OPTIONS: dict[str, str] = {
+    "unfold_batchmatmul": "split BATCH_MATMUL into FULLY_CONNECTED ops (older GPU delegates lack "
+    "BATCH_MATMUL with two runtime operands)",
+    "_experimental_lower_tensor_list_ops": "lower TensorList ops to builtins (True by default; "
+    "False keeps them as flex ops, which never run on the GPU)",
+    "experimental_enable_resource_variables": "keep resource variables (VAR_HANDLE, "
+    "READ_VARIABLE: CPU only); False makes a stateful model fail to convert instead",
+    "_experimental_disable_per_channel": "per-tensor instead of per-channel int8 weights",
+    "_experimental_unfold_large_splat_constant": "materialize large splat constants (FILL "
+    "becomes a constant buffer)",
+    "allow_custom_ops": "let unknown TensorFlow ops through as custom ops (CPU only)",
+}
+
+
+class ConversionError(TflkitError):
+    """The source model could not be converted; the message says what to change."""
+
+
+class MissingExtraError(TflkitError):
+    """A framework the converter needs is not installed; the message names the pip install."""
+
+
+def require_module(module: str, extra: str, what: str) -> None:
+    """Raise :class:`MissingExtraError` (one line) unless ``module`` is importable."""
+    if importlib.util.find_spec(module) is None:
+        raise MissingExtraError(f"{what} needs {module}: pip install 'tflkit[{extra}]'")
+
+
+@dataclass
+class ConvertOptions:
+    """How to convert. The defaults produce what the GPU delegate wants.
+
+    ``input_shapes`` fixes dynamic dimensions by input name; any remaining unknown batch becomes
+    ``batch``. ``quantize`` is ``none`` (float32, or float16 weights with ``fp16``), ``dynamic``
+    (int8 weights, float activations) or ``int8`` (full integer, calibrated on
+    ``representative``: an ``.npz`` or a folder of images). ``python`` is the interpreter of
+    the environment holding the ONNX or PyTorch converter (default: this one).
+    """
+
+    input_shapes: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    batch: int = 1
+    allow_flex: bool = False
+    fp16: bool = False
+    quantize: str = "none"
+    representative: Path | None = None
+    calibration_steps: int = 100
+    image_range: tuple[float, float] = (0.0, 1.0)
+    int8_io: bool = False
+    signature: str | None = None
+    converter_options: Mapping[str, bool] = field(default_factory=dict)
+    reference_sets: int = 3
+    seed: int = 0
+    timeout: float = 900.0
+    python: Path | None = None
+
+    def validate(self) -> None:
+        """Raise :class:`UsageError` for options that contradict each other."""
+        if self.quantize not in QUANTIZE_MODES:
+            raise UsageError(f"--quantize takes {', '.join(QUANTIZE_MODES)}, not {self.quantize!r}")
+        if self.fp16 and self.quantize != "none":
+            raise UsageError("--fp16 and --quantize are exclusive: choose one weight format")
+        if self.quantize == "int8" and self.representative is None:
+            raise UsageError(
+                "--quantize int8 needs --representative (an .npz of input arrays or a folder "
+                "of images) to calibrate activation ranges"
+            )
+        if self.representative is not None and self.quantize != "int8":
+            raise UsageError("--representative is only used with --quantize int8")
+        if self.representative is not None and not Path(self.representative).exists():
+            raise UsageError(f"representative dataset {self.representative} does not exist")
+        if self.int8_io and self.quantize != "int8":
+            raise UsageError("--int8-io needs --quantize int8")
+        if self.batch < 1 or self.reference_sets < 1 or self.calibration_steps < 1:
+            raise UsageError("--batch, --reference-sets and --calibration-steps must be >= 1")
+        unknown = sorted(set(self.converter_options) - set(CONVERTER_OPTIONS))
+        if unknown:
+            raise UsageError(
+                f"unknown converter option(s) {unknown}; known: {', '.join(CONVERTER_OPTIONS)}"
+            )
+        for name, dims in self.input_shapes.items():
+            if not dims or any(int(d) < 1 for d in dims):
+                raise UsageError(f"--input-shape {name}: every dimension must be >= 1")
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["input_shapes"] = {k: [int(d) for d in v] for k, v in self.input_shapes.items()}
+        data["representative"] = str(self.representative) if self.representative else None
+        data["image_range"] = list(self.image_range)
+        data["python"] = str(self.python) if self.python else None
+        data["converter_options"] = dict(self.converter_options)
+        return data
+
+
+def parse_converter_options(items: Sequence[str]) -> dict[str, bool]:
+    """``["unfold_batchmatmul=true"]`` -> ``{"unfold_batchmatmul": True}``."""
+    out: dict[str, bool] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        flag = value.strip().lower()
+        if not sep or flag not in ("true", "false", "1", "0"):
+            raise UsageError(f"--converter-option takes NAME=true|false, got {item!r}")
+        out[key.strip()] = flag in ("true", "1")
+    return out
+
+
+def hash_source(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file, or of a directory's relative paths and contents (a SavedModel)."""
+    root = Path(path)
+    digest = hashlib.sha256()
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    for file in files:
+        if root.is_dir():
+            digest.update(file.relative_to(root).as_posix().encode() + b"\0")
+        with file.open("rb") as f:
+            for chunk in iter(lambda f=f: f.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,109 @@
+"""Provenance: where a ``.tflite`` came from, recorded in its metadata and in a JSON sidecar.
+
+The metadata entry ``tflkit_provenance`` and the sidecar ``NAME.provenance.json`` hold the same
+JSON (format ``tflkit.provenance/1``): the source and its SHA-256, the tool versions, the options,
+the static input shapes and the ops that will stay on the CPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections import Counter
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from tflkit import ir
+from tflkit.report.convert_report import FLEX_WHY, ConvertReport, CpuOnlyOp
+
+__all__ = ["METADATA_NAME", "finalize", "output_paths", "read_provenance", "tool_version"]
+
+METADATA_NAME = "tflkit_provenance"
+FORMAT = "tflkit.provenance/1"
+
+
+def tool_version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def output_paths(output: Path) -> tuple[Path, Path, Path]:
+    """(model, sidecar, reference bundle) for ``output``."""
+    stem = output.with_suffix("")
+    return output, Path(f"{stem}.provenance.json"), Path(f"{stem}.reference.npz")
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_provenance(model: ir.Model) -> dict[str, Any] | None:
+    """The provenance JSON stored in a model's metadata, or None."""
+    entry = model.metadata_entry(METADATA_NAME)
+    if entry is None or entry.buffer.data is None:
+        return None
+    return json.loads(bytes(entry.buffer.data).decode())
+
+
+def cpu_only_ops(model: ir.Model) -> list[CpuOnlyOp]:
+    """Flex and custom ops: never on the GPU delegate."""
+    counts = Counter(op.type for sg in model.subgraphs for op in sg.ops if op.is_custom)
+    out = []
+    for name, count in sorted(counts.items()):
+        if name.startswith("Flex"):
+            why = f"TensorFlow op {name[4:]} kept as a flex op: {FLEX_WHY}"
+        else:
+            why = "custom op: the GPU delegate only runs builtin ops (and the ones it registers)"
+        out.append(CpuOnlyOp(name, count, why))
+    return out
+
+
+def finalize(
+    data: bytes,
+    report: ConvertReport,
+    output: Path,
+    *,
+    bundle_tmp: Path | None,
+    extra_notes: list[str] | None = None,
+) -> ConvertReport:
+    """Stamp provenance into the model, write model, sidecar and bundle atomically; fill report."""
+    model = ir.load(data)
+    report.cpu_only_ops = cpu_only_ops(model)
+    _, sidecar, bundle = output_paths(output)
+    record = {
+        "format": FORMAT,
+        "source": {"path": report.source, "kind": report.kind, "sha256": report.source_sha256},
+        "converter": report.converter,
+        "versions": report.versions,
+        "options": report.options,
+        "inputs": report.inputs,
+        "outputs": report.outputs,
+        "cpu_only_ops": [op.op for op in report.cpu_only_ops],
+        "reference_bundle": bundle.name if bundle_tmp is not None else None,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    model.set_metadata(METADATA_NAME, json.dumps(record, sort_keys=True).encode())
+    final = ir.dumps(model)
+    ir.serde.write_atomic(output, [final])
+    record["output_sha256"] = hashlib.sha256(final).hexdigest()
+    _write_text_atomic(sidecar, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    report.output_sha256 = record["output_sha256"]
+    report.sidecar = str(sidecar)
+    if bundle_tmp is not None:
+        os.replace(bundle_tmp, bundle)
+        report.reference_bundle = str(bundle)
+    report.notes += extra_notes or []
+    return report

@@ -1,0 +1,68 @@
+"""``tflkit convert`` on the command line: options reach the converter, bad input is one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tests.test_convert_keras import models  # noqa: F401  (session fixture: the Keras models)
+from tflkit.cli import convert_cmd
+from tflkit.errors import UsageError
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command("convert")(convert_cmd.convert)
+    app.command("noop")(lambda: None)  # two commands: "convert" stays a subcommand
+    return app
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(_app(), ["convert", *args])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--quantize", "int8"], "--quantize int8 needs --representative"),
+        (["--fp16", "--quantize", "dynamic"], "--fp16 and --quantize are exclusive"),
+        (["--quantize", "int4"], "--quantize takes none, dynamic, int8"),
+        (["--converter-option", "nope=true"], "unknown converter option(s) ['nope']"),
+        (["--converter-option", "unfold_batchmatmul"], "--converter-option takes NAME=true|false"),
+        (["--image-range", "a,b"], "--image-range takes LOW,HIGH"),
+    ],
+)
+def test_bad_options(tmp_path, args, message):
+    source = tmp_path / "m.keras"
+    source.write_bytes(b"x")
+    result = _invoke(str(source), "-o", str(tmp_path / "m.tflite"), *args)
+    assert isinstance(result.exception, UsageError)
+    assert message in str(result.exception)
+    assert not (tmp_path / "m.tflite").exists()
+
+
+def test_unknown_format_and_overwrite(tmp_path):
+    odd = tmp_path / "model.bin"
+    odd.write_bytes(b"x")
+    result = _invoke(str(odd))
+    assert isinstance(result.exception, UsageError) and "unknown model format '.bin'" in str(
+        result.exception
+    )
+    keras_file = tmp_path / "model.keras"
+    keras_file.write_bytes(b"x")
+    result = _invoke(str(keras_file), "-o", str(keras_file))
+    assert "must end in .tflite" in str(result.exception)
+    assert keras_file.read_bytes() == b"x"
+
+
+def test_convert_json(models, tmp_path):  # noqa: F811
+    output = tmp_path / "encoder.tflite"
+    result = _invoke(str(models / "transformer.keras"), "-o", str(output), "--json", "--seed", "5")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["options"]["seed"] == 5 and report["inputs"][0]["shape"] == [1, 16, 32]
+    assert report["reference_bundle"] == str(tmp_path / "encoder.reference.npz")
+    assert output.is_file() and (tmp_path / "encoder.provenance.json").is_file()

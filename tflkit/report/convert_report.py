@@ -1,0 +1,143 @@
+"""The report of ``tflkit convert`` (and of the ``--gpu-ready`` pipeline built on it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+__all__ = ["ConvertReport", "CpuOnlyOp", "PipelineStage", "render_convert", "write_json"]
+
+FLEX_WHY = (
+    "a flex op is a TensorFlow kernel run by the Select TF ops (flex) delegate on the CPU; the GPU "
+    "delegate only takes TFLite builtin ops, so it splits the graph and copies tensors between "
+    "CPU and GPU, and the app must link the Select TF ops library"
+)
+
+
+@dataclass
+class CpuOnlyOp:
+    """An op of the converted model that will not run on the GPU, and why."""
+
+    op: str
+    count: int
+    why: str
+
+
+@dataclass
+class PipelineStage:
+    """One step of ``--gpu-ready``: its status, one line, and its full report as JSON."""
+
+    name: str
+    status: str
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ConvertReport:
+    """What was converted, how, with which tools, and what came out."""
+
+    source: str
+    kind: str
+    source_sha256: str
+    output: str
+    output_sha256: str = ""
+    sidecar: str | None = None
+    reference_bundle: str | None = None
+    converter: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    cpu_only_ops: list[CpuOnlyOp] = field(default_factory=list)
+    cpu_vs_reference_max_abs: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    convert_seconds: float | None = None
+    wall_seconds: float | None = None
+    stages: list[PipelineStage] = field(default_factory=list)
+    verdict: str = "converted"
+    still_on_cpu: list[str] = field(default_factory=list)
+    report_path: str | None = None
+
+    @property
+    def gpu_ready(self) -> bool:
+        return self.verdict == "gpu-ready"
+
+    def stage(self, name: str) -> PipelineStage:
+        return next(s for s in self.stages if s.name == name)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["format"] = "tflkit.convert-report/1"
+        return data
+
+
+def write_json(report: ConvertReport, path: str | os.PathLike[str]) -> Path:
+    """Write the report as JSON atomically."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(report.to_json(), f, indent=2, default=str)
+            f.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _shape(entry: dict[str, Any]) -> str:
+    shape = "x".join(str(d) for d in entry.get("shape", []))
+    src = entry.get("source_shape")
+    if src and any(d is None for d in src):
+        shown = "x".join("?" if d is None else str(d) for d in src)
+        return f"{shape} (was {shown})"
+    return shape
+
+
+def render_convert(report: ConvertReport, console: Console) -> None:
+    """A few lines: what came out, where, what will not run on the GPU, then the pipeline."""
+    console.print(f"[bold]{report.output}[/bold]  from {report.kind} {report.source}")
+    console.print(
+        f"  converter: {report.converter}; "
+        + ", ".join(f"{k} {v}" for k, v in sorted(report.versions.items()))
+    )
+    opts = report.options
+    weights = (
+        "float16 weights"
+        if opts.get("fp16")
+        else {"dynamic": "int8 weights (dynamic range)", "int8": "full int8"}.get(
+            str(opts.get("quantize")), "float32"
+        )
+    )
+    console.print(f"  {weights}; builtin ops{' + flex' if opts.get('allow_flex') else ' only'}")
+    for entry in report.inputs:
+        console.print(f"  input {entry['name']}: {entry.get('dtype')} {_shape(entry)}")
+    for name, value in report.cpu_vs_reference_max_abs.items():
+        console.print(f"  CPU vs source framework, output {name}: max abs {value:.3g}")
+    for op in report.cpu_only_ops:
+        console.print(f"  [yellow]CPU only: {op.op} x{op.count}[/yellow]: {op.why}")
+    for note in report.notes:
+        console.print(f"  note: {note}")
+    if report.reference_bundle:
+        console.print(f"  reference bundle: {report.reference_bundle}")
+    if report.sidecar:
+        console.print(f"  provenance: {report.sidecar}")
+    for stage in report.stages:
+        color = {"ok": "green", "pass": "green", "skipped": "yellow"}.get(stage.status, "red")
+        console.print(f"  [{color}]{stage.name}: {stage.status}[/{color}]  {stage.summary}")
+    if report.stages:
+        if report.still_on_cpu:
+            console.print("  still on the CPU: " + "; ".join(report.still_on_cpu))
+        color = "green" if report.gpu_ready else "red"
+        console.print(
+            f"[bold {color}]{report.verdict}[/bold {color}]  report: {report.report_path}"
+        )
