@@ -286,9 +286,8 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         state["convert_seconds"] = time.perf_counter() - start
         (work / "model.tflite").write_bytes(data)
         state["stage"] = "reference"
-        from tflkit.delegates.tf_reference import save_bundle
-
         from tflkit import ir
+        from tflkit.delegates.tf_reference import save_bundle
         from tflkit.inputs import make_input_sets
 
         model = ir.load(data)

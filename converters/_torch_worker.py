@@ -68,9 +68,8 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         edge.export(str(work / "model.tflite"))
         state["convert_seconds"] = time.perf_counter() - start
         state["stage"] = "reference"
-        from tflkit.delegates.tf_reference import save_bundle
-
         from tflkit import ir
+        from tflkit.delegates.tf_reference import save_bundle
         from tflkit.inputs import entry_point, make_input_sets
 
         model = ir.load((work / "model.tflite").read_bytes())

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from tflkit.delegates.tf_reference import match_outputs, save_bundle
 
 from tflkit import ir
+from tflkit.delegates.tf_reference import match_outputs, save_bundle
 from tflkit.inputs import entry_point, make_input_sets
 from tflkit.report.convert_report import ConvertReport
 from tflkit.rewrite.shapes import dynamic_inputs, fix_input_shapes

@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 import pytest
-from tflkit.delegates.base import RunResult
 
 from tflkit.compare.comparator import OutputInfo, compare_pair, default_pairs
 from tflkit.compare.metrics import compute, error_histogram, is_classifier_shaped
 from tflkit.compare.tolerances import DEFAULTS, parse_overrides, precision_of, tolerance_for
+from tflkit.delegates.base import RunResult
 from tflkit.errors import UsageError
 
 

@@ -76,6 +76,7 @@ def onnx_model() -> Path:
 
 def _assert_against_source(report, output: Path) -> None:
     from ai_edge_litert.interpreter import Interpreter
+
     from tflkit.delegates.tf_reference import load_bundle
 
     assert report.verdict == "gpu-ready", (report.still_on_cpu, report.stages)

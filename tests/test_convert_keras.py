@@ -145,10 +145,9 @@ def _cpu_outputs(model: Path, feeds: list[dict[str, np.ndarray]]) -> list[dict[s
 
 
 def _assert_provenance(source: Path, output: Path) -> dict:
+    from tflkit import ir
     from tflkit.converters.base import hash_source
     from tflkit.converters.provenance import read_provenance
-
-    from tflkit import ir
 
     model = ir.load(output.read_bytes())
     stamped = read_provenance(model)
@@ -228,10 +227,9 @@ def test_flex_ops_allowed_are_cpu_only(models, tmp_path):
 
 
 def test_weight_formats(models, tmp_path):
+    from tflkit import ir
     from tflkit.converters.api import convert
     from tflkit.converters.base import ConvertOptions
-
-    from tflkit import ir
 
     source = models / "mobilenet_v2.keras"
     fp16 = convert(source, tmp_path / "fp16.tflite", ConvertOptions(fp16=True))

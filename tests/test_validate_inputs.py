@@ -8,12 +8,12 @@ import sys
 
 import numpy as np
 import pytest
+
+from tflkit import ir
 from tflkit.delegates.base import execute
 from tflkit.delegates.external import ExternalDelegateRunner
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.delegates.tf_reference import ReferenceRunner, load_bundle, save_bundle
-
-from tflkit import ir
 from tflkit.errors import UsageError
 from tflkit.inputs import make_input_sets, parse_input_shapes
 from tflkit.ir.builder import OpBuilder

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from tflkit.delegates.base import RunResult
 
 from tflkit.compare.metrics import (
     ErrorHistogram,
@@ -23,6 +22,7 @@ from tflkit.compare.metrics import (
     is_classifier_shaped,
 )
 from tflkit.compare.tolerances import EXACT, Tolerance, tolerance_for
+from tflkit.delegates.base import RunResult
 
 __all__ = ["OutputComparison", "OutputInfo", "PairComparison", "compare_pair", "default_pairs"]
 

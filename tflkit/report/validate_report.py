@@ -9,10 +9,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from tflkit.delegates.base import RunResult
 
 from tflkit.compare.comparator import PairComparison
 from tflkit.compare.localize import Localization
+from tflkit.delegates.base import RunResult
 
 __all__ = ["SCHEMA", "ValidateReport", "render_terminal"]
 
