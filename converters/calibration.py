@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from tflkit.errors import UsageError
+from tflkit.inputs import image_batches
 
 __all__ = ["InputSpec", "calibration_feeds"]
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".tif", ".tiff")
 
 
 @dataclass(frozen=True)
@@ -64,30 +64,11 @@ def _from_npz(path: Path, specs: Sequence[InputSpec]) -> Iterator[dict[str, np.n
 def _from_images(
     folder: Path, specs: Sequence[InputSpec], value_range: tuple[float, float]
 ) -> Iterator[dict[str, np.ndarray]]:
-    images = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-    if not images:
-        raise UsageError(f"{folder} holds no images ({', '.join(IMAGE_SUFFIXES)})")
-    if len(specs) != 1 or len(specs[0].shape) != 4 or specs[0].shape[-1] not in (1, 3):
-        raise UsageError(
-            "an image folder needs a model with one NHWC image input (1 or 3 channels)"
-        )
-    try:
-        from PIL import Image
-    except ImportError:
-        raise UsageError(
-            "reading an image folder needs Pillow: pip install 'tflkit[images]'"
-        ) from None
+    if len(specs) != 1:
+        raise UsageError("an image folder needs a model with one NHWC image input")
     spec = specs[0]
-    batch, height, width, channels = spec.shape
     low, high = value_range
-    for start in range(0, len(images) - batch + 1, batch):
-        pixels = []
-        for path in images[start : start + batch]:
-            with Image.open(path) as image:
-                mode = "L" if channels == 1 else "RGB"
-                resized = image.convert(mode).resize((width, height), Image.Resampling.BILINEAR)
-                pixels.append(np.asarray(resized, np.float32).reshape(height, width, channels))
-        unit = np.stack(pixels) / 255.0
+    for unit in image_batches(folder, spec.shape):
         yield {spec.name: (low + unit * (high - low)).astype(spec.dtype)}
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -66,3 +68,21 @@ def test_convert_json(models, tmp_path):  # noqa: F811
     assert report["options"]["seed"] == 5 and report["inputs"][0]["shape"] == [1, 16, 32]
     assert report["reference_bundle"] == str(tmp_path / "encoder.reference.npz")
     assert output.is_file() and (tmp_path / "encoder.provenance.json").is_file()
+
+
+def test_calibration_from_an_image_folder(tmp_path: Path) -> None:
+    """Representative data from images: resized to the input, scaled to the value range."""
+    from PIL import Image
+
+    from tflkit.converters.calibration import InputSpec, calibration_feeds
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i, colour in enumerate([(0, 0, 0), (255, 255, 255), (255, 0, 0)]):
+        Image.new("RGB", (40, 30), colour).save(folder / f"{i}.png")
+    spec = InputSpec("image", (1, 8, 8, 3), "float32")
+    feeds = calibration_feeds(folder, [spec], steps=2, value_range=(-1.0, 1.0))
+    assert len(feeds) == 2  # steps caps the three images
+    black, white = feeds[0]["image"], feeds[1]["image"]
+    assert black.shape == (1, 8, 8, 3) and black.dtype == np.float32
+    assert np.all(black == -1.0) and np.all(white == 1.0)

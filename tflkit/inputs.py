@@ -275,42 +275,53 @@ def _from_file(path: Path, specs: Sequence[IoSpec]) -> list[dict[str, np.ndarray
         return _from_arrays({k: loaded[k] for k in loaded.files}, specs, str(path))
 
 
-def _from_images(folder: Path, specs: Sequence[IoSpec]) -> list[dict[str, np.ndarray]]:
+def image_batches(folder: Path, shape: Sequence[int]) -> list[np.ndarray]:
+    """The images of ``folder``, sorted, resized to one NHWC ``shape`` batch at a time.
+
+    Values are float32 in [0, 1]; a last batch the images do not fill is dropped.
+    """
     images = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not images:
         raise UsageError(f"{folder} holds no images ({', '.join(IMAGE_SUFFIXES)})")
-    if len(specs) != 1 or len(specs[0].shape) != 4 or specs[0].shape[-1] not in (1, 3):
+    if len(shape) != 4 or shape[-1] not in (1, 3):
         raise UsageError(
             "an image folder needs a model with one NHWC image input (1 or 3 channels)"
         )
     try:
         from PIL import Image
     except ImportError:
-        raise UsageError("reading an image folder needs Pillow (pip install pillow)") from None
-    spec = specs[0]
-    batch, height, width, channels = spec.shape
-    low, high = value_range(spec)
-    feeds = []
-    for start in range(0, len(images), batch):
-        chunk = images[start : start + batch]
-        if len(chunk) < batch:
-            break
+        raise UsageError(
+            "reading an image folder needs Pillow: pip install 'tflkit[images]'"
+        ) from None
+    batch, height, width, channels = (int(d) for d in shape)
+    mode = "L" if channels == 1 else "RGB"
+    batches = []
+    for start in range(0, len(images) - batch + 1, batch):
         pixels = []
-        for path in chunk:
+        for path in images[start : start + batch]:
             with Image.open(path) as image:
-                mode = "L" if channels == 1 else "RGB"
                 resized = image.convert(mode).resize((width, height), Image.Resampling.BILINEAR)
                 pixels.append(np.asarray(resized, np.float32).reshape(height, width, channels))
-        unit = np.stack(pixels) / 255.0
-        dtype = spec.dtype
-        if dtype.kind == "f":
-            array = (low + unit * (high - low)).astype(dtype)
-        else:
-            info = np.iinfo(dtype)
-            array = np.clip(np.round(info.min + unit * 255.0), info.min, info.max).astype(dtype)
-        feeds.append({spec.name: array})
-    if not feeds:
+        batches.append(np.stack(pixels) / np.float32(255.0))
+    if not batches:
         raise UsageError(f"{folder}: {len(images)} images do not fill one batch of {batch}")
+    return batches
+
+
+def _from_images(folder: Path, specs: Sequence[IoSpec]) -> list[dict[str, np.ndarray]]:
+    if len(specs) != 1:
+        raise UsageError("an image folder needs a model with one NHWC image input")
+    spec = specs[0]
+    low, high = value_range(spec)
+    feeds = []
+    for unit in image_batches(folder, spec.shape):
+        if spec.dtype.kind == "f":
+            array = (low + unit * (high - low)).astype(spec.dtype)
+        else:
+            info = np.iinfo(spec.dtype)
+            array = np.clip(np.round(info.min + unit * 255.0), info.min, info.max)
+            array = array.astype(spec.dtype)
+        feeds.append({spec.name: array})
     return feeds
 
 
