@@ -527,8 +527,10 @@ def _(n: Net) -> ir.Tensor:
 
 @case("reshape_shape_of_input", "DYNAMIC_SHAPE", False, target_op=1)
 def _(n: Net) -> ir.Tensor:
+    # SHAPE is computed while the graph is prepared: the RESHAPE fed by it stays on the CPU
+    # (two runtime inputs) but the graph still compiles, unlike a shape computed from data.
     x = n.input((1, 4, 2))
-    shape = n.op("SHAPE", x, options=opts("ShapeOptionsT"), shape=(3,), dtype=np.int32)
+    shape = n.op("SHAPE", x, options=opts("ShapeOptionsT", outType=2), shape=(3,), dtype=np.int32)
     return n.op("RESHAPE", x, shape, shape=(1, 4, 2))
 
 

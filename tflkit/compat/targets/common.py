@@ -491,6 +491,8 @@ SHAPE_DEFINING_INPUTS: Mapping[str, tuple[int, ...]] = {
 }
 #: Ops whose output size depends on the data itself.
 ALWAYS_DYNAMIC = frozenset({"WHERE", "UNIQUE", "NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"})
+#: Producers whose outputs TFLite computes while preparing the graph (shape is static).
+STATIC_PRODUCERS = frozenset({"SHAPE"})
 
 
 def data_dependent_shape(sig: OpSignature) -> Rejection | None:
@@ -501,7 +503,7 @@ def data_dependent_shape(sig: OpSignature) -> Rejection | None:
         )
     for index in SHAPE_DEFINING_INPUTS.get(sig.op_type, ()):
         t = sig.input(index)
-        if t is None or t.is_const:
+        if t is None or t.is_const or t.producer in STATIC_PRODUCERS:
             continue
         source = f"op {t.producer}" if t.producer else "a graph input"
         return reject(

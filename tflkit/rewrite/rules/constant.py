@@ -17,9 +17,22 @@ from tflkit.rewrite.rule import Example, Rule, replace
 
 def evaluate(op: Op) -> list[np.ndarray]:
     """Run ``op`` alone on the CPU; its non-constant inputs must have static shapes (fed 0)."""
+    return evaluate_chain([op], list(op.outputs))
+
+
+def evaluate_chain(ops: list[Op], wanted: list[ir.Tensor]) -> list[np.ndarray]:
+    """Run ``ops`` cut out together on the CPU and return the ``wanted`` tensors' values.
+
+    Their non-constant inputs must have static shapes and must not matter to the result: they
+    are fed zeros (e.g. the input of a SHAPE op).
+    """
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    model = op.subgraph.model.extract([op])
+    model = ops[0].subgraph.model.extract(ops)
+    names = {t.name for t in model.main.outputs}
+    missing = [t.name for t in wanted if t.name not in names]
+    if missing:
+        raise ValueError(f"{missing} are not outputs of the cut-out ops")
     interpreter = Interpreter(
         model_content=ir.dumps(model),
         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
@@ -29,7 +42,67 @@ def evaluate(op: Op) -> list[np.ndarray]:
         interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], detail["dtype"]))
     interpreter.invoke()
     by_name = {d["name"]: d["index"] for d in interpreter.get_output_details()}
-    return [interpreter.get_tensor(by_name[t.name]).copy() for t in model.main.outputs]
+    return [interpreter.get_tensor(by_name[t.name]).copy() for t in wanted]
+
+
+#: Ops whose result depends only on their inputs' values (and, for SHAPE, on a static shape).
+_PURE_SHAPE_OPS = frozenset(
+    {
+        "SHAPE",
+        "STRIDED_SLICE",
+        "SLICE",
+        "CONCATENATION",
+        "CAST",
+        "PACK",
+        "GATHER",
+        "RESHAPE",
+        "SQUEEZE",
+        "EXPAND_DIMS",
+        "ADD",
+        "SUB",
+        "MUL",
+        "DIV",
+        "FLOOR_DIV",
+        "MAXIMUM",
+        "MINIMUM",
+        "REDUCE_PROD",
+        "SUM",
+        "FILL",
+        "RANGE",
+        "TRANSPOSE",
+    }
+)
+
+
+def constant_value(tensor: ir.Tensor, limit: int = 32) -> np.ndarray | None:
+    """``tensor``'s value when it follows from constants and static shapes alone, else None.
+
+    Walks back through at most ``limit`` pure ops (SHAPE of a static-shape tensor ends a
+    branch) and evaluates them together on the CPU interpreter.
+    """
+    if tensor.is_constant:
+        return tensor.data
+    chain: dict[int, Op] = {}
+    pending = [tensor]
+    while pending:
+        current = pending.pop()
+        if current.is_constant:
+            continue
+        producer = current.producer
+        if producer is None or producer.type not in _PURE_SHAPE_OPS or current.is_dynamic:
+            return None
+        if id(producer) in chain:
+            continue
+        chain[id(producer)] = producer
+        if len(chain) > limit:
+            return None
+        if producer.type == "SHAPE":
+            if producer.inputs[0] is None or producer.inputs[0].is_dynamic:
+                return None
+            continue
+        pending.extend(t for t in producer.inputs if t is not None)
+    ops = sorted(chain.values(), key=lambda op: op.index)
+    return evaluate_chain(ops, [tensor])[0]
 
 
 class _Fold(Rule):

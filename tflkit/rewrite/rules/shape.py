@@ -8,6 +8,25 @@ from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
 from tflkit.rewrite.example import graph_model, i32, options, scale
 from tflkit.rewrite.rule import Example, Rule, replace, reshape
+from tflkit.rewrite.rules.constant import constant_value
+
+
+def _computed_shape(op: Op) -> list[int] | None:
+    """The RESHAPE's target shape computed from its (constant-foldable) shape input, -1 resolved."""
+    data, shape = op.inputs[0], op.inputs[1] if len(op.inputs) > 1 else None
+    if shape is None or data is None or data.is_dynamic:
+        return None
+    value = constant_value(shape)
+    if value is None:
+        return None
+    dims = [int(d) for d in np.asarray(value).reshape(-1)]
+    total = int(np.prod(data.shape, dtype=np.int64))
+    known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+    if dims.count(-1) == 1 and known > 0 and total % known == 0:
+        dims = [total // known if d == -1 else d for d in dims]
+    if -1 in dims or int(np.prod(dims, dtype=np.int64)) != total:
+        return None
+    return dims
 
 
 def _static_output(op: Op) -> str | None:
@@ -83,12 +102,38 @@ class ReshapeStaticShape(Rule):
         return op.type == "RESHAPE" and shape is not None and not shape.is_constant
 
     def check(self, op: Op) -> str | None:
+        if _computed_shape(op) is not None:
+            return None
         return _static_output(op)
 
     def rewrite(self, op: Op, b: OpBuilder) -> None:
-        replace(op, [reshape(b, op.inputs[0], op.outputs[0].shape)])
+        shape = _computed_shape(op)
+        replace(op, [reshape(b, op.inputs[0], shape or op.outputs[0].shape)])
 
     def examples(self) -> tuple[Example, ...]:
+        def wrong_stored_shape():
+            # A converter (onnx2tf) wrote (1, 1) for a RESHAPE that really gives (1, 6): the
+            # shape must come from the computed shape input, not from the stored output shape.
+            def body(b: OpBuilder, x):
+                y = scale(b, x)
+                batch = b.STRIDED_SLICE(
+                    b.SHAPE(
+                        y, shape=(2,), dtype=np.int32, options=options("ShapeOptions", outType=2)
+                    ),
+                    i32(0),
+                    i32(1),
+                    i32(1),
+                    shape=(1,),
+                    options=options("StridedSliceOptions"),
+                )
+                dims = b.CONCATENATION(
+                    batch, i32(-1), shape=(2,), options=options("ConcatenationOptions", axis=0)
+                )
+                flat = b.RESHAPE(y, dims, shape=(1, 1))
+                return scale(b, b.RESHAPE(flat, i32(2, 3), shape=(2, 3)))
+
+            return graph_model([((2, 3), np.float32)], body)
+
         def build():
             def body(b: OpBuilder, x):
                 y = scale(b, x)
@@ -102,4 +147,7 @@ class ReshapeStaticShape(Rule):
 
             return graph_model([((2, 3), np.float32)], body)
 
-        return (Example("computed_shape", build),)
+        return (
+            Example("computed_shape", build),
+            Example("wrong_stored_shape", wrong_stored_shape),
+        )
