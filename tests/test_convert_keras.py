@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 
 from tests.conftest_corpus import cache_root, tensorflow_version, unavailable
+from tests.keras_weights import SOURCE as WEIGHTS_SOURCE
+from tests.keras_weights import make_alive
 
 SIZE = 96
 ARCHITECTURES = ("mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "transformer")
@@ -27,26 +29,6 @@ ARCHITECTURES = ("mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "trans
 #: Tolerances (max abs over the reference sets; the outputs are logits of order 1).
 CPU_VS_KERAS = 1e-4  # float32 XNNPACK vs TensorFlow: reassociation only
 GPU_FP32_VS_KERAS = 1e-3
-
-
-def _alive(model, rng: np.random.Generator) -> None:
-    """Random but alive weights: Keras' default BN statistics zero most activations."""
-    import keras
-
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.BatchNormalization):
-            n = layer.gamma.shape[0]
-            layer.set_weights(
-                [
-                    rng.uniform(0.5, 1.5, n),
-                    rng.uniform(-0.05, 0.2, n),
-                    rng.uniform(-0.1, 0.1, n),
-                    rng.uniform(0.5, 1.5, n),
-                ]
-            )
-        elif isinstance(layer, keras.layers.Dense):
-            kernel, bias = layer.get_weights()
-            layer.set_weights([rng.normal(0, 0.05, kernel.shape), rng.normal(0, 0.1, bias.shape)])
 
 
 def _transformer():
@@ -80,7 +62,7 @@ def generate(out: Path) -> None:
         "transformer": _transformer(),
     }
     for name, model in models.items():
-        _alive(model, rng)
+        make_alive(model, rng)
         model.save(out / f"{name}.keras")
 
     class NeedsFlex(tf.Module):
@@ -117,7 +99,8 @@ def models() -> Path:
     version = tensorflow_version()
     if version is None:
         unavailable("TensorFlow is not importable: pip install 'tflkit[tf]'")
-    key = hashlib.sha256(Path(__file__).read_bytes() + version.encode()).hexdigest()[:12]
+    source = Path(__file__).read_bytes() + WEIGHTS_SOURCE.read_bytes()
+    key = hashlib.sha256(source + version.encode()).hexdigest()[:12]
     out = cache_root() / "convert" / f"keras-{key}"
     if not (out / "DONE").is_file():
         tmp = out.with_name(out.name + f".tmp{os.getpid()}")

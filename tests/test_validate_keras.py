@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 
 from tests.conftest_corpus import cache_root, tensorflow_version, unavailable
+from tests.keras_weights import SOURCE as WEIGHTS_SOURCE
+from tests.keras_weights import make_alive
 
 SIZE = 96
 SETS = 3
@@ -35,20 +37,7 @@ def generate(out: Path) -> None:
         input_shape=(SIZE, SIZE, 3), alpha=0.35, weights=None, classes=10
     )
     rng = np.random.default_rng(0)
-    for layer in model.layers:  # random but alive: default BN stats zero most activations
-        if isinstance(layer, keras.layers.BatchNormalization):
-            n = layer.gamma.shape[0]
-            layer.set_weights(
-                [
-                    rng.uniform(0.5, 1.5, n),
-                    rng.uniform(-0.05, 0.2, n),
-                    rng.uniform(-0.1, 0.1, n),
-                    rng.uniform(0.5, 1.5, n),
-                ]
-            )
-        elif isinstance(layer, keras.layers.Dense):
-            kernel, bias = layer.get_weights()
-            layer.set_weights([rng.normal(0, 0.05, kernel.shape), rng.normal(0, 0.1, bias.shape)])
+    make_alive(model, rng)  # random but alive: default BN stats zero most activations
     model.save(out / "mobilenet_v2.keras")
     saved = out / "saved_model"
     spec = tf.TensorSpec([1, SIZE, SIZE, 3], tf.float32, "image")
@@ -66,7 +55,8 @@ def mobilenet() -> Path:
     version = tensorflow_version()
     if version is None:
         unavailable("TensorFlow is not importable: cannot build the Keras model")
-    key = hashlib.sha256(Path(__file__).read_bytes() + version.encode()).hexdigest()[:12]
+    source = Path(__file__).read_bytes() + WEIGHTS_SOURCE.read_bytes()
+    key = hashlib.sha256(source + version.encode()).hexdigest()[:12]
     out = cache_root() / "validate" / f"mobilenet_v2-{key}"
     if not (out / "keras_outputs.npy").is_file():
         tmp = out.with_name(out.name + f".tmp{os.getpid()}")

@@ -35,10 +35,9 @@ def _static_output(op: Op) -> str | None:
     return None
 
 
-class ExpandDimsToReshape(Rule):
-    name = "expand_dims_to_reshape"
-    summary = "EXPAND_DIMS -> RESHAPE to the same static shape"
-    fixes = ("EXPAND_DIMS",)
+class _ToStaticReshape(Rule):
+    """An op that only changes the shape -> RESHAPE to its (static) output shape."""
+
     reasons = ("Operation is not supported",)
     codes = ("UNSUPPORTED_OP",)
 
@@ -47,6 +46,12 @@ class ExpandDimsToReshape(Rule):
 
     def rewrite(self, op: Op, b: OpBuilder) -> None:
         replace(op, [reshape(b, op.inputs[0], op.outputs[0].shape)])
+
+
+class ExpandDimsToReshape(_ToStaticReshape):
+    name = "expand_dims_to_reshape"
+    summary = "EXPAND_DIMS -> RESHAPE to the same static shape"
+    fixes = ("EXPAND_DIMS",)
 
     def examples(self) -> tuple[Example, ...]:
         def build():
@@ -58,18 +63,10 @@ class ExpandDimsToReshape(Rule):
         return (Example("middle_axis", build),)
 
 
-class SqueezeToReshape(Rule):
+class SqueezeToReshape(_ToStaticReshape):
     name = "squeeze_to_reshape"
     summary = "SQUEEZE -> RESHAPE to the same static shape"
     fixes = ("SQUEEZE",)
-    reasons = ("Operation is not supported",)
-    codes = ("UNSUPPORTED_OP",)
-
-    def check(self, op: Op) -> str | None:
-        return _static_output(op)
-
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
-        replace(op, [reshape(b, op.inputs[0], op.outputs[0].shape)])
 
     def examples(self) -> tuple[Example, ...]:
         def build():
