@@ -17,7 +17,7 @@ from tflkit import ir
 from tflkit.delegates.tf_reference import match_outputs, save_bundle
 from tflkit.inputs import entry_point, make_input_sets
 from tflkit.report.convert_report import ConvertReport
-from tflkit.rewrite.shapes import dynamic_inputs, fix_input_shapes
+from tflkit.rewriter.shapes import dynamic_inputs, fix_input_shapes
 
 from ._runner import run_worker
 from .base import ConvertOptions, MissingExtraError

@@ -17,8 +17,8 @@ from tflkit import ir
 from tflkit.compat.check import check_model
 from tflkit.report.check_report import CheckReport
 from tflkit.report.convert_report import ConvertReport, PipelineStage, write_json
-from tflkit.rewrite.run import rewrite_model
-from tflkit.validate import ValidateOptions, validate
+from tflkit.rewriter.run import rewrite_model
+from tflkit.validation import ValidateOptions, validate
 
 from .api import convert
 from .base import ConvertOptions

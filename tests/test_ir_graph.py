@@ -36,7 +36,7 @@ def _real(real_models: list[Path], name: str = REAL) -> Path:
 def _saved(model: ir.Model) -> bytes:
     """dumps -> load -> verify: the bytes of a sound model."""
     data = ir.dumps(model)
-    problems = ir.load(data).verify()
+    problems = ir.verify_model(ir.load(data))
     assert problems == [], problems
     return data
 
@@ -188,7 +188,7 @@ def test_remove_then_insert_moves_an_op(real_models: list[Path]) -> None:
     sg.insert_op(10, op)
     assert all(t.producer is op for t in op.outputs)
     assert all((op, slot) in t.uses for slot, t in enumerate(op.inputs) if t is not None)
-    assert model.verify() == []
+    assert ir.verify_model(model) == []
     assert output_mismatches(run_model(data), run_model(_saved(model))) == []
 
 
@@ -273,10 +273,10 @@ def test_topological_sort_fixes_shuffled_real_model(real_models: list[Path]) -> 
     data = _real(real_models).read_bytes()
     model = ir.load(data)
     _shuffled(model, seed=0)
-    problems = model.verify()
+    problems = ir.verify_model(model)
     assert problems and all("produced later" in p for p in problems), problems[:3]
     model.main.topological_sort()
-    assert model.verify() == []
+    assert ir.verify_model(model) == []
     assert output_mismatches(run_model(data), run_model(_saved(model))) == []
 
 
@@ -285,11 +285,11 @@ def test_verify_sees_disorder_in_converter_output(corpus: Corpus) -> None:
     model = ir.load(corpus.path("conv_dense"))
     sg = model.main
     sg.ops.reverse()
-    problems = model.verify()
+    problems = ir.verify_model(model)
     assert any("produced later" in p for p in problems), problems
     sg.topological_sort()
     assert [op.type for op in sg.ops] == ["CONV_2D", "RESHAPE", "FULLY_CONNECTED"]
-    assert model.verify() == []
+    assert ir.verify_model(model) == []
 
 
 def test_topological_sort_detects_cycle() -> None:
@@ -317,7 +317,7 @@ def _small_model() -> tuple[ir.Model, ir.Subgraph, ir.Tensor]:
     builder = OpBuilder(sg)
     y = builder.ADD(builder.NEG(x), np.array([1.0, 2.0], np.float32), options=fb.AddOptionsT())
     sg.outputs = [y]
-    assert model.verify() == []
+    assert ir.verify_model(model) == []
     return model, sg, x
 
 
@@ -334,27 +334,27 @@ def test_verify_tensor_produced_twice() -> None:
     except InvalidModelError as exc:  # refusing the second producer is as good as reporting it
         assert "produc" in str(exc)
         return
-    assert any("also produced by op 0" in p for p in model.verify()), model.verify()
+    assert any("also produced by op 0" in p for p in ir.verify_model(model)), ir.verify_model(model)
 
 
 def test_verify_dangling_tensors() -> None:
     model, sg, _ = _small_model()
     neg_out = sg.ops[0].outputs[0]
     sg.tensors.remove(neg_out)  # still read by ADD, no longer a tensor of the subgraph
-    assert any("is not one of its tensors" in p for p in model.verify()), model.verify()
+    assert any("is not one of its tensors" in p for p in ir.verify_model(model))
     with pytest.raises(TflkitError, match="not one of its tensors"):
         ir.dumps(model)
 
     model, sg, _ = _small_model()
     orphan = sg.new_tensor("orphan", (2,), np.float32)  # nobody produces it
     sg.ops[1].set_input(1, orphan)
-    assert any("'orphan' is never produced" in p for p in model.verify()), model.verify()
+    assert any("'orphan' is never produced" in p for p in ir.verify_model(model))
 
 
 def test_verify_input_produced_later() -> None:
     model, sg, _ = _small_model()
     sg.ops.reverse()
-    assert any("is produced later" in p for p in model.verify()), model.verify()
+    assert any("is produced later" in p for p in ir.verify_model(model)), ir.verify_model(model)
 
 
 def test_verify_signature_tensor_outside_subgraph() -> None:
@@ -362,7 +362,7 @@ def test_verify_signature_tensor_outside_subgraph() -> None:
     other = model.add_subgraph("other")
     stray = other.new_tensor("stray", (2,), np.float32)
     model.signatures = [ir.SignatureDef("serving_default", sg, {"x": x}, {"y": stray})]
-    assert any("'y' is not a tensor of its subgraph" in p for p in model.verify())
+    assert any("'y' is not a tensor of its subgraph" in p for p in ir.verify_model(model))
 
 
 def test_verify_bad_constant_size() -> None:
@@ -370,14 +370,14 @@ def test_verify_bad_constant_size() -> None:
     const = sg.ops[1].inputs[1]
     assert const.is_constant
     const.buffer = ir.Buffer(b"\x00" * 3)
-    problems = model.verify()
+    problems = ir.verify_model(model)
     assert any("holds 3 bytes" in p and "needs 8" in p for p in problems), problems
 
 
 def test_verify_output_never_produced() -> None:
     model, sg, _ = _small_model()
     sg.outputs = [sg.new_tensor("ghost", (2,), np.float32)]
-    assert any("graph output 'ghost' is never produced" in p for p in model.verify())
+    assert any("graph output 'ghost' is never produced" in p for p in ir.verify_model(model))
 
 
 # --------------------------------------------------------------------------------------------
@@ -402,7 +402,7 @@ def _all_tensors(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, np.ndarr
 
 
 def _check_extracted(chunk: list[ir.Op], values: dict[str, np.ndarray]) -> int:
-    extracted = ir.load(_saved(chunk[0].subgraph.model.extract(chunk)))
+    extracted = ir.load(_saved(ir.extract_model(chunk)))
     assert [op.type for op in extracted.main.ops] == [op.type for op in chunk]
     inputs = {t.name: values[t.name] for t in extracted.main.inputs}
     outputs = run_main(ir.dumps(extracted), inputs=inputs, preserve_all_tensors=True)
@@ -437,7 +437,7 @@ def test_extract_control_flow_copies_subgraphs(corpus: Corpus, name: str) -> Non
     data = corpus.path(name).read_bytes()
     model = ir.load(data)
     flow = next(op for op in model.main.ops if op.referenced_subgraphs)
-    extracted = model.extract([flow])
+    extracted = ir.extract_model([flow])
     assert len(extracted.subgraphs) == 3
     assert sorted(extracted.main.ops[0].referenced_subgraphs.values()) == [1, 2]
     _, values = _all_tensors(data)
@@ -512,7 +512,7 @@ def test_op_builder_insertion_points() -> None:
     u = after.RELU(neg.outputs[0])
     after.RELU6(u)
     assert [op.type for op in sg.ops] == ["NEG", "RELU", "RELU6", "ABS", "SQUARE", "ADD"]
-    assert model.verify() == []
+    assert ir.verify_model(model) == []
     # The extra ops are dead: removing them leaves the original two.
     assert model.remove_unused()["ops"] == 4
     assert [op.type for op in sg.ops] == ["NEG", "ADD"]

@@ -89,8 +89,8 @@ def test_corpus_outputs_bit_identical(corpus: Corpus, name: str) -> None:
 @pytest.mark.parametrize("name", CORPUS)
 def test_corpus_verify_clean(corpus: Corpus, name: str) -> None:
     model = ir.load(corpus.path(name))
-    assert model.verify() == []
-    assert ir.load(ir.dumps(model)).verify() == []
+    assert ir.verify_model(model) == []
+    assert ir.verify_model(ir.load(ir.dumps(model))) == []
 
 
 def test_save_writes_what_dumps_returns(corpus: Corpus, tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_real_models_outputs_bit_identical(real_models: list[Path]) -> None:
 
 def test_real_models_verify_clean(real_models: list[Path]) -> None:
     for path in real_models:
-        assert ir.load(path).verify() == [], path.name
+        assert ir.verify_model(ir.load(path)) == [], path.name
 
 
 # --------------------------------------------------------------------------------------------
@@ -283,7 +283,7 @@ def test_hand_built_model_features_survive() -> None:
     _assert_idempotent(data, "hand-built")
 
     model = ir.load(data)
-    assert model.verify() == []
+    assert ir.verify_model(model) == []
     assert [sg.name for sg in model.subgraphs] == ["main", "cond", "body", "aux"]
     loop = next(op for op in model.main.ops if op.type == "WHILE")
     assert loop.referenced_subgraphs == {"condSubgraphIndex": 1, "bodySubgraphIndex": 2}

@@ -12,7 +12,7 @@ import pytest
 
 from tflkit.compat.probe import probe
 from tflkit.report.rewrite_report import Residency
-from tflkit.rewrite.run import rewrite_model
+from tflkit.rewriter.run import rewrite_model
 
 #: corpus model -> (input shapes to fix, op types allowed to stay on the CPU afterwards)
 CORPUS = {

@@ -14,12 +14,12 @@ import pytest
 
 from tflkit import ir
 from tflkit.compat.probe import probe
-from tflkit.rewrite.example import graph_model, i32, scale
-from tflkit.rewrite.passes import run_passes
-from tflkit.rewrite.rule import Example, Rule
-from tflkit.rewrite.rules import DEFAULT_RULES
-from tflkit.rewrite.rules.gelu import ERF_RULES, ERF_TYPES
-from tflkit.rewrite.verify import compare, run_cpu
+from tflkit.rewriter.example import graph_model, i32, scale
+from tflkit.rewriter.passes import run_passes
+from tflkit.rewriter.rule import Example, Rule
+from tflkit.rewriter.rules import DEFAULT_RULES
+from tflkit.rewriter.rules.gelu import ERF_RULES, ERF_TYPES
+from tflkit.rewriter.verify import compare, run_cpu
 
 CASES = [(rule, example) for rule in ERF_RULES for example in rule.examples()]
 IDS = [f"{rule.name}-{example.name}" for rule, example in CASES]
@@ -60,7 +60,7 @@ def test_erf_rule_on_cpu(rule: Rule, example: Example) -> None:
         run_cpu(ir.dumps(original))
     result = run_passes(model, ERF_RULES)
     assert [f.rule for f in result.fired] == [rule.name]
-    assert model.verify() == []
+    assert ir.verify_model(model) == []
     after = ir.dumps(model)
     reloaded = ir.load(after)
     assert not [op.type for op in reloaded.main.ops if op.type in ERF_TYPES]

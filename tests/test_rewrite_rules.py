@@ -12,10 +12,10 @@ import pytest
 
 from tflkit import ir
 from tflkit.compat.probe import probe
-from tflkit.rewrite.passes import run_passes
-from tflkit.rewrite.rule import Example, Rule, combine
-from tflkit.rewrite.rules import DEFAULT_RULES
-from tflkit.rewrite.verify import verify
+from tflkit.rewriter.passes import run_passes
+from tflkit.rewriter.rule import Example, Rule, combine
+from tflkit.rewriter.rules import DEFAULT_RULES
+from tflkit.rewriter.verify import verify
 
 CASES = [(rule, example) for rule in DEFAULT_RULES for example in rule.examples()]
 IDS = [f"{rule.name}-{example.name}" for rule, example in CASES]
@@ -38,7 +38,7 @@ def _rewrite(rule: Rule, example: Example) -> tuple[bytes, bytes, ir.Model, list
 def test_rule_on_cpu(rule: Rule, example: Example) -> None:
     before, after, model, fired = _rewrite(rule, example)
     assert fired.count(rule.name) == 1, fired
-    assert model.verify() == []
+    assert ir.verify_model(model) == []
     reloaded = ir.load(after)
     leftovers = [op.type for op in reloaded.main.ops if rule.pattern(op) and not rule.check(op)]
     assert leftovers == []

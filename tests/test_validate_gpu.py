@@ -26,7 +26,7 @@ from tflkit.compat.probe import probe
 from tflkit.inputs import make_input_sets
 from tflkit.ir.builder import OpBuilder
 from tflkit.report.html import write_html
-from tflkit.validate import ValidateOptions, validate
+from tflkit.validation import ValidateOptions, validate
 
 fb = ir.schema.fb
 pytestmark = pytest.mark.gpu

@@ -17,7 +17,7 @@ from tflkit.delegates.tf_reference import ReferenceRunner, load_bundle, save_bun
 from tflkit.errors import UsageError
 from tflkit.inputs import make_input_sets, parse_input_shapes
 from tflkit.ir.builder import OpBuilder
-from tflkit.validate import ValidateOptions, validate
+from tflkit.validation import ValidateOptions, validate
 
 fb = ir.schema.fb
 

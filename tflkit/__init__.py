@@ -2,23 +2,40 @@
 
 The public facade: ``load``/``save`` (the editable IR), ``inspect``, ``check``, ``rewrite`` and
 ``validate``. Each returns a report dataclass with ``to_json()``; the CLI is a thin layer over
-these. The names ``inspect``, ``rewrite`` and ``validate`` are these functions: import the
-modules of the same name with ``from tflkit.rewrite import ...``, not as ``tflkit.rewrite.x``.
+these. No function has the name of a module: the modules behind them are ``tflkit.inspection``,
+``tflkit.compat.check``, ``tflkit.rewriter`` and ``tflkit.validation``, so ``import tflkit.x.y``
+always gives the module ``x/y``.
+
+The names are re-exported lazily (PEP 562): ``import tflkit`` loads nothing but this file, and
+each name imports its module on first use.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from tflkit.compat.check import check_path
-from tflkit.compat.targets import DEFAULT_TARGET
-from tflkit.errors import InvalidModelError, ModelLoadError, TflkitError, UsageError
-from tflkit.inspect import inspect_path as inspect
-from tflkit.ir import load, save
-from tflkit.report.check_report import CheckReport
-from tflkit.rewrite.run import rewrite_file as rewrite
-from tflkit.validate import validate
+if TYPE_CHECKING:
+    from tflkit.compat.check import check
+    from tflkit.errors import InvalidModelError, ModelLoadError, TflkitError, UsageError
+    from tflkit.inspection import inspect_path as inspect
+    from tflkit.ir import load, save
+    from tflkit.rewriter.run import rewrite_file as rewrite
+    from tflkit.validation import validate
+
+# public name -> (module, attribute)
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "InvalidModelError": ("tflkit.errors", "InvalidModelError"),
+    "ModelLoadError": ("tflkit.errors", "ModelLoadError"),
+    "TflkitError": ("tflkit.errors", "TflkitError"),
+    "UsageError": ("tflkit.errors", "UsageError"),
+    "check": ("tflkit.compat.check", "check"),
+    "inspect": ("tflkit.inspection", "inspect_path"),
+    "load": ("tflkit.ir.serde", "load"),
+    "rewrite": ("tflkit.rewriter.run", "rewrite_file"),
+    "save": ("tflkit.ir.serde", "save"),
+    "validate": ("tflkit.validation", "validate"),
+}
 
 __all__ = [
     "InvalidModelError",
@@ -34,16 +51,15 @@ __all__ = [
 ]
 
 
-def check(
-    model: str | os.PathLike[str],
-    *,
-    target: str = DEFAULT_TARGET,
-    probe: bool = False,
-    max_partitions: int | None = -1,
-) -> CheckReport:
-    """What the GPU delegate of ``target`` will run of ``model``, and why; ``probe`` asks the
-    real accelerator too. ``max_partitions`` -1 keeps the target's default, None takes all."""
-    report, _ = check_path(
-        Path(model), target=target, with_probe=probe, max_partitions=max_partitions
-    )
-    return report
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'tflkit' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

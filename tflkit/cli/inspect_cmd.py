@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tflkit.cli.options import JsonOption, ModelArgument
 from tflkit.cli.output import console, print_json
-from tflkit.inspect import inspect_path
+from tflkit.inspection import inspect_path
 from tflkit.report.terminal import render_inspect
 
 

@@ -10,8 +10,8 @@ import typer
 from tflkit.cli.options import JsonOption, ModelArgument
 from tflkit.cli.output import console, print_json
 from tflkit.report.rewrite_report import build_report, render_rewrite
-from tflkit.rewrite.run import RewriteRefused, rewrite_file
-from tflkit.rewrite.shapes import parse_input_shape
+from tflkit.rewriter.run import RewriteRefused, rewrite_file
+from tflkit.rewriter.shapes import parse_input_shape
 
 
 def rewrite(

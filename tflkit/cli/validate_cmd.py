@@ -12,8 +12,8 @@ from tflkit.cli.output import console, print_json
 from tflkit.compare.tolerances import parse_overrides
 from tflkit.errors import UsageError
 from tflkit.inputs import parse_input_shapes
-from tflkit.validate import ValidateOptions
-from tflkit.validate import validate as run_validate
+from tflkit.validation import ValidateOptions
+from tflkit.validation import validate as run_validate
 
 
 def _pairs(items: list[str]) -> list[tuple[str, str]]:

@@ -2,7 +2,7 @@
 
 1. Capture every intermediate tensor on the CPU (reference kernels,
    ``experimental_preserve_all_tensors=True``) for one input set.
-2. *Isolated* error: cut each op out with ``model.extract([op])`` and run it on the GPU with the
+2. *Isolated* error: cut each op out with ``ir.extract_model([op])`` and run it on the GPU with the
    CPU's values of its inputs (all ops in one worker process; a crash is pinned on its op and the
    worker resumes after it). The op's own error, free of what came before.
 3. *Accumulated* error: one GPU run of the whole model with every float intermediate marked as
@@ -315,7 +315,7 @@ def localize(
             )
         records.append(record)
         try:
-            sub = model.extract([op])
+            sub = ir.extract_model([op])
             originals = {t.name: t for t in op.inputs if t is not None}
             sub_feed = {t.name: cpu[originals[t.name].index] for t in sub.main.inputs}
         except Exception as exc:  # an op that cannot stand alone (e.g. reads a variable)

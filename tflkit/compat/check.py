@@ -26,7 +26,7 @@ from tflkit.report.check_report import (
     ReasonInfo,
     TransferInfo,
 )
-from tflkit.rewrite.run import catalog
+from tflkit.rewriter.run import catalog
 
 #: The default for ``max_partitions``: whatever the target's delegate does by default.
 TARGET_DEFAULT = -1
@@ -55,6 +55,21 @@ def check_path(
         result = probe(bytes(data), timeout=probe_timeout, cache_dir=cache_dir)
         attach_probe(report, model, result)
     return report, model
+
+
+def check(
+    model: str | Path,
+    *,
+    target: str = DEFAULT_TARGET,
+    probe: bool = False,
+    max_partitions: int | None = TARGET_DEFAULT,
+) -> CheckReport:
+    """What the GPU delegate of ``target`` will run of ``model``, and why; ``probe`` asks the
+    real accelerator too. ``max_partitions`` -1 keeps the target's default, None takes all."""
+    report, _ = check_path(
+        Path(model), target=target, with_probe=probe, max_partitions=max_partitions
+    )
+    return report
 
 
 def check_model(

@@ -53,7 +53,7 @@ class CrashSite:
 
     ``op_index`` indexes ``model.main.ops``. ``method`` is "message" when the crash message's
     hint was confirmed by two compiles, "bisect" when prefixes of the op list were bisected.
-    ``isolated`` says whether the op alone (cut out with ``model.extract([op])``) also crashes.
+    ``isolated`` says whether the op alone (cut out with ``ir.extract_model([op])``) also crashes.
     """
 
     op_index: int
@@ -619,7 +619,7 @@ def _locate(
 
     def crashes(ops: Sequence[Any]) -> bool:
         try:
-            sub = ir.dumps(model.extract(ops))
+            sub = ir.dumps(ir.extract_model(ops))
         except Exception as exc:
             raise CrashNotLocated(f"cannot cut ops {ops[0].index}..{ops[-1].index}: {exc}") from exc
         sub_result = probe(

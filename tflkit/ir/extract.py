@@ -16,7 +16,7 @@ from tflkit.ir.graph import Model, Op, SignatureDef, Subgraph, Tensor
 _SIGNATURE_KEY = "serving_default"
 
 
-def extract(ops: Sequence[Op], *, signature_key: str = _SIGNATURE_KEY) -> Model:
+def extract_model(ops: Sequence[Op], *, signature_key: str = _SIGNATURE_KEY) -> Model:
     """A standalone model that runs exactly ``ops`` (all from one subgraph)."""
     if not ops:
         raise UsageError("extract needs at least one op")

@@ -749,31 +749,6 @@ class Model:
         for subgraph in self.subgraphs:
             yield from subgraph.ops
 
-    def verify(self) -> list[str]:
-        """Invariant violations, as sentences; empty when the model is sound."""
-        from tflkit.ir.verify import verify_model
-
-        return verify_model(self)
-
-    def check(self) -> None:
-        """Raise ``InvalidModelError`` listing the first violations, if any."""
-        problems = self.verify()
-        if problems:
-            shown = "; ".join(problems[:5])
-            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-            raise InvalidModelError(f"invalid model: {shown}{more}")
-
-    def extract(self, ops: Sequence[Op], **kwargs: Any) -> Model:
-        """A standalone model made of ``ops`` (see ``tflkit.ir.extract.extract``)."""
-        from tflkit.ir.extract import extract
-
-        return extract(ops, **kwargs)
-
-    def to_bytes(self) -> bytes:
-        from tflkit.ir.serde import dumps
-
-        return dumps(self)
-
     def __repr__(self) -> str:
         ops = sum(len(sg.ops) for sg in self.subgraphs)
         return f"Model({len(self.subgraphs)} subgraphs, {ops} ops, {len(self.buffers)} buffers)"

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from tflkit.errors import InvalidModelError
 from tflkit.ir.graph import Model, Subgraph, Tensor
+
+
+def check_model(model: Model) -> None:
+    """Raise ``InvalidModelError`` listing the first violations, if any."""
+    problems = verify_model(model)
+    if problems:
+        shown = "; ".join(problems[:5])
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise InvalidModelError(f"invalid model: {shown}{more}")
 
 
 def verify_model(model: Model) -> list[str]:

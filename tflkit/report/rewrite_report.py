@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tflkit.compat.probe import ProbeResult
-from tflkit.rewrite.run import RewriteOutcome, histogram
+from tflkit.rewriter.run import RewriteOutcome, histogram
 
 
 @dataclass

@@ -14,8 +14,8 @@ import numpy as np
 
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
-from tflkit.rewrite.example import graph_model, i32, options, scale
-from tflkit.rewrite.rule import Example, Rule, is_float, replace
+from tflkit.rewriter.example import graph_model, i32, options, scale
+from tflkit.rewriter.rule import Example, Rule, is_float, replace
 
 #: Highest TRANSPOSE_CONV version the GPU accelerator takes (measured).
 GPU_MAX_VERSION = 3

@@ -11,8 +11,8 @@ import numpy as np
 from tflkit import ir
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
-from tflkit.rewrite.example import graph_model, i32, options, scale
-from tflkit.rewrite.rule import Example, Rule, replace
+from tflkit.rewriter.example import graph_model, i32, options, scale
+from tflkit.rewriter.rule import Example, Rule, replace
 
 
 def evaluate(op: Op) -> list[np.ndarray]:
@@ -28,7 +28,7 @@ def evaluate_chain(ops: list[Op], wanted: list[ir.Tensor]) -> list[np.ndarray]:
     """
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    model = ops[0].subgraph.model.extract(ops)
+    model = ir.extract_model(ops)
     names = {t.name for t in model.main.outputs}
     missing = [t.name for t in wanted if t.name not in names]
     if missing:

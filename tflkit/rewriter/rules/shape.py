@@ -6,9 +6,9 @@ import numpy as np
 
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
-from tflkit.rewrite.example import graph_model, i32, options, scale
-from tflkit.rewrite.rule import Example, Rule, replace, reshape
-from tflkit.rewrite.rules.constant import constant_value
+from tflkit.rewriter.example import graph_model, i32, options, scale
+from tflkit.rewriter.rule import Example, Rule, replace, reshape
+from tflkit.rewriter.rules.constant import constant_value
 
 
 def _computed_shape(op: Op) -> list[int] | None:

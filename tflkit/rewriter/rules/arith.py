@@ -6,8 +6,8 @@ import numpy as np
 
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
-from tflkit.rewrite.example import graph_model, i32, options, scale
-from tflkit.rewrite.rule import Example, Rule, fb, is_float, replace
+from tflkit.rewriter.example import graph_model, i32, options, scale
+from tflkit.rewriter.rule import Example, Rule, fb, is_float, replace
 
 F32 = np.float32
 INT64 = fb.TensorType.INT64

@@ -3,7 +3,7 @@
 Both models get the same inputs (the user's, else seeded random ones) and run with TFLite's
 builtin kernels and no default delegate, so the comparison sees the graph change and nothing
 else. Outputs are matched by name (rewrites keep output tensor names) and judged against a
-:class:`~tflkit.rewrite.rule.Contract`: bit-identical for exact rewrites.
+:class:`~tflkit.rewriter.rule.Contract`: bit-identical for exact rewrites.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tflkit.errors import UsageError
-from tflkit.rewrite.rule import Contract
+from tflkit.rewriter.rule import Contract
 
 Shapes = Mapping[str, Sequence[int]]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from tflkit.errors import UsageError
-from tflkit.rewrite.rule import Rule
+from tflkit.rewriter.rule import Rule
 
 
 class RuleSet:

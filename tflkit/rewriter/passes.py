@@ -13,7 +13,7 @@ from typing import Any
 
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Subgraph
-from tflkit.rewrite.rule import Rule
+from tflkit.rewriter.rule import Rule
 
 #: Maps ``id(op)`` to the target's rejection reasons for that op (ops absent: accepted).
 Rejections = dict[int, list[str]]

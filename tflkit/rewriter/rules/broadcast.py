@@ -12,8 +12,8 @@ import numpy as np
 
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
-from tflkit.rewrite.example import graph_model, i32, options, scale
-from tflkit.rewrite.rule import Example, Rule, const_ints, replace, reshape
+from tflkit.rewriter.example import graph_model, i32, options, scale
+from tflkit.rewriter.rule import Example, Rule, const_ints, replace, reshape
 
 #: The GPU's TILE (and every GPU tensor) is at most 4-D.
 MAX_RANK = 4

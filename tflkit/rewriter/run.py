@@ -14,13 +14,13 @@ from tflkit import ir
 from tflkit.errors import TflkitError, UsageError
 from tflkit.ir.graph import Model, Subgraph
 from tflkit.ir.serde import write_atomic
-from tflkit.rewrite.passes import DEFAULT_MAX_STEPS, Gate, PassResult, Rejections, run_passes
-from tflkit.rewrite.rule import Contract, combine
-from tflkit.rewrite.rules import DEFAULT_RULES
-from tflkit.rewrite.rules.gelu import ERF_RULES
-from tflkit.rewrite.ruleset import RuleSet
-from tflkit.rewrite.shapes import dynamic_inputs, fix_input_shapes
-from tflkit.rewrite.verify import Verification, verify
+from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, Rejections, run_passes
+from tflkit.rewriter.rule import Contract, combine
+from tflkit.rewriter.rules import DEFAULT_RULES
+from tflkit.rewriter.rules.gelu import ERF_RULES
+from tflkit.rewriter.ruleset import RuleSet
+from tflkit.rewriter.shapes import dynamic_inputs, fix_input_shapes
+from tflkit.rewriter.verify import Verification, verify
 
 
 class RewriteRefused(TflkitError):
@@ -105,7 +105,7 @@ def rewrite_model(
     fired = {f.rule for f in passes.fired}
     contract = combine([r.contract for r in rules if r.name in fired])
     rewritten = ir.dumps(model) if (passes.fired or shape_fixes) else data
-    problems = model.verify()
+    problems = ir.verify_model(model)
     if problems:
         raise TflkitError(f"rewrite produced an invalid model: {'; '.join(problems[:3])}")
     verification = None

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tflkit.rewrite.rule import Rule
-from tflkit.rewrite.rules.activation import L2Normalization, LogSoftmax, Relu0To1, SoftmaxBeta
-from tflkit.rewrite.rules.arith import (
+from tflkit.rewriter.rule import Rule
+from tflkit.rewriter.rules.activation import L2Normalization, LogSoftmax, Relu0To1, SoftmaxBeta
+from tflkit.rewriter.rules.arith import (
     AddNToAdd,
     ArgInt64ToInt32,
     ArgMinToArgMax,
@@ -12,12 +12,12 @@ from tflkit.rewrite.rules.arith import (
     FullyConnectedConstInput,
     GatherInt64Indices,
 )
-from tflkit.rewrite.rules.broadcast import BroadcastToTile
-from tflkit.rewrite.rules.constant import FoldFill, FoldRange, FoldShape, FoldZerosLike
-from tflkit.rewrite.rules.conv import TransposeConvVersion
-from tflkit.rewrite.rules.rank5 import Rank5Elementwise, Rank5Reduce, Rank5Transpose, ReshapeChain
-from tflkit.rewrite.rules.shape import ExpandDimsToReshape, ReshapeStaticShape, SqueezeToReshape
-from tflkit.rewrite.rules.slicing import (
+from tflkit.rewriter.rules.broadcast import BroadcastToTile
+from tflkit.rewriter.rules.constant import FoldFill, FoldRange, FoldShape, FoldZerosLike
+from tflkit.rewriter.rules.conv import TransposeConvVersion
+from tflkit.rewriter.rules.rank5 import Rank5Elementwise, Rank5Reduce, Rank5Transpose, ReshapeChain
+from tflkit.rewriter.rules.shape import ExpandDimsToReshape, ReshapeStaticShape, SqueezeToReshape
+from tflkit.rewriter.rules.slicing import (
     GatherNdConstIndices,
     PackRepeated,
     PadLowRank,

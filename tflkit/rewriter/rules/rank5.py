@@ -10,8 +10,8 @@ import numpy as np
 
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
-from tflkit.rewrite.example import graph_model, i32, options, scale
-from tflkit.rewrite.rule import Example, Rule, const_ints, is_float, replace, reshape
+from tflkit.rewriter.example import graph_model, i32, options, scale
+from tflkit.rewriter.rule import Example, Rule, const_ints, is_float, replace, reshape
 
 F32 = np.float32
 _RANK = "dimensions must be less than 5"
