@@ -60,3 +60,28 @@ def test_import_tflkit_is_light():
         cwd=Path(__file__).resolve().parents[1],
     ).stdout.strip()
     assert out == "['tflkit']"
+
+
+def test_cli_default_target_is_the_tables_default():
+    from tflkit.cli import check_cmd
+    from tflkit.compat.targets import DEFAULT_TARGET
+
+    assert check_cmd.DEFAULT_TARGET == DEFAULT_TARGET
+
+
+def test_help_imports_only_the_cli():
+    """``tflkit --help`` (and each command's ``--help``) loads no numpy, LiteRT or IR."""
+    code = (
+        "import sys\n"
+        "from tflkit.cli.main import main\n"
+        "for args in (['--help'], ['check', '--help'], ['validate', '--help']):\n"
+        "    assert main(args) == 0\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numpy', 'ai_edge_litert', 'tensorflow') or m.startswith('tflkit.ir'))\n"
+        "print(heavy)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -8,11 +8,9 @@ from typing import Annotated
 import typer
 
 from tflkit.cli.options import JsonOption, ModelArgument
-from tflkit.cli.output import console, print_json
-from tflkit.compat.check import TARGET_DEFAULT, check_path
-from tflkit.compat.targets import DEFAULT_TARGET
-from tflkit.report.model_explorer import NodeValue, node_data, write_node_data
-from tflkit.report.terminal import render_check
+
+#: tflkit.compat.targets.DEFAULT_TARGET, spelled out so ``--help`` does not import the tables
+DEFAULT_TARGET = "litert-gpu"
 
 EXIT_NOT_GPU_READY = 1
 
@@ -43,24 +41,17 @@ def check(
     timeout: Annotated[float, typer.Option(help="Probe timeout in seconds.")] = 120.0,
 ) -> None:
     """Per-op GPU verdicts with reasons and fixes, partitions, CPU<->GPU copies, FLOP share."""
+    from tflkit.cli.output import console, print_json
+    from tflkit.compat.check import TARGET_DEFAULT, check_path
+    from tflkit.report.model_explorer import check_node_data, write_node_data
+    from tflkit.report.terminal import render_check
+
     limit = TARGET_DEFAULT if max_partitions is None else (max_partitions or None)
     report, loaded = check_path(
         model, target=target, max_partitions=limit, with_probe=probe, probe_timeout=timeout
     )
     if model_explorer is not None:
-        ops = {(op.subgraph, op.index): op for op in report.ops}
-        values = {}
-        for sg_index, subgraph in enumerate(loaded.subgraphs):
-            for op in subgraph.ops:
-                verdict = ops.get((sg_index, op.index))
-                if verdict is None:
-                    continue
-                if verdict.on_gpu:
-                    values[op] = NodeValue("GPU", bg_color="#c8e6c9")
-                else:
-                    codes = ",".join(r.code for r in verdict.reasons) or "partition"
-                    values[op] = NodeValue(f"CPU: {codes}", bg_color="#ffcdd2")
-        write_node_data(model_explorer, node_data(loaded, values))
+        write_node_data(model_explorer, check_node_data(report, loaded))
     if json_output:
         print_json(report.to_json())
     else:

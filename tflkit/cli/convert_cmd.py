@@ -8,10 +8,7 @@ from typing import Annotated
 import typer
 
 from tflkit.cli.options import JsonOption
-from tflkit.cli.output import console, print_json
-from tflkit.converters.base import ConvertOptions, parse_converter_options
 from tflkit.errors import UsageError
-from tflkit.inputs import parse_input_shapes
 
 
 def _range(text: str) -> tuple[float, float]:
@@ -104,6 +101,10 @@ def convert(
     json_output: JsonOption = False,
 ) -> None:
     """Convert a model to a GPU-ready .tflite with provenance and a reference bundle."""
+    from tflkit.cli.output import console, print_json
+    from tflkit.converters.base import ConvertOptions, parse_converter_options
+    from tflkit.inputs import parse_input_shapes
+
     options = ConvertOptions(
         input_shapes=parse_input_shapes(input_shape),
         batch=batch,

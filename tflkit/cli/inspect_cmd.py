@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from tflkit.cli.options import JsonOption, ModelArgument
-from tflkit.cli.output import console, print_json
-from tflkit.inspection import inspect_path
-from tflkit.report.terminal import render_inspect
 
 
 def inspect(model: ModelArgument, json_output: JsonOption = False) -> None:
     """Signatures, inputs/outputs, op histogram and versions, weights, GPU warnings."""
+    from tflkit.cli.output import console, print_json
+    from tflkit.inspection import inspect_path
+    from tflkit.report.terminal import render_inspect
+
     report = inspect_path(model)
     if json_output:
         print_json(report.to_json())

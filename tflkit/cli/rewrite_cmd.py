@@ -8,10 +8,6 @@ from typing import Annotated
 import typer
 
 from tflkit.cli.options import JsonOption, ModelArgument
-from tflkit.cli.output import console, print_json
-from tflkit.report.rewrite_report import build_report, render_rewrite
-from tflkit.rewriter.run import RewriteRefused, rewrite_file
-from tflkit.rewriter.shapes import parse_input_shape
 
 
 def rewrite(
@@ -34,6 +30,11 @@ def rewrite(
     json_output: JsonOption = False,
 ) -> None:
     """Rewrite the ops the GPU delegate rejects into equivalents it takes, and prove it."""
+    from tflkit.cli.output import console, print_json
+    from tflkit.report.rewrite_report import build_report, render_rewrite
+    from tflkit.rewriter.run import RewriteRefused, rewrite_file
+    from tflkit.rewriter.shapes import parse_input_shape
+
     shapes = dict(parse_input_shape(s) for s in input_shape or [])
     outcome, written = rewrite_file(
         model, output, force=force, rule_names=tuple(rule or ()), input_shapes=shapes or None

@@ -8,12 +8,7 @@ from typing import Annotated
 import typer
 
 from tflkit.cli.options import JsonOption, ModelArgument
-from tflkit.cli.output import console, print_json
-from tflkit.compare.tolerances import parse_overrides
 from tflkit.errors import UsageError
-from tflkit.inputs import parse_input_shapes
-from tflkit.validation import ValidateOptions
-from tflkit.validation import validate as run_validate
 
 
 def _pairs(items: list[str]) -> list[tuple[str, str]]:
@@ -112,6 +107,12 @@ def validate(
     json_output: JsonOption = False,
 ) -> None:
     """Run the model with and without the GPU delegate, compare, and find where they part."""
+    from tflkit.cli.output import console, print_json
+    from tflkit.compare.tolerances import parse_overrides
+    from tflkit.inputs import parse_input_shapes
+    from tflkit.validation import ValidateOptions
+    from tflkit.validation import validate as run_validate
+
     if (html is not None or model_explorer is not None) and model.resolve() in {
         p.resolve() for p in (html, model_explorer) if p is not None
     }:

@@ -12,10 +12,13 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tflkit.ir import Model, Op, Subgraph
 from tflkit.ir.serde import write_atomic
+
+if TYPE_CHECKING:
+    from tflkit.report.check_report import CheckReport
 
 
 @dataclass(frozen=True)
@@ -69,3 +72,24 @@ def node_data(
 def write_node_data(path: str | Path, data: Mapping[str, Any]) -> Path:
     """Write node data JSON atomically."""
     return write_atomic(path, [json.dumps(data, indent=2).encode()])
+
+
+GPU_COLOR = "#c8e6c9"
+CPU_COLOR = "#ffcdd2"
+
+
+def check_node_data(report: CheckReport, model: Model) -> dict[str, Any]:
+    """Node data of a ``check`` report: "GPU", or "CPU: reason codes" (or "partition")."""
+    verdicts = {(op.subgraph, op.index): op for op in report.ops}
+    values: dict[Op, NodeValue] = {}
+    for sg_index, subgraph in enumerate(model.subgraphs):
+        for op in subgraph.ops:
+            verdict = verdicts.get((sg_index, op.index))
+            if verdict is None:
+                continue
+            if verdict.on_gpu:
+                values[op] = NodeValue("GPU", bg_color=GPU_COLOR)
+            else:
+                codes = ",".join(r.code for r in verdict.reasons) or "partition"
+                values[op] = NodeValue(f"CPU: {codes}", bg_color=CPU_COLOR)
+    return node_data(model, values)
