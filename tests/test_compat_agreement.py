@@ -21,14 +21,17 @@ from tflkit.compat.agreement import (
     Disagreement,
     combine,
     compare,
-    probe_many,
     probe_op_verdicts,
 )
-from tflkit.compat.probe import probe
+from tflkit.compat.probe import probe, probe_many
 from tflkit.compat.static import check
 
 TARGET = "litert-gpu"
-MIN_RATE = 0.95
+#: Ops of models the probe cannot speak about (compile errors, crashes): 17 of 1,793 when the
+#: corpus was measured (docs/compat-rules.md). Each one is covered by ``compile_mismatch``
+#: (the static check predicted the failure); the bound stops a new blind spot from growing
+#: silently.
+MAX_UNKNOWN_OPS = 25
 DOC = Path(__file__).resolve().parents[1] / "docs" / "compat-rules.md"
 
 #: (model, subgraph, op index, op type) -> why; mirrors docs/compat-rules.md "Disagreements".
@@ -126,7 +129,7 @@ def test_static_verdicts_agree_with_the_accelerator(
     record_property("agreement_rate", f"{total.rate:.4f}")
 
     assert total.total >= 1000, figure  # the real models alone have > 1,500 ops
-    assert total.rate >= MIN_RATE, figure
+    assert total.unknown <= MAX_UNKNOWN_OPS, figure
     undocumented = [
         f"{name} sg{d.subgraph} op{d.op_index} {d.op_type}: static={d.static_reasons} "
         f"accelerator={d.probe_reasons}"

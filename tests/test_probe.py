@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 from tflkit import ir
+from tflkit.compat.availability import canary_model
 from tflkit.compat.gpu_log import matching_ops, parse_gpu_log, signature_aliases
 from tflkit.compat.probe import default_cache_dir, probe, spawn_count
 from tflkit.errors import ModelLoadError
-from tflkit.gpu_env import canary_model, child_env
+from tflkit.gpu_env import child_env
 from tflkit.ir.builder import OpBuilder
 
 fb = ir.schema.fb
@@ -363,7 +364,7 @@ def _child_env(**extra: str) -> dict[str, str]:
 
 
 def test_gpu_available_says_why_without_a_vulkan_driver():
-    code = "from tflkit.gpu_env import gpu_available; print(repr(gpu_available()))"
+    code = "from tflkit.compat.availability import gpu_available; print(repr(gpu_available()))"
     out = (
         subprocess.run(
             [sys.executable, "-c", code],

@@ -13,6 +13,7 @@ TensorFlow here.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -165,11 +166,16 @@ def _options(enforce_f32: bool) -> Any:
     )
 
 
-def run_jobs(jobs_path: Path, result_path: Path, start_at: int, enforce_f32: bool) -> int:
-    """Batch mode: compile and run each job's model once on its inputs, recording every job.
+JOB_MARKER = "tflkit-probe: job "
 
-    ``jobs_path`` is a JSON list of ``{"model", "inputs", "outputs"}`` paths. Before each job the
-    state names it in ``current``, so a crash is pinned on the job that caused it.
+
+def run_jobs(jobs_path: Path, result_path: Path, start_at: int, enforce_f32: bool) -> int:
+    """Batch mode: compile each job's model and, when the job has inputs, run it once on them.
+
+    ``jobs_path`` is a JSON list of ``{"model", "inputs"?, "outputs"?, "names"?}`` paths. Each
+    job's log starts with a ``JOB_MARKER`` line on stderr, and its record holds the fields of the
+    single-model state (compiled, fully_accelerated, signature, specs, timings, error). Before
+    each job the state names it in ``current``, so a crash is pinned on the job that caused it.
     """
     from ai_edge_litert.compiled_model import CompiledModel
 
@@ -180,23 +186,41 @@ def run_jobs(jobs_path: Path, result_path: Path, start_at: int, enforce_f32: boo
         job = jobs[index]
         state["current"] = index
         _write_json(result_path, state)
-        print(f"tflkit-probe: job {index}", file=sys.stderr, flush=True)
-        record: dict[str, Any] = {"compiled": False}
+        print(f"{JOB_MARKER}{index}", file=sys.stderr, flush=True)
+        data = Path(job["model"]).read_bytes()
+        record: dict[str, Any] = {
+            "protocol": PROTOCOL,
+            "pid": os.getpid(),
+            "stage": "done",
+            "compiled": False,
+            "num_ops": _main_op_count(data),
+        }
         start = time.perf_counter()
         try:
-            cm = CompiledModel.from_buffer(Path(job["model"]).read_bytes(), options=options)
-            record["compile_seconds"] = time.perf_counter() - start
-            record["compiled"] = True
-            record["fully_accelerated"] = bool(cm.is_fully_accelerated())
-            _, specs_in, specs_out = _signature(cm)
-            arrays = _make_inputs(specs_in, Path(job["inputs"]), job.get("names"), 0)
-            values, unreadable, seconds = _run(cm, arrays, specs_out)
-            record.update(run_seconds=seconds, unreadable=unreadable, outputs=specs_out)
-            _save_npz(
-                Path(job["outputs"]), {f"out_{i}": v for i, v in enumerate(values) if v is not None}
-            )
+            cm = CompiledModel.from_buffer(data, options=options)
         except Exception as exc:
-            record["error"] = _one_line(exc)
+            record.update(compile_seconds=time.perf_counter() - start, error=_one_line(exc))
+            print(f"tflkit-probe: compile failed: {record['error']}", file=sys.stderr, flush=True)
+            state["jobs"][str(index)] = record
+            continue
+        record["compile_seconds"] = time.perf_counter() - start
+        record["compiled"] = True
+        record["fully_accelerated"] = bool(cm.is_fully_accelerated())
+        try:
+            record["signature"], record["inputs"], record["outputs"] = _signature(cm)
+            if job.get("inputs") is not None:
+                arrays = _make_inputs(record["inputs"], Path(job["inputs"]), job.get("names"), 0)
+                values, unreadable, seconds = _run(cm, arrays, record["outputs"])
+                record.update(ran=True, run_seconds=seconds, unreadable=unreadable)
+                _save_npz(
+                    Path(job["outputs"]),
+                    {f"out_{i}": v for i, v in enumerate(values) if v is not None},
+                )
+        except Exception as exc:
+            record["run_error"] = _one_line(exc)
+            print(f"tflkit-probe: run failed: {record['run_error']}", file=sys.stderr, flush=True)
+        del cm
+        gc.collect()
         state["jobs"][str(index)] = record
     state.pop("current", None)
     state["stage"] = "done"

@@ -2,8 +2,8 @@
 
 ``probe_op_verdicts(model, result)`` turns a :class:`~tflkit.compat.probe.ProbeResult` into one
 :class:`ProbeOpVerdict` per op; ``compare(static, probed)`` lines those up with the static
-:class:`~tflkit.compat.static.OpVerdict` list. ``probe_many`` compiles many models in one worker
-process (same options and cache as :func:`~tflkit.compat.probe.probe`), for corpus-sized runs.
+:class:`~tflkit.compat.static.OpVerdict` list. To probe a corpus in few processes, use
+:func:`tflkit.compat.probe.probe_many`.
 
 How the accelerator's log maps to ops (ai-edge-litert 2.3.0, measured):
 
@@ -19,18 +19,8 @@ How the accelerator's log maps to ops (ai-edge-litert 2.3.0, measured):
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import gc
-import hashlib
-import json
-import os
-import sys
-import tempfile
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tflkit import ir
@@ -44,7 +34,6 @@ from tflkit.compat.gpu_log import (
 )
 from tflkit.compat.partition import plan_partitions
 from tflkit.compat.static import OpVerdict, subgraph_roles
-from tflkit.worker import run_worker
 
 __all__ = [
     "Agreement",
@@ -56,13 +45,11 @@ __all__ = [
     "combine",
     "compare",
     "log_blocks",
-    "probe_many",
     "probe_op_verdicts",
 ]
 
 #: Probe statuses after which the log says what the delegate took.
 _COMPILED = ("ok", "run_error")
-_JOB_MARKER = "tflkit-probe: job "
 _NOT_TAKEN = (
     "taken by the delegate's checks, but outside the largest partition, the only one the "
     "accelerator delegates"
@@ -428,171 +415,3 @@ def combine(agreements: Iterable[Agreement]) -> Agreement:
         total.unknown += one.unknown
         total.disagreements.extend(one.disagreements)
     return total
-
-
-# --- many probes in one worker ------------------------------------------------------------------
-
-
-def probe_many(
-    models: Sequence[bytes],
-    *,
-    cache_dir: str | os.PathLike[str] | None = None,
-    use_cache: bool = True,
-    timeout_per_model: float = 60.0,
-) -> list[Any]:
-    """``probe(model)`` (compile only, default options) for each model, batched.
-
-    Cached results are reused and new ones stored under the same keys ``probe`` uses. The rest
-    compile one after the other in one worker process; a model that crashes or hangs it (and
-    every model the worker did not reach) is probed again on its own with ``probe``, which
-    locates the crashing op. Unlike ``probe``, a model the runtime cannot load is returned as a
-    "compile_error" result (not cached), not raised.
-    """
-    from tflkit.compat import probe as probing
-
-    version = probing.litert_version()
-    options: dict[str, Any] = {"enforce_f32": False, "run": False, "inputs": None, "seed": None}
-    results: list[Any] = [None] * len(models)
-    todo: list[int] = []
-    for i, data in enumerate(models):
-        probing._read_model(data)  # ModelLoadError for non-TFLite input, like probe()
-        if use_cache:
-            sha = hashlib.sha256(data).hexdigest()
-            entry = probing.default_cache_dir(cache_dir) / probing._cache_key(sha, version, options)
-            results[i] = probing._cache_load(entry)
-        if results[i] is None:
-            todo.append(i)
-    if todo:
-        batch = _run_batch([models[i] for i in todo], timeout_per_model)
-        for i, found in zip(todo, batch, strict=True):
-            if found is None:
-                continue
-            state, text, wall = found
-            sha = hashlib.sha256(models[i]).hexdigest()
-            result = probing._result(state, text, 0, False, wall, sha, version, options)
-            loads = result.compiled or result.log.fatal_kind != "load_failed"
-            if use_cache and loads and probing._cacheable(result):
-                entry = probing.default_cache_dir(cache_dir) / probing._cache_key(
-                    sha, version, options
-                )
-                probing._cache_store(entry, result, None)
-            results[i] = result
-    for i, data in enumerate(models):
-        if results[i] is None:
-            results[i] = probing.probe(data, cache_dir=cache_dir, use_cache=use_cache)
-    return results
-
-
-def _run_batch(
-    models: Sequence[bytes], timeout_per_model: float
-) -> list[tuple[dict[str, Any], str, float] | None]:
-    """(state, log text, seconds) per model the worker finished, None for the others."""
-
-    found: list[tuple[dict[str, Any], str, float] | None] = [None] * len(models)
-    with tempfile.TemporaryDirectory(prefix="tflkit-agree-") as tmp:
-        work = Path(tmp)
-        paths = []
-        for i, data in enumerate(models):
-            path = work / f"m{i}.tflite"
-            path.write_bytes(data)
-            paths.append(str(path))
-        jobs = work / "jobs.json"
-        jobs.write_text(json.dumps(paths))
-        start = 0
-        while start < len(models):
-            state_path = work / f"state{start}.json"
-            cmd = [sys.executable, "-m", __name__, "--jobs", str(jobs)]
-            cmd += ["--result", str(state_path), "--start", str(start)]
-            text = run_worker(
-                cmd, cwd=work, timeout=timeout_per_model * (len(models) - start)
-            ).output
-            try:
-                state = json.loads(state_path.read_text())
-            except (OSError, ValueError):
-                break  # the worker never started: let probe() report why, model by model
-            pieces = _split_jobs(text)
-            for key, record in state.get("jobs", {}).items():
-                index = int(key)
-                found[index] = (record, pieces.get(index, ""), record.get("compile_seconds", 0.0))
-            current = state.get("current")
-            if state.get("stage") == "done" or current is None:
-                break
-            start = current + 1  # the model that killed the worker is probed alone later
-    return found
-
-
-def _split_jobs(text: str) -> dict[int, str]:
-    pieces: dict[int, list[str]] = {}
-    current: list[str] | None = None
-    for line in text.splitlines():
-        if line.startswith(_JOB_MARKER):
-            current = pieces.setdefault(int(line[len(_JOB_MARKER) :].split()[0]), [])
-            continue
-        if current is not None:
-            current.append(line)
-    return {k: "\n".join(v) + "\n" for k, v in pieces.items()}
-
-
-def _write_state(path: Path, state: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(state, f)
-    os.replace(tmp, path)
-
-
-def _worker(jobs_path: Path, result_path: Path, start_at: int = 0) -> int:
-    """Compile each model of ``jobs_path`` on the GPU accelerator, recording one state each
-    (the fields the single-model probe worker writes), rewritten after every job."""
-    from ai_edge_litert.compiled_model import CompiledModel
-
-    from tflkit.compat import _probe_worker as single
-
-    options = single._options(False)
-    state: dict[str, Any] = {"pid": os.getpid(), "jobs": {}}
-    for index, model_path in enumerate(json.loads(jobs_path.read_text())):
-        if index < start_at:
-            continue
-        state["current"] = index
-        _write_state(result_path, state)
-        print(f"{_JOB_MARKER}{index}", file=sys.stderr, flush=True)
-        data = Path(model_path).read_bytes()
-        record: dict[str, Any] = {
-            "protocol": single.PROTOCOL,
-            "pid": os.getpid(),
-            "num_ops": single._main_op_count(data),
-            "stage": "done",
-        }
-        start = time.perf_counter()
-        try:
-            compiled = CompiledModel.from_buffer(data, options=options)
-        except Exception as exc:
-            record.update(compiled=False, error=single._one_line(exc))
-            print(f"tflkit-probe: compile failed: {record['error']}", file=sys.stderr, flush=True)
-        else:
-            record.update(compiled=True, fully_accelerated=bool(compiled.is_fully_accelerated()))
-            with contextlib.suppress(ValueError):
-                record["signature"], record["inputs"], record["outputs"] = single._signature(
-                    compiled
-                )
-            del compiled
-            gc.collect()
-        record["compile_seconds"] = time.perf_counter() - start
-        state["jobs"][str(index)] = record
-    state.pop("current", None)
-    state["stage"] = "done"
-    _write_state(result_path, state)
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Batch worker entry point (``python -m tflkit.compat.agreement --jobs J --result R``)."""
-    parser = argparse.ArgumentParser(prog="tflkit.compat.agreement")
-    parser.add_argument("--jobs", type=Path, required=True, help="JSON list of model paths")
-    parser.add_argument("--result", type=Path, required=True)
-    parser.add_argument("--start", type=int, default=0, help="first job to run")
-    args = parser.parse_args(argv)
-    return _worker(args.jobs, args.result, args.start)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

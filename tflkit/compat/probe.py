@@ -41,6 +41,8 @@ __all__ = [
 
 PROTOCOL = 1
 _WORKER = "tflkit.compat._probe_worker"
+#: the line the batch worker prints before each job (tflkit.compat._probe_worker.JOB_MARKER)
+JOB_MARKER = "tflkit-probe: job "
 _FILE_IDENTIFIER = b"TFL3"
 
 ModelInput = bytes | bytearray | memoryview | str | os.PathLike[str]
@@ -639,7 +641,8 @@ def _locate(
 @dataclass
 class JobResult:
     """One model of a :func:`run_jobs` batch: "ok", "compile_error", "run_error", "crashed",
-    "timeout" or "worker_error"; ``outputs`` by output name when it ran."""
+    "timeout" or "worker_error"; ``outputs`` by output name when it ran; ``log`` is what the
+    accelerator printed for this job and ``record`` the worker's state for it."""
 
     status: str
     compiled: bool = False
@@ -649,38 +652,44 @@ class JobResult:
     run_seconds: float | None = None
     outputs: dict[str, np.ndarray] | None = None
     unreadable: dict[str, str] = field(default_factory=dict)
+    log: str = ""
+    record: dict[str, Any] = field(default_factory=dict)
+    wall_seconds: float = 0.0
 
 
 def run_jobs(
     models: Sequence[bytes],
-    inputs: Sequence[Mapping[str, np.ndarray]],
+    inputs: Sequence[Mapping[str, np.ndarray] | None] | None = None,
     *,
     enforce_f32: bool = False,
     timeout_per_job: float = 60.0,
 ) -> list[JobResult]:
-    """Compile and run each model once on its inputs, on the GPU, in as few processes as possible.
+    """Compile each model (and run it once on its inputs, when given) on the GPU, in as few
+    processes as possible.
 
     One worker runs the jobs in order; when the accelerator kills it (or a job hangs), that job
-    is recorded as "crashed" (or "timeout") and a new worker resumes with the next job. Used to
-    run every op of a model cut out on its own without paying a process start per op.
+    is recorded as "crashed" (or "timeout") and a new worker resumes with the next job. With
+    ``inputs`` None every job only compiles. Used to run every op of a model cut out on its own,
+    and to probe a corpus, without paying a process start per model.
     """
-    if len(models) != len(inputs):
-        raise UsageError(f"{len(models)} models but {len(inputs)} input sets")
+    feeds = list(inputs) if inputs is not None else [None] * len(models)
+    if len(models) != len(feeds):
+        raise UsageError(f"{len(models)} models but {len(feeds)} input sets")
     results: dict[int, JobResult] = {}
     with tempfile.TemporaryDirectory(prefix="tflkit-jobs-") as tmp:
         work = Path(tmp)
-        jobs = []
-        for i, (data, feed) in enumerate(zip(models, inputs, strict=True)):
+        jobs: list[dict[str, Any]] = []
+        for i, (data, feed) in enumerate(zip(models, feeds, strict=True)):
             (work / f"m{i}.tflite").write_bytes(data)
-            np.savez(work / f"i{i}.npz", **{f"in_{k}": a for k, a in enumerate(feed.values())})
-            jobs.append(
-                {
-                    "model": str(work / f"m{i}.tflite"),
-                    "inputs": str(work / f"i{i}.npz"),
-                    "outputs": str(work / f"o{i}.npz"),
-                    "names": [str(name) for name in feed],
-                }
-            )
+            job: dict[str, Any] = {"model": str(work / f"m{i}.tflite")}
+            if feed is not None:
+                np.savez(work / f"i{i}.npz", **{f"in_{k}": a for k, a in enumerate(feed.values())})
+                job.update(
+                    inputs=str(work / f"i{i}.npz"),
+                    outputs=str(work / f"o{i}.npz"),
+                    names=[str(name) for name in feed],
+                )
+            jobs.append(job)
         jobs_path = work / "jobs.json"
         jobs_path.write_text(json.dumps(jobs))
         start = 0
@@ -694,8 +703,13 @@ def run_jobs(
             state, text, _code, timed_out, _wall, _ = _communicate(
                 cmd, work, timeout, result_path, work / "unused.npz"
             )
+            logs = _split_job_logs(text)
             for key, record in state.get("jobs", {}).items():
-                results[int(key)] = _job_result(record, Path(jobs[int(key)]["outputs"]))
+                index = int(key)
+                outputs = jobs[index].get("outputs")
+                results[index] = _job_result(
+                    record, Path(outputs) if outputs else None, logs.get(index, "")
+                )
             if state.get("stage") == "done":
                 break
             current = state.get("current")
@@ -704,30 +718,45 @@ def run_jobs(
                 for i in range(start, len(jobs)):
                     results.setdefault(i, JobResult(status="worker_error", error=error))
                 break
-            fatal = parse_gpu_log(text).fatal
+            fatal = parse_gpu_log(logs.get(current, text)).fatal
             results[current] = JobResult(
                 status="timeout" if timed_out else "crashed",
                 error=fatal or ("timed out" if timed_out else "the accelerator killed the process"),
+                log=logs.get(current, ""),
             )
             start = current + 1
     return [results.get(i, JobResult(status="worker_error")) for i in range(len(jobs))]
 
 
-def _job_result(record: dict[str, Any], npz: Path) -> JobResult:
+def _split_job_logs(text: str) -> dict[int, str]:
+    """The worker's merged log cut at its ``JOB_MARKER`` lines: job index -> its lines."""
+    pieces: dict[int, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith(JOB_MARKER):
+            current = pieces.setdefault(int(line[len(JOB_MARKER) :].split()[0]), [])
+        elif current is not None:
+            current.append(line)
+    return {k: "\n".join(v) + "\n" for k, v in pieces.items()}
+
+
+def _job_result(record: dict[str, Any], npz: Path | None, log: str) -> JobResult:
     result = JobResult(
         status="ok",
         compiled=bool(record.get("compiled")),
         fully_accelerated=bool(record.get("fully_accelerated")),
-        error=record.get("error"),
+        error=record.get("error") or record.get("run_error"),
         compile_seconds=record.get("compile_seconds"),
         run_seconds=record.get("run_seconds"),
         unreadable=record.get("unreadable", {}),
+        log=log,
+        record=record,
     )
     if not result.compiled:
         result.status = "compile_error"
-    elif result.error:
+    elif record.get("run_error"):
         result.status = "run_error"
-    if npz.is_file():
+    if npz is not None and npz.is_file():
         specs = record.get("outputs", [])
         with np.load(npz, allow_pickle=False) as data:
             result.outputs = {
@@ -736,3 +765,46 @@ def _job_result(record: dict[str, Any], npz: Path) -> JobResult:
                 if f"out_{i}" in data.files
             }
     return result
+
+
+def probe_many(
+    models: Sequence[bytes],
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    use_cache: bool = True,
+    timeout_per_model: float = 60.0,
+) -> list[ProbeResult]:
+    """``probe(model)`` (compile only, default options) for each model, batched by
+    :func:`run_jobs`.
+
+    Cached results are reused and new ones stored under the same keys ``probe`` uses. A model
+    that crashes or hangs the batch worker is probed again on its own with ``probe``, which
+    locates the crashing op. Unlike ``probe``, a model the runtime cannot load is returned as a
+    "compile_error" result (not cached), not raised.
+    """
+    version = litert_version()
+    options: dict[str, Any] = {"enforce_f32": False, "run": False, "inputs": None, "seed": None}
+    results: list[ProbeResult | None] = [None] * len(models)
+    entries: list[Path] = []
+    for i, data in enumerate(models):
+        _read_model(data)  # ModelLoadError for non-TFLite input, like probe()
+        sha = hashlib.sha256(data).hexdigest()
+        entries.append(default_cache_dir(cache_dir) / _cache_key(sha, version, options))
+        if use_cache:
+            results[i] = _cache_load(entries[i])
+    todo = [i for i, found in enumerate(results) if found is None]
+    batch = run_jobs([models[i] for i in todo], timeout_per_job=timeout_per_model)
+    for i, job in zip(todo, batch, strict=True):
+        if job.status not in ("ok", "compile_error", "run_error"):
+            continue  # crashed, hung or never started: probed alone below
+        sha = hashlib.sha256(models[i]).hexdigest()
+        wall = job.compile_seconds or 0.0
+        result = _result(job.record, job.log, 0, False, wall, sha, version, options)
+        loads = result.compiled or result.log.fatal_kind != "load_failed"
+        if use_cache and loads and _cacheable(result):
+            _cache_store(entries[i], result, None)
+        results[i] = result
+    return [
+        found if found is not None else probe(data, cache_dir=cache_dir, use_cache=use_cache)
+        for found, data in zip(results, models, strict=True)
+    ]
