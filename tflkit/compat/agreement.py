@@ -27,7 +27,7 @@ from tflkit import ir
 from tflkit.compat.gpu_log import (
     REJECTION_HEADER,
     GpuLog,
-    Rejection,
+    LogRejection,
     matching_ops,
     parse_gpu_log,
     signature_aliases,
@@ -82,7 +82,7 @@ class LogBlock:
     ``subgraph`` is None when the block fitted several subgraphs (``candidates``) or none.
     """
 
-    rejections: tuple[Rejection, ...]
+    rejections: tuple[LogRejection, ...]
     on_gpu: int | None
     on_cpu: int | None
     subgraph: int | None = None
@@ -264,7 +264,7 @@ def _describe(block: LogBlock) -> str:
     return f"{lines} / {block.on_gpu} GPU + {block.on_cpu} CPU"
 
 
-def _line(rejection: Rejection) -> str:
+def _line(rejection: LogRejection) -> str:
     text = f"{rejection.op_type}: {rejection.reason}".rstrip()
     return f"{text} [{rejection.detail}]" if rejection.detail else text
 

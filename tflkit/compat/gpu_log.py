@@ -32,7 +32,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Adapter", "GpuLog", "Rejection", "matching_ops", "parse_gpu_log", "signature_aliases"]
+__all__ = [
+    "Adapter",
+    "GpuLog",
+    "LogRejection",
+    "matching_ops",
+    "parse_gpu_log",
+    "signature_aliases",
+]
 
 REJECTION_HEADER = "Following operations are not supported by GPU delegate:"
 
@@ -63,7 +70,7 @@ _FATALS: tuple[tuple[str, str], ...] = (
 
 
 @dataclass(frozen=True)
-class Rejection:
+class LogRejection:
     """One line of the rejection block: an op type and why the delegate refused it.
 
     ``detail`` is the tensor name the delegate appended to the reason, when it did.
@@ -107,7 +114,7 @@ class GpuLog:
     ``fatal_node`` is the delegate-graph node id a Check-failed message names.
     """
 
-    rejections: list[Rejection] = field(default_factory=list)
+    rejections: list[LogRejection] = field(default_factory=list)
     ops_on_gpu: int | None = None
     ops_on_cpu: int | None = None
     adapter: Adapter | None = None
@@ -132,7 +139,7 @@ class GpuLog:
     def from_dict(cls, data: dict[str, Any]) -> GpuLog:
         """Rebuild from :meth:`to_dict` output."""
         data = dict(data)
-        data["rejections"] = [Rejection(**r) for r in data.get("rejections", [])]
+        data["rejections"] = [LogRejection(**r) for r in data.get("rejections", [])]
         data["summaries"] = [tuple(s) for s in data.get("summaries", [])]
         if data.get("adapter") is not None:
             data["adapter"] = Adapter(**data["adapter"])
@@ -161,12 +168,12 @@ def _split_reason(message: str) -> tuple[str, str | None]:
     return message, None
 
 
-def _rejection(message: str) -> Rejection | None:
+def _rejection(message: str) -> LogRejection | None:
     m = _REJECTION.match(message)
     if m is None or m.group("op") in _LOG_WORDS:
         return None
     reason, detail = _split_reason((m.group("msg") or "").strip())
-    return Rejection(m.group("op"), reason, detail)
+    return LogRejection(m.group("op"), reason, detail)
 
 
 def parse_gpu_log(text: str) -> GpuLog:
@@ -235,7 +242,7 @@ def _scan_line(log: GpuLog, severity: str, msg: str) -> None:
 
 
 def matching_ops(
-    rejection: Rejection, ops: Iterable[Any], aliases: Mapping[str, str] | None = None
+    rejection: LogRejection, ops: Iterable[Any], aliases: Mapping[str, str] | None = None
 ) -> list[Any]:
     """The ops a rejection line can be about, among ``ops`` (tflkit IR ``Op`` objects).
 

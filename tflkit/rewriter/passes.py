@@ -16,9 +16,9 @@ from tflkit.ir.graph import Model, Op, Subgraph
 from tflkit.rewriter.rule import Rule
 
 #: Maps ``id(op)`` to the target's rejection reasons for that op (ops absent: accepted).
-Rejections = dict[int, list[str]]
+RejectedOps = dict[int, list[str]]
 #: Asked once per sweep; returns None when no checker is available (rule patterns decide).
-Gate = Callable[[Subgraph], Rejections | None]
+Gate = Callable[[Subgraph], RejectedOps | None]
 
 DEFAULT_MAX_STEPS = 1000
 
@@ -111,7 +111,7 @@ def run_passes(
 def _try_rules(
     op: Op,
     rules: Sequence[Rule],
-    rejected: Rejections | None,
+    rejected: RejectedOps | None,
     skips: dict[tuple[str, int], Skip],
     step: int,
 ) -> Firing | None:
@@ -136,7 +136,7 @@ def _try_rules(
     return None
 
 
-def _gate_reason(rule: Rule, op: Op, rejected: Rejections | None) -> str | None:
+def _gate_reason(rule: Rule, op: Op, rejected: RejectedOps | None) -> str | None:
     if rejected is None:
         return None
     reasons = rejected.get(id(op))

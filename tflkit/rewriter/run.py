@@ -14,7 +14,7 @@ from tflkit import ir
 from tflkit.errors import TflkitError, UsageError
 from tflkit.ir.graph import Model, Subgraph
 from tflkit.ir.serde import write_atomic
-from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, Rejections, run_passes
+from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, RejectedOps, run_passes
 from tflkit.rewriter.rule import Contract, combine
 from tflkit.rewriter.rules import DEFAULT_RULES
 from tflkit.rewriter.rules.gelu import ERF_RULES
@@ -68,8 +68,8 @@ def checker_gate(target: str) -> Gate | None:
     except ImportError:
         return None
 
-    def gate(subgraph: Subgraph) -> Rejections:
-        rejected: Rejections = {}
+    def gate(subgraph: Subgraph) -> RejectedOps:
+        rejected: RejectedOps = {}
         for op in subgraph.ops:
             found = static.check_op(op, target)
             if found:
