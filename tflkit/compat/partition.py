@@ -66,9 +66,6 @@ class PartitionPlan:
     def transfer_bytes(self) -> int:
         return sum(t.bytes for t in self.transfers)
 
-    @property
-    def fully_delegated(self) -> bool:
-        return self.total_ops > 0 and self.gpu_ops == self.total_ops
 
     @property
     def gpu_flops_share(self) -> float:

@@ -223,8 +223,6 @@ class _Reader:
             external_buffer=fields.u32(10),
         )
 
-    def _sparsity(self, position: int) -> Any:
-        return fb.SparsityParametersT.InitFromBuf(self.data, position)
 
     def _quantization(self, position: int) -> Any:
         if not any(Fields(self.data, position).slots):

@@ -151,10 +151,6 @@ def is_float(tensor: Tensor | None) -> bool:
     return tensor is not None and tensor.type == fb.TensorType.FLOAT32 and not tensor.is_quantized
 
 
-def static_shape(tensor: Tensor) -> bool:
-    """True when the tensor's shape is fully known (no -1 in its signature)."""
-    return not tensor.is_dynamic
-
 
 def const_ints(tensor: Tensor | None) -> list[int] | None:
     """The values of a constant integer tensor as a flat list, else None."""

@@ -230,28 +230,9 @@ def const_input(index: int, dtypes: frozenset[str] = frozenset({"INT32"})) -> Ch
     return check
 
 
-def required_input(index: int) -> Check:
-    def check(sig: OpSignature) -> Rejection | None:
-        if sig.input(index) is not None:
-            return None
-        return reject(Reason.INPUT_COUNT, sig.op_type, f"Input {index} is missing.")
-
-    return check
-
 
 # --- options ------------------------------------------------------------------------------
 
-
-def option_in(name: str, allowed: frozenset[object], default: object, what: str) -> Check:
-    """Option ``name`` (schema spelling) must be one of ``allowed``."""
-
-    def check(sig: OpSignature) -> Rejection | None:
-        value = sig.option(name, default)
-        if value in allowed:
-            return None
-        return reject(Reason.OPTIONS, sig.op_type, f"{what} is {value!r}.")
-
-    return check
 
 
 def block_size_above_one(sig: OpSignature) -> Rejection | None:
@@ -285,23 +266,6 @@ def positive_kernel(sig: OpSignature) -> Rejection | None:
 # --- tensors ------------------------------------------------------------------------------
 
 
-def max_rank_of(index: int, rank: int, *, output: bool = False) -> Check:
-    """Input (or output) ``index`` may have at most ``rank`` dimensions."""
-
-    def check(sig: OpSignature) -> Rejection | None:
-        t = sig.outputs[index] if output else sig.input(index)
-        if t is None or t.rank <= rank:
-            return None
-        which = "Output" if output else "Input"
-        return reject(
-            Reason.RANK,
-            sig.op_type,
-            f"{which} {index} ({t.name}) has {t.rank} dimensions; at most {rank} here.",
-            input_index=None if output else index,
-        )
-
-    return check
-
 
 def rank_in(index: int, ranks: frozenset[int]) -> Check:
     def check(sig: OpSignature) -> Rejection | None:
@@ -319,17 +283,6 @@ def rank_in(index: int, ranks: frozenset[int]) -> Check:
     return check
 
 
-def not_sparse(index: int) -> Check:
-    def check(sig: OpSignature) -> Rejection | None:
-        t = sig.input(index)
-        if t is None or not t.sparse:
-            return None
-        return reject(
-            Reason.SHAPE, sig.op_type, f"Input {index} ({t.name}) is sparse.", input_index=index
-        )
-
-    return check
-
 
 def same_dtype_in_out(sig: OpSignature) -> Rejection | None:
     src, dst = sig.input(0), sig.outputs[0] if sig.outputs else None
@@ -337,31 +290,6 @@ def same_dtype_in_out(sig: OpSignature) -> Rejection | None:
         return None
     return reject(Reason.DTYPE, sig.op_type, f"Input is {src.dtype} but output is {dst.dtype}.")
 
-
-def per_tensor_quantization(index: int) -> Check:
-    """A runtime quantized input must have one scale for the whole tensor."""
-
-    def check(sig: OpSignature) -> Rejection | None:
-        t = sig.input(index)
-        if t is None or t.is_const:
-            return None
-        if not t.quantized and t.dtype in ("INT8", "UINT8", "INT16"):
-            return reject(
-                Reason.QUANTIZATION,
-                sig.op_type,
-                f"Input {index} ({t.name}) has no quantization parameters.",
-                input_index=index,
-            )
-        if t.per_channel:
-            return reject(
-                Reason.QUANTIZATION,
-                sig.op_type,
-                f"Input {index} ({t.name}) is quantized per channel; only per tensor here.",
-                input_index=index,
-            )
-        return None
-
-    return check
 
 
 def broadcastable(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
