@@ -28,7 +28,7 @@ from tflkit.errors import UsageError
 from tflkit.inputs import InputSets, IoSpec, entry_point, make_input_sets
 from tflkit.report.validate_report import ValidateReport
 
-__all__ = ["RUNNERS", "ValidateOptions", "validate"]
+__all__ = ["RUNNERS", "ValidateOptions", "conclude", "output_infos", "resolve_inputs", "validate"]
 
 RUNNERS = ("cpu", "cpu-ref", "gpu-fp16", "gpu-fp32", "delegate", "reference")
 DEFAULT_RUNNERS = ("cpu", "gpu-fp16", "gpu-fp32")
@@ -73,7 +73,8 @@ def _runner_names(options: ValidateOptions) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _inputs(model: ir.Model, options: ValidateOptions) -> InputSets:
+def resolve_inputs(model: ir.Model, options: ValidateOptions) -> InputSets:
+    """The input sets every runner gets: given, from the reference bundle, or seeded."""
     sets = make_input_sets(
         model,
         signature=options.signature,
@@ -94,7 +95,8 @@ def _inputs(model: ir.Model, options: ValidateOptions) -> InputSets:
     return sets
 
 
-def _output_infos(outputs: Mapping[str, ir.Tensor]) -> list[OutputInfo]:
+def output_infos(outputs: Mapping[str, ir.Tensor]) -> list[OutputInfo]:
+    """What the comparator needs to know about each output: dtype, shape, quantization."""
     infos = []
     for name, tensor in outputs.items():
         spec = IoSpec(name, tensor, tensor.shape)
@@ -173,8 +175,8 @@ def validate(
     pairs = list(options.pairs) or default_pairs(names)
     _check_pairs(pairs, names)
     key, _, _, outs = entry_point(model, options.signature)
-    sets = _inputs(model, options)
-    outputs = _output_infos(outs)
+    sets = resolve_inputs(model, options)
+    outputs = output_infos(outs)
     results = [execute(_build(n, data, options, model, outputs), sets.feeds) for n in names]
     by_name = {r.runner: r for r in results}
     bundle_path = None
@@ -207,6 +209,16 @@ def validate(
         pairs=comparisons,
         reference_bundle=bundle_path,
     )
+    conclude(report)
+    if options.localize:
+        report.localization = _localize(data, model, sets, options, comparisons, names)
+    report.wall_seconds = time.perf_counter() - start
+    return report
+
+
+def conclude(report: ValidateReport) -> None:
+    """Set the report's findings, unverified outputs and verdict from its runners and pairs."""
+    results, comparisons = report.runners, report.pairs
     report.findings = _findings(results, comparisons)
     report.unverified = [
         f"{p.key} output {o.name}: {'; '.join(o.reasons)}"
@@ -224,10 +236,6 @@ def validate(
         )
     else:
         report.verdict = "pass"
-    if options.localize:
-        report.localization = _localize(data, model, sets, options, comparisons, names)
-    report.wall_seconds = time.perf_counter() - start
-    return report
 
 
 def _localize(
