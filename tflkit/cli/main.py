@@ -11,7 +11,15 @@ from collections.abc import Sequence
 
 import typer
 
-from tflkit.cli import check_cmd, convert_cmd, inspect_cmd, rewrite_cmd, validate_cmd
+from tflkit.cli import (
+    check_cmd,
+    convert_cmd,
+    device_cmd,
+    inspect_cmd,
+    regress_cmd,
+    rewrite_cmd,
+    validate_cmd,
+)
 from tflkit.errors import TflkitError
 
 EXIT_OK = 0
@@ -31,6 +39,8 @@ app.command("check")(check_cmd.check)
 app.command("convert")(convert_cmd.convert)
 app.command("validate")(validate_cmd.validate)
 app.command("rewrite")(rewrite_cmd.rewrite)
+app.add_typer(device_cmd.app, name="device")
+app.add_typer(regress_cmd.app, name="regress")
 
 
 @app.callback()

@@ -1,0 +1,296 @@
+"""``regress record``: run a model on every selected runner and keep what it did as a baseline.
+
+The runs are ``tflkit.validation.validate`` on input sets made here once (``tflkit.inputs``, the
+same realistic generator validate uses, or the user's file) and stored as they were fed; the
+residency is ``tflkit.compat.check.check_path`` (static, and probed on the real accelerator).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform
+import statistics
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tflkit.compare.tolerances import Tolerance, precision_of, tolerance_for
+from tflkit.errors import UsageError
+from tflkit.regress.baseline import BASELINE_SCHEMA, Baseline
+
+if TYPE_CHECKING:
+    from tflkit.report.validate_report import ValidateReport
+
+__all__ = ["RecordOptions", "record", "run_models", "runner_tolerance", "versions"]
+
+#: Runners a baseline can hold: they rerun from the model file alone (plus a delegate .so).
+RECORDABLE = ("cpu", "cpu-ref", "gpu-fp16", "gpu-fp32", "delegate")
+DEFAULT_RUNNERS = ("cpu", "gpu-fp16", "gpu-fp32")
+
+
+@dataclass
+class RecordOptions:
+    """What to record. ``tolerances`` keys: "all", "fp16", "fp32" or a runner name."""
+
+    runners: Sequence[str] = ()
+    inputs: Path | None = None
+    num_inputs: int = 4
+    seed: int = 0
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    signature: str | None = None
+    tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    probe: bool = True
+    target: str | None = None
+    latency: bool = False
+    delegate: Path | None = None
+    timeout: float = 300.0
+
+
+def runner_tolerance(
+    runner: str, overrides: Mapping[str, Mapping[str, float]] | None = None
+) -> Tolerance:
+    """How far a rerun of ``runner`` may move from its baseline.
+
+    The default is the bound validate puts between that runner and the CPU: a new runtime or
+    converter may move a runner as far as the runner may legitimately be from the truth, no
+    further. Overrides apply in order "all", the precision class, the runner's name.
+    """
+    tolerance = tolerance_for(runner, "cpu")
+    for key in ("all", precision_of(runner), runner):
+        values = (overrides or {}).get(key)
+        if values:
+            tolerance = Tolerance(
+                **{**tolerance.to_json(), **values, "basis": f"overridden ({key})"}
+            )
+    return tolerance
+
+
+def _version(*names: str) -> str | None:
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def versions(adapter: str | None) -> dict[str, Any]:
+    """tflkit, LiteRT, TensorFlow (if installed, never imported), numpy, the GPU adapter."""
+    return {
+        "tflkit": _version("tflkit"),
+        "ai-edge-litert": _version("ai-edge-litert"),
+        "tensorflow": _version("tensorflow-cpu", "tensorflow"),
+        "numpy": np.__version__,
+        "gpu_adapter": adapter,
+    }
+
+
+def check_runners(names: Sequence[str], delegate: Path | None) -> list[str]:
+    """The runners to record, validated; a usage error names the ones a baseline cannot hold."""
+    chosen = list(dict.fromkeys(names or DEFAULT_RUNNERS))
+    if delegate is not None and "delegate" not in chosen:
+        chosen.append("delegate")
+    bad = [n for n in chosen if n not in RECORDABLE]
+    if bad:
+        raise UsageError(
+            f"runner(s) {bad} cannot be recorded in a baseline; choose from {', '.join(RECORDABLE)}"
+        )
+    if "delegate" in chosen and delegate is None:
+        raise UsageError("the delegate runner needs --delegate path/to/delegate.so")
+    return chosen
+
+
+def run_models(
+    model_path: Path,
+    feeds: Sequence[Mapping[str, np.ndarray]],
+    runners: Sequence[str],
+    *,
+    signature: str | None,
+    input_shapes: Mapping[str, tuple[int, ...]],
+    delegate: Path | None,
+    timeout: float,
+) -> ValidateReport:
+    """``validate`` on exactly these input sets (handed over as an ``.npz``)."""
+    from tflkit.regress.baseline import npz_bytes
+    from tflkit.validation import ValidateOptions, validate
+
+    names = list(feeds[0])
+    arrays = {n: np.stack([np.asarray(f[n]) for f in feeds]) for n in names}
+    with tempfile.TemporaryDirectory(prefix="tflkit-regress-") as tmp:
+        path = Path(tmp) / "inputs.npz"
+        path.write_bytes(npz_bytes(arrays))
+        options = ValidateOptions(
+            runners=list(runners),
+            inputs=path,
+            signature=signature,
+            input_shapes=dict(input_shapes),
+            delegate=delegate,
+            timeout=timeout,
+        )
+        return validate(model_path, options)
+
+
+def output_specs(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Name, dtype, shape and quantization of each output (what a comparison needs)."""
+    from tflkit.inputs import IoSpec
+
+    specs = []
+    for name, tensor in outputs.items():
+        spec = IoSpec(name, tensor, tensor.shape)
+        quant = spec.quant
+        specs.append(
+            {
+                "name": name,
+                "dtype": spec.dtype.name,
+                "shape": [int(d) for d in tensor.shape],
+                "scale": quant[0] if quant else None,
+                "zero_point": quant[1] if quant else 0,
+            }
+        )
+    return specs
+
+
+def _executed(executed: Mapping[str, Any]) -> dict[str, Any]:
+    """What ran, without anything that changes from run to run."""
+    return {k: v for k, v in executed.items() if "seconds" not in k and k != "crash_site"}
+
+
+def _device(executed: Mapping[str, Any]) -> str:
+    adapter = executed.get("adapter")
+    if adapter:
+        return f"GPU {adapter.get('name')}"
+    return f"CPU {platform.machine()} {platform.processor() or ''} x{os.cpu_count()}".strip()
+
+
+def _latency(report: ValidateReport) -> dict[str, Any]:
+    runners = {}
+    for r in report.runners:
+        if r.ok and r.infer_seconds:
+            runners[r.runner] = {
+                "device": _device(r.executed),
+                "compile_seconds": r.compile_seconds,
+                "infer_seconds": r.infer_seconds,
+                "infer_median_seconds": statistics.median(r.infer_seconds),
+            }
+    return {"schema": "tflkit.baseline-latency/1", "runners": runners}
+
+
+def _adapter(report: ValidateReport, residency: Mapping[str, Any]) -> str | None:
+    probe = residency.get("probe")
+    if probe and probe.get("adapter"):
+        return probe["adapter"]
+    for r in report.runners:
+        adapter = r.executed.get("adapter")
+        if adapter:
+            return adapter.get("name")
+    return None
+
+
+def record(
+    model_path: str | os.PathLike[str],
+    options: RecordOptions | None = None,
+    *,
+    feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
+    input_source: str | None = None,
+) -> Baseline:
+    """Run and snapshot the model; ``feeds`` (from an older baseline) replace the generated sets.
+
+    Raises :class:`UsageError` for bad options or inputs; a runner that fails is recorded with
+    its status (a later check then compares nothing for it), never raised.
+    """
+    from tflkit import ir
+    from tflkit.inputs import entry_point, make_input_sets
+    from tflkit.regress.residency import snapshot
+
+    options = options or RecordOptions()
+    path = Path(model_path)
+    runners = check_runners(options.runners, options.delegate)
+    data, label = ir.serde.read_model_bytes(path)
+    model = ir.load(data, label=label)
+    key, _, _, outs = entry_point(model, options.signature)
+    if feeds is None:
+        sets = make_input_sets(
+            model,
+            signature=options.signature,
+            source=options.inputs,
+            count=options.num_inputs,
+            seed=options.seed,
+            shapes=options.input_shapes,
+        )
+        feeds = sets.feeds
+        source = (
+            f"file:{options.inputs.name}"
+            if options.inputs is not None
+            else f"random (seed {options.seed})"
+        )
+        if sets.source.startswith("images:"):
+            source = f"images:{Path(sets.source[7:]).name}"
+    else:
+        source = input_source or "baseline"
+    report = run_models(
+        path,
+        feeds,
+        runners,
+        signature=key,
+        input_shapes=options.input_shapes,
+        delegate=options.delegate,
+        timeout=options.timeout,
+    )
+    residency = snapshot(path, target=options.target, probe=options.probe, timeout=options.timeout)
+    histogram = Counter(op.type for sg in model.subgraphs for op in sg.ops)
+    runner_entries: dict[str, Any] = {}
+    outputs: dict[str, dict[str, np.ndarray]] = {}
+    for result in report.runners:
+        kept: dict[str, np.ndarray] = {}
+        if result.ok:
+            for name in outs:
+                if all(name in o for o in result.outputs):
+                    kept[name] = np.stack([np.asarray(o[name]) for o in result.outputs])
+        outputs[result.runner] = kept
+        runner_entries[result.runner] = {
+            "status": result.status,
+            "error": result.error,
+            "executed": _executed(result.executed),
+            "tolerance": runner_tolerance(result.runner, options.tolerances).to_json(),
+            "outputs": sorted(kept),
+            "unreadable": dict(result.unreadable),
+        }
+    first = feeds[0]
+    manifest: dict[str, Any] = {
+        "schema": BASELINE_SCHEMA,
+        "model": {
+            "file": path.name,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "bytes": len(data),
+            "ops": sum(histogram.values()),
+            "op_histogram": dict(sorted(histogram.items())),
+        },
+        "signature": key,
+        "inputs": {
+            "count": len(feeds),
+            "source": source,
+            "specs": [
+                {"name": n, "dtype": str(np.asarray(a).dtype), "shape": list(np.shape(a))}
+                for n, a in first.items()
+            ],
+            "input_shapes": {n: list(s) for n, s in options.input_shapes.items()},
+        },
+        "outputs": output_specs(outs),
+        "runners": runner_entries,
+        "residency": residency,
+        "options": {
+            "probe": options.probe,
+            "target": residency["static"]["target"],
+            "tolerances": {k: dict(v) for k, v in options.tolerances.items()},
+        },
+        "versions": versions(_adapter(report, residency)),
+    }
+    latency = _latency(report) if options.latency else None
+    return Baseline(manifest, [dict(f) for f in feeds], outputs, latency)

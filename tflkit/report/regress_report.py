@@ -1,0 +1,223 @@
+"""The ``regress check`` report (schema ``tflkit.regress/1``) and its renderers.
+
+One :class:`ModelResult` per model checked against its baseline; each holds the cases a CI system
+shows as tests: one per runner x output, the residency (static and probed), the latency budget.
+Renderers: a terminal summary, JUnit XML (one ``testsuite`` per model), Markdown for a
+pull-request comment.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+__all__ = [
+    "REGRESS_SCHEMA",
+    "Case",
+    "ModelResult",
+    "RegressReport",
+    "render_markdown",
+    "render_terminal",
+    "write_junit",
+    "write_text_atomic",
+]
+
+REGRESS_SCHEMA = "tflkit.regress/1"
+
+
+@dataclass
+class Case:
+    """One check. ``status``: "pass", "fail" or "skipped"; ``kind``: "output", "residency",
+    "latency". ``details`` holds the numbers behind the message (metrics, counts, timings)."""
+
+    name: str
+    kind: str
+    status: str
+    message: str = ""
+    runner: str | None = None
+    output: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass
+class ModelResult:
+    """A model against its baseline. ``verdict``: "pass", "fail" (a regression) or "error" (the
+    check could not run: a missing baseline, an unreadable model)."""
+
+    model: str
+    baseline: str
+    verdict: str
+    cases: list[Case] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+    error: str | None = None
+    wall_seconds: float = 0.0
+
+    @property
+    def failures(self) -> list[Case]:
+        return [c for c in self.cases if c.status == "fail"]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ModelResult:
+        data = dict(data)
+        data.pop("counts", None)
+        data["cases"] = [Case(**c) for c in data.get("cases", [])]
+        return cls(**data)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["counts"] = {
+            s: sum(1 for c in self.cases if c.status == s) for s in ("pass", "fail", "skipped")
+        }
+        return data
+
+
+@dataclass
+class RegressReport:
+    """Every model checked; exit code 1 when any regressed, 2 when any could not be checked."""
+
+    models: list[ModelResult]
+    suite: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        verdicts = {m.verdict for m in self.models}
+        return "error" if "error" in verdicts else "fail" if "fail" in verdicts else "pass"
+
+    @property
+    def exit_code(self) -> int:
+        return {"pass": 0, "fail": 1}.get(self.verdict, 2)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": REGRESS_SCHEMA,
+            "suite": self.suite,
+            "verdict": self.verdict,
+            "models": [m.to_json() for m in self.models],
+        }
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same directory."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _label(model: ModelResult) -> str:
+    return Path(model.model).name
+
+
+def render_terminal(report: RegressReport, console: Any) -> None:
+    """Per model: the verdict line, failures with their messages, then what changed."""
+    from rich.markup import escape
+
+    for model in report.models:
+        counts = model.to_json()["counts"]
+        colour = {"pass": "green", "fail": "red"}.get(model.verdict, "yellow")
+        console.print(
+            f"[{colour}]{model.verdict.upper()}[/{colour}] [bold]{escape(_label(model))}[/bold] vs "
+            f"{escape(model.baseline)}: {counts['pass']} passed, {counts['fail']} failed, "
+            f"{counts['skipped']} skipped ({model.wall_seconds:.1f} s)",
+            markup=True,
+            highlight=False,
+        )
+        if model.error:
+            console.print(f"  [yellow]{escape(model.error)}[/yellow]", highlight=False)
+        for case in model.cases:
+            if case.status == "fail":
+                text = f"{escape(case.name)}: {escape(case.message)}"
+                console.print(f"  [red]FAIL[/red] {text}", highlight=False)
+        for change in model.changes:
+            console.print(f"  changed: {change}", markup=False, highlight=False)
+    if len(report.models) > 1:
+        failed = sum(1 for m in report.models if m.verdict != "pass")
+        console.print(f"{len(report.models) - failed}/{len(report.models)} models pass")
+
+
+def _junit_tree(report: RegressReport) -> ET.Element:
+    root = ET.Element("testsuites", name=report.suite or "tflkit regress")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for model in report.models:
+        label = _label(model)
+        suite = ET.SubElement(root, "testsuite", name=label)
+        counts = {
+            "tests": len(model.cases),
+            "failures": len(model.failures),
+            "errors": 0,
+            "skipped": sum(1 for c in model.cases if c.status == "skipped"),
+        }
+        if model.error:
+            counts["tests"] += 1
+            counts["errors"] += 1
+            case = ET.SubElement(suite, "testcase", classname=label, name="check", time="0")
+            ET.SubElement(case, "error", message=model.error.splitlines()[0]).text = model.error
+        for c in model.cases:
+            case = ET.SubElement(
+                suite, "testcase", classname=label, name=c.name, time=f"{c.seconds:.3f}"
+            )
+            if c.status == "fail":
+                ET.SubElement(
+                    case, "failure", message=c.message.splitlines()[0], type=c.kind
+                ).text = c.message
+            elif c.status == "skipped":
+                ET.SubElement(case, "skipped", message=c.message)
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+        suite.set("time", f"{model.wall_seconds:.3f}")
+    for key, value in totals.items():
+        root.set(key, str(value))
+    return root
+
+
+def write_junit(report: RegressReport, path: str | os.PathLike[str]) -> None:
+    """JUnit XML: one ``testsuite`` per model, one ``testcase`` per runner x output, residency
+    and latency case."""
+    tree = ET.ElementTree(_junit_tree(report))
+    ET.indent(tree)
+    text = ET.tostring(tree.getroot(), encoding="unicode", xml_declaration=False)
+    write_text_atomic(path, '<?xml version="1.0" encoding="utf-8"?>\n' + text + "\n")
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def render_markdown(report: RegressReport) -> str:
+    """A pull-request comment: one line per model, then a table of the failures."""
+    icon = {"pass": "pass", "fail": "**REGRESSION**", "error": "**ERROR**"}
+    lines = [f"### tflkit regress: {icon[report.verdict]}", ""]
+    lines += ["| model | verdict | passed | failed | skipped |", "|---|---|---|---|---|"]
+    for m in report.models:
+        c = m.to_json()["counts"]
+        lines.append(
+            f"| `{_label(m)}` | {icon.get(m.verdict, m.verdict)} | {c['pass']} | {c['fail']} | "
+            f"{c['skipped']} |"
+        )
+    failing = [(m, c) for m in report.models for c in m.failures]
+    errors = [m for m in report.models if m.error]
+    if failing or errors:
+        lines += ["", "| model | check | what moved |", "|---|---|---|"]
+        for m in errors:
+            lines.append(f"| `{_label(m)}` | check | {_md_cell(m.error or '')} |")
+        for m, c in failing:
+            lines.append(f"| `{_label(m)}` | {_md_cell(c.name)} | {_md_cell(c.message)} |")
+    changes = [(m, ch) for m in report.models for ch in m.changes]
+    if changes:
+        lines += ["", "<details><summary>what changed</summary>", ""]
+        lines += [f"- `{_label(m)}`: {_md_cell(ch)}" for m, ch in changes]
+        lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"
