@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tflkit import ir
 from tflkit.compat.check import check_model
+from tflkit.fsio import write_atomic
 from tflkit.report.check_report import CheckReport
 from tflkit.report.convert_report import ConvertReport, PipelineStage, write_json
 from tflkit.rewriter.run import rewrite_model
@@ -75,9 +76,7 @@ def _rewrite(report: ConvertReport, output: Path, data: bytes) -> tuple[bytes, P
         side["rewrites"] = fired
         side["output_sha256"] = hashlib.sha256(output.read_bytes()).hexdigest()
         side["converter_output"] = converted.name
-        tmp = sidecar.with_suffix(".tmp")
-        tmp.write_text(json.dumps(side, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, sidecar)
+        write_atomic(sidecar, json.dumps(side, indent=2, sort_keys=True) + "\n")
     report.notes.append(f"the converter's output before the rewrite is kept as {converted}")
     summary = (
         f"{len(fired)} rewrite(s): " + ", ".join(fired[:5]) + (" ..." if len(fired) > 5 else "")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections import Counter
 from datetime import UTC, datetime
 from importlib import metadata
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tflkit import ir
+from tflkit.fsio import write_atomic
 from tflkit.report.convert_report import FLEX_WHY, ConvertReport, CpuOnlyOp
 
 __all__ = ["METADATA_NAME", "finalize", "output_paths", "read_provenance", "tool_version"]
@@ -37,17 +37,6 @@ def output_paths(output: Path) -> tuple[Path, Path, Path]:
     """(model, sidecar, reference bundle) for ``output``."""
     stem = output.with_suffix("")
     return output, Path(f"{stem}.provenance.json"), Path(f"{stem}.reference.npz")
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_provenance(model: ir.Model) -> dict[str, Any] | None:
@@ -97,9 +86,9 @@ def finalize(
     }
     model.set_metadata(METADATA_NAME, json.dumps(record, sort_keys=True).encode())
     final = ir.dumps(model)
-    ir.serde.write_atomic(output, [final])
+    write_atomic(output, final)
     record["output_sha256"] = hashlib.sha256(final).hexdigest()
-    _write_text_atomic(sidecar, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    write_atomic(sidecar, json.dumps(record, indent=2, sort_keys=True) + "\n")
     report.output_sha256 = record["output_sha256"]
     report.sidecar = str(sidecar)
     if bundle_tmp is not None:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tflkit.errors import UsageError
+from tflkit.fsio import atomic_output
 from tflkit.worker import run_worker
 
 from .base import Feed, RunnerUnavailable, RunResult
@@ -85,15 +86,8 @@ def save_bundle(
     for k, (feed, out) in enumerate(zip(feeds, outputs, strict=True)):
         arrays.update({f"s{k}_in_{i}": np.asarray(feed[n]) for i, n in enumerate(in_names)})
         arrays.update({f"s{k}_out_{j}": np.asarray(out[n]) for j, n in enumerate(out_names)})
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_output(target) as f:
+        np.savez(f, **arrays)
     return target
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from tflkit.compat.gpu_log import Adapter, GpuLog, parse_gpu_log
 from tflkit.errors import ModelLoadError, UsageError
+from tflkit.fsio import atomic_output
 from tflkit.worker import run_worker
 
 __all__ = [
@@ -231,15 +232,8 @@ def _cache_key(sha: str, version: str, options: dict[str, Any]) -> str:
 
 
 def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    try:
-        with os.fdopen(fd, mode) as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_output(path, mode) as f:
+        write(f)
 
 
 def _cache_load(entry: Path) -> ProbeResult | None:

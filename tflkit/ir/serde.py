@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,8 @@ import flatbuffers
 import numpy as np
 
 from tflkit.errors import InvalidModelError, ModelLoadError, TflkitError
-from tflkit.ir import schema
+from tflkit.fsio import write_atomic
+from tflkit.ir import schema, structure
 from tflkit.ir._tables import Fields
 from tflkit.ir.graph import Buffer, Metadata, Model, Op, OpCode, SignatureDef, Subgraph, Tensor
 
@@ -60,6 +59,7 @@ def load(source: ModelSource, *, label: str | None = None) -> Model:
     data, default_label = read_model_bytes(source)
     label = label or default_label
     check_header(data, label)
+    structure.verify_bytes(data, label)  # before anything else reads it (one pass over tables)
     try:
         root = fb.Model.GetRootAs(data, 0)
         version = root.Version()
@@ -337,23 +337,6 @@ def dumps(model: Model) -> bytes:
 def save(model: Model, path: str | os.PathLike[str]) -> Path:
     """Write ``model`` to ``path`` atomically (a temp file in the same folder, then rename)."""
     return write_atomic(path, _serialize(model))
-
-
-def write_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes | memoryview]) -> Path:
-    """Write ``chunks`` to ``path`` through a temp file and ``os.replace``."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
 
 
 def _serialize(model: Model) -> list[bytes | memoryview]:

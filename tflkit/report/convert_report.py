@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+
+from tflkit.fsio import write_atomic
 
 __all__ = ["ConvertReport", "CpuOnlyOp", "PipelineStage", "render_convert", "write_json"]
 
@@ -80,18 +81,7 @@ class ConvertReport:
 
 def write_json(report: ConvertReport, path: str | os.PathLike[str]) -> Path:
     """Write the report as JSON atomically."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(report.to_json(), f, indent=2, default=str)
-            f.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return write_atomic(path, json.dumps(report.to_json(), indent=2, default=str) + "\n")
 
 
 def _shape(entry: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tflkit.compare.comparator import OutputComparison, PairComparison
 from tflkit.compare.localize import Localization
-from tflkit.ir.serde import write_atomic
+from tflkit.fsio import write_atomic
 from tflkit.report.validate_report import ValidateReport
 
 __all__ = ["render_html", "write_html"]

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tflkit.fsio import write_atomic
 from tflkit.ir import Model, Op, Subgraph
-from tflkit.ir.serde import write_atomic
 
 if TYPE_CHECKING:
     from tflkit.report.check_report import CheckReport

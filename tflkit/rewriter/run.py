@@ -12,8 +12,8 @@ import numpy as np
 
 from tflkit import ir
 from tflkit.errors import TflkitError, UsageError
+from tflkit.fsio import write_atomic
 from tflkit.ir.graph import Model, Subgraph
-from tflkit.ir.serde import write_atomic
 from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, RejectedOps, run_passes
 from tflkit.rewriter.rule import Contract, combine
 from tflkit.rewriter.rules import DEFAULT_RULES

@@ -1,0 +1,103 @@
+"""Atomic file output: every model, report, sidecar and bundle tflkit writes goes through here.
+
+A file is written to a temporary name in its target folder, flushed to disk, given the
+permissions the user's umask allows (``mkstemp`` alone would leave 0600), then renamed over the
+target. An interrupt, a crash or a second writer never leaves a partial file at the target:
+readers see the old file or a complete new one, and when two writers race the last rename wins
+whole. On any exception (``KeyboardInterrupt`` and the CLI's SIGTERM exit included) the
+temporary file is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["atomic_output", "file_mode", "is_temporary", "write_atomic"]
+
+TEMP_SUFFIX = ".tmp"
+
+
+@functools.cache
+def _umask() -> int:
+    """The process umask, read without changing it where Linux allows."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # pragma: no cover - no /proc: the only portable way to read it
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """Permissions a new regular file gets from the umask (0644 under the usual 022)."""
+    return 0o666 & ~_umask()
+
+
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` is one of our temporary files (``.<target>.<random>.tmp``)."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
+    """Open a temporary file next to ``path``; on success it replaces ``path`` atomically.
+
+    ``mode`` is ``"wb"`` or ``"w"`` (UTF-8 text). The parent folder is created if needed.
+    """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"atomic_output writes new files: mode 'wb' or 'w', not {mode!r}")
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent)
+    try:
+        kwargs: dict[str, Any] = {} if mode == "wb" else {"encoding": "utf-8"}
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fchmod(f.fileno(), file_mode())
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(target.parent)
+
+
+def write_atomic(
+    path: str | os.PathLike[str], content: bytes | str | Iterable[bytes | memoryview]
+) -> Path:
+    """Write ``content`` (bytes, text, or an iterable of byte chunks) to ``path`` atomically."""
+    if isinstance(content, str):
+        with atomic_output(path, "w") as f:
+            f.write(content)
+        return Path(path)
+    chunks = [content] if isinstance(content, bytes | bytearray | memoryview) else content
+    with atomic_output(path, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk)
+    return Path(path)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename durable (best effort: some filesystems refuse to open a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

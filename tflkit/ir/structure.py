@@ -1,0 +1,589 @@
+"""Structural verifier of a ``.tflite`` flatbuffer, run before any native code sees the bytes.
+
+A file from the internet can crash a C++ loader or make it allocate without bound. This module
+walks the flatbuffer in Python (memory-safe) and checks, in one pass over the tables:
+
+* every table, vtable, vector and string lies inside the file (and strings end with a NUL);
+* every index is in range: opcode, tensor, buffer, subgraph (signatures, control flow),
+  metadata; union types name a known table;
+* tensors have a known type, sane dimensions, and constant data of the size their shape needs;
+  a tensor larger than this machine's memory is refused before anything allocates it;
+* each tensor has at most one producer, the ops of a subgraph form no cycle, and subgraphs do
+  not call themselves through IF / WHILE / CALL_ONCE.
+
+:func:`verify_bytes` raises :class:`~tflkit.errors.ModelLoadError` with one line naming what is
+wrong and where. The walk is O(tables + index vectors), never O(bytes of weights).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from tflkit.errors import ModelLoadError
+from tflkit.ir import schema
+
+__all__ = ["StructureError", "max_tensor_bytes", "verify_bytes"]
+
+fb = schema.fb
+
+_I32 = struct.Struct("<i").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_U16 = struct.Struct("<H").unpack_from
+
+
+@functools.cache
+def _format(code: str, count: int) -> Callable[..., tuple[int, ...]]:
+    return struct.Struct(f"<{count}{code}").unpack_from
+
+#: Bits per element of each tensor type; None where the data has no fixed element size.
+_BITS: dict[int, int | None] = {
+    fb.TensorType.FLOAT32: 32,
+    fb.TensorType.FLOAT16: 16,
+    fb.TensorType.INT32: 32,
+    fb.TensorType.UINT8: 8,
+    fb.TensorType.INT64: 64,
+    fb.TensorType.STRING: None,
+    fb.TensorType.BOOL: 8,
+    fb.TensorType.INT16: 16,
+    fb.TensorType.COMPLEX64: 64,
+    fb.TensorType.INT8: 8,
+    fb.TensorType.FLOAT64: 64,
+    fb.TensorType.COMPLEX128: 128,
+    fb.TensorType.UINT64: 64,
+    fb.TensorType.RESOURCE: None,
+    fb.TensorType.VARIANT: None,
+    fb.TensorType.UINT32: 32,
+    fb.TensorType.UINT16: 16,
+    fb.TensorType.INT4: 4,
+    fb.TensorType.BFLOAT16: 16,
+    fb.TensorType.INT2: 2,
+    fb.TensorType.UINT4: 4,
+    fb.TensorType.FLOAT8_E4M3FN: 8,
+    fb.TensorType.FLOAT8_E5M2: 8,
+}
+_CUSTOM = fb.BuiltinOperator.CUSTOM
+
+
+class StructureError(ModelLoadError):
+    """The bytes are not a sound TFLite flatbuffer; the message names what and where."""
+
+
+def max_tensor_bytes() -> int:
+    """The largest tensor we let native code allocate: this machine's physical memory."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 1 << 40
+
+
+class _Fail(Exception):
+    """Internal: carries the message up to verify_bytes."""
+
+
+def _past_end(message: str) -> _Fail:
+    """A failure where something points past the end: the file is likely truncated."""
+    failure = _Fail(message)
+    failure.truncated = True  # type: ignore[attr-defined]
+    return failure
+
+
+def verify_bytes(data: bytes | bytearray | memoryview, label: str = "<bytes>") -> None:
+    """Raise :class:`StructureError` unless ``data`` is a structurally sound TFLite model."""
+    try:
+        _Walker(data).model()
+    except _Fail as exc:
+        what = "truncated or corrupt" if getattr(exc, "truncated", False) else "corrupt"
+        raise StructureError(f"{label}: {what} TFLite model: {exc}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# schema facts derived from the generated builder functions (no hand-copied slot numbers)
+# --------------------------------------------------------------------------------------------
+class _Recorder:
+    """A stand-in flatbuffers builder that records which ``Prepend*Slot`` a field uses."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def __getattr__(self, name: str) -> Callable[..., int]:
+        def record(*args: Any) -> int:
+            self.calls.append((name, args))
+            return 0
+
+        return record
+
+
+@functools.cache
+def _fields(table: str) -> dict[str, tuple[int, str, int]]:
+    """Field name -> (slot, kind, element size) of schema table ``table``.
+
+    kind is ``scalar`` (size in bytes), ``struct``, ``offset`` (string, table or union) or
+    ``vector`` (element size in bytes).
+    """
+    prefix = f"{table}Add"
+    found: dict[str, tuple[int, str, int]] = {}
+    for name, function in vars(fb).items():
+        if not name.startswith(prefix) or not callable(function):
+            continue
+        field = name[len(prefix) :]
+        recorder = _Recorder()
+        function(recorder, 0)
+        method, args = recorder.calls[0]
+        slot = int(args[0])
+        if method == "PrependUOffsetTRelativeSlot":
+            start = getattr(fb, f"{table}Start{field}Vector", None)
+            if start is not None:
+                vector = _Recorder()
+                start(vector, 0)
+                found[field] = (slot, "vector", int(vector.calls[0][1][0]))
+            else:
+                found[field] = (slot, "offset", 4)
+        elif method == "PrependStructSlot":
+            found[field] = (slot, "struct", 0)
+        else:
+            size = {"Bool": 1, "Int8": 1, "Uint8": 1, "Int16": 2, "Uint16": 2}.get(
+                method[len("Prepend") : -len("Slot")], 8 if "64" in method else 4
+            )
+            found[field] = (slot, "scalar", size)
+    return found
+
+
+def _slot(table: str, field: str) -> int:
+    return _fields(table)[field][0]
+
+
+@functools.cache
+def _union_members(union: str) -> dict[int, str]:
+    enum = getattr(fb, union)
+    return {v: k for k, v in vars(enum).items() if isinstance(v, int) and not k.startswith("_")}
+
+
+@functools.cache
+def _subgraph_fields(table: str) -> tuple[tuple[str, int, str], ...]:
+    """(field, slot, kind) of the fields of an options table that name subgraphs."""
+    return tuple(
+        (name, slot, kind)
+        for name, (slot, kind, _) in _fields(table).items()
+        if name.endswith(("SubgraphIndex", "SubgraphIndices"))
+    )
+
+
+@functools.cache
+def _enum_values(enum: str) -> frozenset[int]:
+    return frozenset(_union_members(enum))
+
+
+# --------------------------------------------------------------------------------------------
+# the walk
+# --------------------------------------------------------------------------------------------
+#: Where a problem is: a string, or ("format {} {}", *parts) formatted only on failure.
+Where = str | tuple[Any, ...]
+
+
+def _w(where: Where) -> str:
+    if isinstance(where, str):
+        return where
+    return where[0].format(*(_w(p) if isinstance(p, tuple) else p for p in where[1:]))
+
+
+class _Slots:
+    """The slot numbers the walk reads, looked up once from the generated schema."""
+
+    def __init__(self) -> None:
+        for table, fields in (
+            ("Model", "OperatorCodes Subgraphs Description Buffers MetadataBuffer Metadata "
+             "SignatureDefs"),
+            ("OperatorCode", "DeprecatedBuiltinCode BuiltinCode CustomCode"),
+            ("Buffer", "Data Offset Size"),
+            ("Metadata", "Name Buffer"),
+            ("SubGraph", "Tensors Inputs Outputs Operators Name"),
+            ("Tensor", "Shape Type Buffer Name Quantization Sparsity ShapeSignature"),
+            ("Operator", "OpcodeIndex Inputs Outputs BuiltinOptionsType BuiltinOptions "
+             "CustomOptions MutatingVariableInputs Intermediates LargeCustomOptionsOffset "
+             "LargeCustomOptionsSize BuiltinOptions2Type BuiltinOptions2"),
+            ("QuantizationParameters", "DetailsType Details"),
+            ("SignatureDef", "Inputs Outputs SignatureKey SubgraphIndex"),
+            ("TensorMap", "Name TensorIndex"),
+        ):
+            for field in fields.split():
+                setattr(self, f"{table}_{field}", _slot(table, field))
+
+
+@functools.cache
+def _slots() -> _Slots:
+    return _Slots()
+
+
+class _Walker:
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        self.buf = data
+        self.n = len(data)
+        self.limit = max_tensor_bytes()
+        self.s = _slots()
+
+    # -- primitives (a table is (position, inline size, vtable slots)) -------------------------
+    def table(self, pos: int, where: Where) -> tuple[int, int, tuple[int, ...]]:
+        n = self.n
+        if pos < 0 or pos + 4 > n:
+            raise _past_end(f"{_w(where)}: table at byte {pos} lies outside the file ({n} bytes)")
+        vtable = pos - _I32(self.buf, pos)[0]
+        if vtable < 0 or vtable + 4 > n:
+            raise _past_end(f"{_w(where)}: vtable at byte {vtable} lies outside the file")
+        vsize, tsize = _U16(self.buf, vtable)[0], _U16(self.buf, vtable + 2)[0]
+        if vsize < 4 or vsize % 2 or vtable + vsize > n:
+            raise _Fail(f"{_w(where)}: vtable at byte {vtable} has a bad size ({vsize})")
+        if tsize < 4 or pos + tsize > n:
+            raise _past_end(f"{_w(where)}: table at byte {pos} runs past the end of the file")
+        count = (vsize - 4) // 2
+        slots = _format("H", count)(self.buf, vtable + 4) if count else ()
+        if slots and max(slots) >= tsize:
+            raise _Fail(f"{_w(where)}: a field lies outside its table (at byte {pos})")
+        return pos, tsize, slots
+
+    def scalar(self, t: tuple[int, int, tuple[int, ...]], slot: int, code: str) -> int:
+        slots = t[2]
+        offset = slots[slot] if slot < len(slots) else 0
+        if not offset:
+            return 0
+        size = struct.calcsize(code)
+        if offset + size > t[1]:
+            raise _Fail(f"field {slot} of the table at byte {t[0]} runs past its table")
+        return _format(code, 1)(self.buf, t[0] + offset)[0]
+
+    def target(self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where) -> int | None:
+        """Where the offset field in ``slot`` points, or None when absent."""
+        slots = t[2]
+        offset = slots[slot] if slot < len(slots) else 0
+        if not offset:
+            return None
+        if offset + 4 > t[1]:
+            raise _Fail(f"{_w(where)}: offset field runs past its table")
+        at = t[0] + offset
+        to = at + _U32(self.buf, at)[0]
+        if to + 4 > self.n:
+            raise _past_end(
+                f"{_w(where)}: points to byte {to}, past the end of the file ({self.n} bytes)"
+            )
+        return to
+
+    def vector(
+        self, t: tuple[int, int, tuple[int, ...]], slot: int, size: int, where: Where
+    ) -> tuple[int, int] | None:
+        """(start, length) of a vector of ``size``-byte elements, bounds-checked."""
+        to = self.target(t, slot, where)
+        if to is None:
+            return None
+        length = _U32(self.buf, to)[0]
+        if to + 4 + length * size > self.n:
+            raise _past_end(
+                f"{_w(where)}: vector of {length} elements at byte {to} runs past the end of "
+                f"the file ({self.n} bytes)"
+            )
+        return to + 4, length
+
+    def ints(self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where) -> tuple[int, ...]:
+        found = self.vector(t, slot, 4, where)
+        if found is None or not found[1]:
+            return ()
+        return _format("i", found[1])(self.buf, found[0])
+
+    def string(self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where) -> int:
+        """Checks the string in ``slot``; returns its length (-1 when absent)."""
+        found = self.vector(t, slot, 1, where)
+        if found is None:
+            return -1
+        start, length = found
+        if start + length >= self.n or self.buf[start + length] != 0:
+            raise _Fail(f"{_w(where)}: string at byte {start - 4} is not NUL-terminated")
+        return length
+
+    def tables(
+        self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where
+    ) -> list[tuple[int, int, tuple[int, ...]]]:
+        found = self.vector(t, slot, 4, where)
+        if found is None:
+            return []
+        start, length = found
+        offsets = _format("I", length)(self.buf, start) if length else ()
+        return [
+            self.table(start + 4 * i + off, ("{}[{}]", where, i)) for i, off in enumerate(offsets)
+        ]
+
+    # -- the model -----------------------------------------------------------------------------
+    def model(self) -> None:
+        if self.n < 8:
+            raise _Fail(f"file of {self.n} bytes is too small for a flatbuffer")
+        s = self.s
+        root = self.table(_U32(self.buf, 0)[0], "root table")
+        codes = self.tables(root, s.Model_OperatorCodes, "operator_codes")
+        opcodes = [self.opcode(t, i) for i, t in enumerate(codes)]
+        buffers = [
+            self.buffer(t, i) for i, t in enumerate(self.tables(root, s.Model_Buffers, "buffers"))
+        ]
+        self.string(root, s.Model_Description, "description")
+        subgraph_tables = self.tables(root, s.Model_Subgraphs, "subgraphs")
+        if not subgraph_tables:
+            raise _Fail("the model has no subgraph")
+        sizes = [0] * len(subgraph_tables)
+        calls: dict[int, set[int]] = {}
+        for i, t in enumerate(subgraph_tables):
+            sizes[i], calls[i] = self.subgraph(t, i, opcodes, buffers, len(subgraph_tables))
+        self.call_cycles(calls)
+        for i, t in enumerate(self.tables(root, s.Model_Metadata, "metadata")):
+            where = f"metadata {i}"
+            self.string(t, s.Metadata_Name, where)
+            index = self.scalar(t, s.Metadata_Buffer, "I")
+            self.index(index, len(buffers), where, "buffer")
+        for index in self.ints(root, s.Model_MetadataBuffer, "metadata_buffer"):
+            self.index(index, len(buffers), "metadata_buffer", "buffer")
+        for i, t in enumerate(self.tables(root, s.Model_SignatureDefs, "signature_defs")):
+            self.signature(t, i, sizes)
+
+    @staticmethod
+    def index(value: int, count: int, where: Where, noun: str) -> None:
+        """Raise unless ``0 <= value < count``: "<where>: <noun> index 7 out of range (3 ...)"."""
+        if not 0 <= value < count:
+            if value == -1 and noun == "tensor":
+                raise _Fail(
+                    f"{_w(where)}: tensor index -1 where a tensor is required (only op inputs "
+                    "may be omitted)"
+                )
+            raise _Fail(f"{_w(where)}: {noun} index {value} out of range ({count} {noun}s)")
+
+    def opcode(self, t: tuple[int, int, tuple[int, ...]], i: int) -> int:
+        where = ("operator_codes[{}]", i)
+        s = self.s
+        code = max(
+            self.scalar(t, s.OperatorCode_DeprecatedBuiltinCode, "b"),
+            self.scalar(t, s.OperatorCode_BuiltinCode, "i"),
+        )
+        if code not in _enum_values("BuiltinOperator"):
+            raise _Fail(f"{_w(where)}: unknown builtin operator code {code}")
+        length = self.string(t, s.OperatorCode_CustomCode, where)
+        if code == _CUSTOM and length <= 0:
+            raise _Fail(f"{_w(where)}: custom operator without a name")
+        return code
+
+    def buffer(self, t: tuple[int, int, tuple[int, ...]], i: int) -> int:
+        """Validates buffer ``i``; returns its byte count (-1 when it holds no data)."""
+        s = self.s
+        offset = self.scalar(t, s.Buffer_Offset, "Q")
+        if offset > 1:
+            size = self.scalar(t, s.Buffer_Size, "Q")
+            if offset + size > self.n:
+                raise _past_end(
+                    f"buffers[{i}]: data [{offset}, {offset + size}) lies past the end of the "
+                    f"file ({self.n} bytes)"
+                )
+            return size
+        found = self.vector(t, s.Buffer_Data, 1, ("buffers[{}]", i))
+        return -1 if found is None else found[1]
+
+    def subgraph(
+        self,
+        t: tuple[int, int, tuple[int, ...]],
+        sg: int,
+        opcodes: list[int],
+        buffers: list[int],
+        subgraph_count: int,
+    ) -> tuple[int, set[int]]:
+        where = f"subgraph {sg}"
+        s = self.s
+        self.string(t, s.SubGraph_Name, where)
+        tensors = self.tables(t, s.SubGraph_Tensors, f"{where} tensors")
+        count = len(tensors)
+        for i, tensor in enumerate(tensors):
+            self.tensor(tensor, ("{} tensor {}", where, i), buffers)
+        for slot, kind in ((s.SubGraph_Inputs, "inputs"), (s.SubGraph_Outputs, "outputs")):
+            for index in self.ints(t, slot, f"{where} {kind}"):
+                self.index(index, count, f"{where} {kind}", "tensor")
+        producer: dict[int, int] = {}
+        consumers: list[tuple[int, ...]] = []
+        calls: set[int] = set()
+        for k, op in enumerate(self.tables(t, s.SubGraph_Operators, f"{where} operators")):
+            here: Where = ("{} op {}", where, k)
+            opcode = self.scalar(op, s.Operator_OpcodeIndex, "I")
+            self.index(opcode, len(opcodes), here, "opcode")
+            here = ("{} op {} ({})", where, k, schema.op_name(opcodes[opcode]))
+            inputs = self.ints(op, s.Operator_Inputs, ("{} inputs", here))
+            for slot, index in enumerate(inputs):
+                if not -1 <= index < count:
+                    self.index(index, count, ("{} input {}", here, slot), "tensor")
+            for index in self.ints(op, s.Operator_Intermediates, ("{} intermediates", here)):
+                self.index(index, count, ("{} intermediates", here), "tensor")
+            for slot, index in enumerate(self.ints(op, s.Operator_Outputs, ("{} outputs", here))):
+                self.index(index, count, ("{} output {}", here, slot), "tensor")
+                if index in producer:
+                    raise _Fail(
+                        f"{_w(here)} output {slot}: tensor {index} is also produced by op "
+                        f"{producer[index]}"
+                    )
+                producer[index] = k
+            consumers.append(inputs)
+            self.vector(op, s.Operator_CustomOptions, 1, ("{} custom_options", here))
+            self.vector(op, s.Operator_MutatingVariableInputs, 1, ("{} mutating inputs", here))
+            large = self.scalar(op, s.Operator_LargeCustomOptionsOffset, "Q")
+            if large > 1:
+                size = self.scalar(op, s.Operator_LargeCustomOptionsSize, "Q")
+                if large + size > self.n:
+                    raise _past_end(f"{_w(here)}: custom options lie past the end of the file")
+            for type_slot, slot, union in (
+                (s.Operator_BuiltinOptionsType, s.Operator_BuiltinOptions, "BuiltinOptions"),
+                (s.Operator_BuiltinOptions2Type, s.Operator_BuiltinOptions2, "BuiltinOptions2"),
+            ):
+                kind = self.scalar(op, type_slot, "B")
+                if kind:
+                    options = self.union(op, slot, kind, union, here)
+                    if options is not None and _subgraph_fields(options[1]):
+                        calls |= self.subgraph_refs(*options, here, subgraph_count)
+        self.op_cycles(consumers, producer, where)
+        return count, calls
+
+    def union(
+        self, t: tuple[int, int, tuple[int, ...]], slot: int, kind: int, union: str, where: Where
+    ) -> tuple[tuple[int, int, tuple[int, ...]], str] | None:
+        name = _union_members(union).get(kind)
+        if name is None:
+            raise _Fail(f"{_w(where)}: unknown {union} type {kind}")
+        to = self.target(t, slot, ("{} {}", where, name))
+        if to is None:
+            return None
+        table = self.table(to, ("{} {}", where, name))
+        for field, (fslot, fkind, size) in _fields(name).items():
+            if fkind == "vector":
+                self.vector(table, fslot, size, ("{} {}.{}", where, name, field))
+            elif fkind == "offset":
+                self.target(table, fslot, ("{} {}.{}", where, name, field))
+            elif fkind == "scalar" and fslot < len(table[2]) and table[2][fslot] + size > table[1]:
+                raise _Fail(f"{_w(where)} {name}.{field}: runs past its table")
+        return table, name
+
+    def subgraph_refs(
+        self, t: tuple[int, int, tuple[int, ...]], name: str, where: Where, count: int
+    ) -> set[int]:
+        found: set[int] = set()
+        for field, slot, kind in _subgraph_fields(name):
+            here = ("{} {}.{}", where, name, field)
+            values = self.ints(t, slot, here) if kind == "vector" else (self.scalar(t, slot, "i"),)
+            for value in values:
+                self.index(value, count, here, "subgraph")
+                found.add(value)
+        return found
+
+    def tensor(self, t: tuple[int, int, tuple[int, ...]], where: Where, buffers: list[int]) -> None:
+        s = self.s
+        shape = self.ints(t, s.Tensor_Shape, ("{} shape", where))
+        signature = self.ints(t, s.Tensor_ShapeSignature, ("{} shape_signature", where))
+        kind = self.scalar(t, s.Tensor_Type, "b")
+        bits = _BITS.get(kind, 0)
+        if bits == 0:
+            raise _Fail(f"{_w(where)}: unknown tensor type {kind}")
+        buffer = self.scalar(t, s.Tensor_Buffer, "I")
+        if buffer >= len(buffers):
+            self.index(buffer, len(buffers), where, "buffer")
+        self.string(t, s.Tensor_Name, where)
+        if (shape and min(shape) < 0) or (signature and min(signature) < -1):
+            raise _Fail(f"{_w(where)}: shape {list(shape)} has a negative dimension")
+        sparse = self.target(t, s.Tensor_Sparsity, ("{} sparsity", where))
+        if sparse is not None:
+            self.table(sparse, ("{} sparsity", where))
+        quant = self.target(t, s.Tensor_Quantization, ("{} quantization", where))
+        if quant is not None:
+            self.quantization(self.table(quant, ("{} quantization", where)), where)
+        if bits is None:
+            return
+        elements = 1
+        for d in shape:
+            elements *= d
+        nbytes = (elements * bits + 7) // 8
+        if nbytes > self.limit:
+            raise _Fail(
+                f"{_w(where)}: shape {list(shape)} needs {_size(nbytes)}, more than this "
+                f"machine's memory ({_size(self.limit)})"
+            )
+        held = buffers[buffer]
+        if held > 0 and sparse is None and held != nbytes and not (bits < 8 and held == elements):
+            raise _Fail(
+                f"{_w(where)}: constant data of {held} bytes does not fit its shape "
+                f"{list(shape)} ({nbytes} bytes)"
+            )
+
+    def quantization(self, t: tuple[int, int, tuple[int, ...]], where: Where) -> None:
+        for field, (slot, kind, size) in _fields("QuantizationParameters").items():
+            if kind == "vector" and slot < len(t[2]) and t[2][slot]:
+                self.vector(t, slot, size, ("{} quantization.{}", where, field))
+        kind = self.scalar(t, self.s.QuantizationParameters_DetailsType, "B")
+        if kind:
+            slot = self.s.QuantizationParameters_Details
+            self.union(t, slot, kind, "QuantizationDetails", where)
+
+    def signature(self, t: tuple[int, int, tuple[int, ...]], i: int, sizes: list[int]) -> None:
+        where = f"signature_defs[{i}]"
+        s = self.s
+        self.string(t, s.SignatureDef_SignatureKey, where)
+        sg = self.scalar(t, s.SignatureDef_SubgraphIndex, "I")
+        if sg >= len(sizes):
+            raise _Fail(f"{where} names subgraph {sg} of {len(sizes)}")
+        for slot, kind in ((s.SignatureDef_Inputs, "inputs"), (s.SignatureDef_Outputs, "outputs")):
+            for k, entry in enumerate(self.tables(t, slot, where)):
+                here = f"{where} {kind}[{k}]"
+                self.string(entry, s.TensorMap_Name, here)
+                index = self.scalar(entry, s.TensorMap_TensorIndex, "I")
+                self.index(index, sizes[sg], here, "signature tensor")
+
+    @staticmethod
+    def op_cycles(consumers: list[tuple[int, ...]], producer: dict[int, int], where: str) -> None:
+        """Kahn's algorithm over op -> op edges; raise naming an op on a cycle."""
+        count = len(consumers)
+        users: list[list[int]] = [[] for _ in range(count)]
+        pending = [0] * count
+        for k, inputs in enumerate(consumers):
+            for tensor in set(inputs):
+                source = producer.get(tensor)
+                if source is not None:
+                    users[source].append(k)
+                    pending[k] += 1
+        ready = [k for k in range(count) if not pending[k]]
+        seen = 0
+        while ready:
+            k = ready.pop()
+            seen += 1
+            for user in users[k]:
+                pending[user] -= 1
+                if not pending[user]:
+                    ready.append(user)
+        if seen != count:
+            stuck = min(k for k in range(count) if pending[k])
+            raise _Fail(f"{where}: op {stuck} is on a cycle (it depends on its own output)")
+
+    @staticmethod
+    def call_cycles(calls: dict[int, set[int]]) -> None:
+        """Raise if a subgraph reaches itself through control-flow options (iterative DFS)."""
+        done: set[int] = set()
+        for root in sorted(calls):
+            if root in done:
+                continue
+            path = [root]
+            stack = [iter(sorted(calls.get(root, ())))]
+            while stack:
+                callee = next(stack[-1], None)
+                if callee is None:
+                    done.add(path.pop())
+                    stack.pop()
+                elif callee in path:
+                    loop = " -> ".join(map(str, [*path[path.index(callee) :], callee]))
+                    raise _Fail(f"subgraphs call each other in a cycle ({loop})")
+                elif callee not in done:
+                    path.append(callee)
+                    stack.append(iter(sorted(calls.get(callee, ()))))
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} bytes"
