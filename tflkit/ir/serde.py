@@ -132,8 +132,12 @@ class _Reader:
             buffer = buffer_at(entry.Buffer()) or Buffer(b"")
             model.metadata.append(Metadata(name.decode() if name else "", buffer))
         if not root.MetadataBufferIsNone():
+            # Deprecated and ignored by LiteRT; flatbuffer_utils.write_model renumbers buffers
+            # without updating it, so entries naming no buffer are dropped, not an error.
             model.metadata_buffer = [
-                buffer_at(int(i)) or Buffer(b"") for i in root.MetadataBufferAsNumpy()
+                buffer_at(i) or Buffer(b"")
+                for i in root.MetadataBufferAsNumpy().tolist()
+                if 0 <= i < len(buffers)
             ]
         for i in range(root.SignatureDefsLength()):
             model.signatures.append(self._signature(root.SignatureDefs(i), model.subgraphs))

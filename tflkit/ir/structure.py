@@ -338,8 +338,8 @@ class _Walker:
             self.string(t, s.Metadata_Name, where)
             index = self.scalar(t, s.Metadata_Buffer, "I")
             self.index(index, len(buffers), where, "buffer")
-        for index in self.ints(root, s.Model_MetadataBuffer, "metadata_buffer"):
-            self.index(index, len(buffers), "metadata_buffer", "buffer")
+        # Deprecated and ignored by LiteRT: flatbuffer_utils leaves stale indices here.
+        self.ints(root, s.Model_MetadataBuffer, "metadata_buffer")
         for i, t in enumerate(self.tables(root, s.Model_SignatureDefs, "signature_defs")):
             self.signature(t, i, sizes)
 
