@@ -1,0 +1,100 @@
+"""Runs on a device: one job per device, one :class:`RunResult` per backend it ran.
+
+The device runs every backend of the job in one go (see :mod:`tflkit.harness`); this module only
+turns a backend's record from ``result.json`` into the :class:`RunResult` every comparison reads,
+named ``<runner>@<device>`` (e.g. ``gpu-fp16@adb:R58M123``), with what really executed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tflkit.compat.gpu_log import parse_gpu_log
+from tflkit.harness.protocol import BackendResult, DeviceResult
+
+from .base import RunResult
+
+__all__ = ["RUNNER_OF", "device_run_results", "runner_name"]
+
+#: Protocol backend -> tflkit runner name (whose tolerance class applies). The classic GPU
+#: delegate allows fp16 by default on Android, hence the "gpu" (fp16) class.
+RUNNER_OF = {"cpu": "cpu", "gpu_fp16": "gpu-fp16", "gpu_fp32": "gpu-fp32", "gpu_delegate": "gpu"}
+_PRECISION = {"cpu": "fp32", "gpu_fp16": "fp16", "gpu_fp32": "fp32", "gpu_delegate": "fp16"}
+
+
+def runner_name(backend: str, device: str) -> str:
+    """``gpu-fp16@ssh:pi@board``: the runner name of a backend on a device."""
+    return f"{RUNNER_OF[backend]}@{device}"
+
+
+def _executed(result: DeviceResult, backend: BackendResult, device: str) -> dict[str, Any]:
+    record = backend.record
+    gpu_backend = backend.backend != "cpu"
+    executed: dict[str, Any] = {
+        "runtime": result.harness.get("runtime"),
+        "device": f"{'GPU' if gpu_backend else 'CPU'} on {device}",
+        "precision": _PRECISION[backend.backend],
+        "harness": result.harness.get("kind"),
+        "device_info": result.device,
+        "ops_total": record.get("ops_total"),
+        "ops_delegated": record.get("ops_delegated"),
+        "fully_accelerated": record.get("fully_accelerated"),
+    }
+    gpu = record.get("gpu")
+    if gpu:
+        executed["adapter"] = {
+            "name": gpu.get("name"),
+            "vendor": gpu.get("vendor"),
+            "backend": gpu.get("backend"),
+            "type": gpu.get("type"),
+            "software": bool(gpu.get("software")),
+        }
+    if gpu_backend and record.get("delegate_log"):
+        log = parse_gpu_log(record["delegate_log"])
+        executed["cpu_fallback"] = [
+            {"op": r.op_type, "reason": r.reason, "detail": r.detail} for r in log.rejections
+        ]
+    return executed
+
+
+def _notes(backend: BackendResult, executed: dict[str, Any]) -> list[str]:
+    notes = []
+    adapter = executed.get("adapter")
+    if adapter and adapter.get("software"):
+        notes.append(
+            f"the GPU adapter is a software renderer ({adapter['name']}): correct numerics, not "
+            "device speed"
+        )
+    if backend.record.get("fully_accelerated") is False:
+        fallback = sorted({f["op"] for f in executed.get("cpu_fallback", [])})
+        notes.append(
+            "not fully accelerated: some ops ran on the CPU"
+            + (f" ({', '.join(fallback)})" if fallback else "")
+        )
+    for name, why in (backend.record.get("unreadable") or {}).items():
+        notes.append(f"output {name} cannot be read back on this backend: {why}")
+    return notes
+
+
+def device_run_results(result: DeviceResult, device: str) -> list[RunResult]:
+    """One :class:`RunResult` per backend in a device's result folder."""
+    runs = []
+    for backend in result.backends.values():
+        record = backend.record
+        executed = _executed(result, backend, device)
+        each = record.get("run_seconds") or []
+        runs.append(
+            RunResult(
+                runner_name(backend.backend, device),
+                backend.status,
+                outputs=backend.outputs,
+                unreadable=dict(record.get("unreadable") or {}),
+                executed=executed,
+                compile_seconds=record.get("compile_seconds"),
+                infer_seconds=[sum(t) / len(t) for t in each if t],
+                error=backend.error,
+                notes=_notes(backend, executed),
+                wall_seconds=float(record.get("wall_seconds") or 0.0),
+            )
+        )
+    return runs

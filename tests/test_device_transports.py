@@ -1,0 +1,341 @@
+"""``tflkit device`` against real peers on loopback: Debian's adbd and a throw-away sshd.
+
+The "device" is this machine running the Linux harness with this venv's Python and the software
+GPU. Each daemon is started on a free port for this module and stopped afterwards; the adb client
+uses its own server port so a user's adb server is never touched. Without adb/adbd/sshd (or as a
+non-root user for sshd) the tests fail in CI and skip elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tflkit.cli.main import main
+from tflkit.gpu_env import project_root
+from tflkit.harness.protocol import JobOptions, write_job
+
+EXAMPLE = project_root() / "tflkit" / "examples" / "tiny_classifier.tflite"
+PY = sys.executable
+
+
+def _need(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None and not Path(t).exists()]
+    if missing:
+        message = f"{', '.join(missing)} not installed (install-system-packages.sh installs them)"
+        if os.environ.get("CI", "").strip().lower() == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, proc: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on {port}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+class Adbd:
+    """A running adbd on a free loopback port (restartable: the kill test stops it)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = _free_port()
+        self.serial = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        env = dict(os.environ, ADBD_PORT=str(self.port))
+        self.proc = subprocess.Popen(
+            ["adbd"],
+            cwd=self.workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        _wait_port(self.port, self.proc, "adbd")
+        subprocess.run(["adb", "disconnect", self.serial], capture_output=True, timeout=30)
+        subprocess.run(["adb", "connect", self.serial], capture_output=True, timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop(self.proc)
+            self.proc = None
+
+
+@pytest.fixture(scope="module")
+def adb_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Adbd]:
+    """adbd on a free port, and an adb server of our own (ANDROID_ADB_SERVER_PORT)."""
+    _need("adb", "adbd")
+    server_port = _free_port()
+    old = os.environ.get("ANDROID_ADB_SERVER_PORT")
+    os.environ["ANDROID_ADB_SERVER_PORT"] = str(server_port)
+    daemon = Adbd(tmp_path_factory.mktemp("adbd"))
+    try:
+        daemon.start()
+        yield daemon
+    finally:
+        daemon.stop()
+        subprocess.run(["adb", "kill-server"], capture_output=True, timeout=30)
+        if old is None:
+            os.environ.pop("ANDROID_ADB_SERVER_PORT", None)
+        else:
+            os.environ["ANDROID_ADB_SERVER_PORT"] = old
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """sshd on a free port with throw-away keys; yields the device spec, identity and config."""
+    _need("/usr/sbin/sshd", "ssh", "ssh-keygen")
+    if os.geteuid() != 0:
+        pytest.skip("a throw-away sshd needs root (it does in CI)")
+    d = tmp_path_factory.mktemp("sshd")
+    for key in ("host", "user"):
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True
+        )
+    shutil.copy(d / "user.pub", d / "authorized_keys")
+    port = _free_port()
+    Path("/run/sshd").mkdir(exist_ok=True)
+    proc = subprocess.Popen(
+        ["/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null", "-h", str(d / "host"), "-p", str(port)]
+        + [
+            f"-o{o}"
+            for o in (
+                "ListenAddress=127.0.0.1",
+                f"AuthorizedKeysFile={d / 'authorized_keys'}",
+                "StrictModes=no",
+                "PermitRootLogin=prohibit-password",
+                "UsePAM=no",
+                f"PidFile={d / 'sshd.pid'}",
+            )
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=open(d / "sshd.log", "wb"),  # noqa: SIM115
+        start_new_session=True,
+    )
+    try:
+        _wait_port(port, proc, "sshd")
+        host_key = (d / "host.pub").read_text().split()
+        (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n")
+        (d / "config").write_text(
+            "Host 127.0.0.1\n  StrictHostKeyChecking yes\n"
+            f"  UserKnownHostsFile {d / 'known_hosts'}\n"
+        )
+        yield {
+            "spec": f"ssh:{getpass.getuser()}@127.0.0.1:{port}",
+            "identity": str(d / "user"),
+            "config": str(d / "config"),
+        }
+    finally:
+        _stop(proc)
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _ssh_args(peer: dict[str, str]) -> list[str]:
+    return [
+        "--device",
+        peer["spec"],
+        "--identity",
+        peer["identity"],
+        "--ssh-config",
+        peer["config"],
+    ]
+
+
+def _check_report(report: dict, device: str) -> None:
+    runners = {r["runner"]: r for r in report["runners"]}
+    for name in ("cpu", f"cpu@{device}", f"gpu-fp16@{device}", f"gpu-fp32@{device}"):
+        assert runners[name]["status"] == "ok", runners[name]
+    adapter = runners[f"gpu-fp16@{device}"]["executed"]["adapter"]
+    assert adapter["software"] is True  # lavapipe on the "device"
+    pairs = {p["pair"]: p for p in report["comparisons"]}
+    assert pairs[f"gpu-fp16@{device}:cpu"]["verdict"] == "pass"
+    assert pairs[f"cpu@{device}:cpu"]["verdict"] == "pass"
+    probs = next(o for o in pairs[f"gpu-fp32@{device}:cpu"]["outputs"] if o["name"] == "log_probs")
+    assert probs["verdict"] == "pass" and probs["tolerance"]["rtol"] <= 1e-4  # fp32 class
+
+
+@pytest.mark.gpu
+def test_validate_over_adb(adb_env: Adbd, capsys: pytest.CaptureFixture[str]) -> None:
+    device = f"adb:{adb_env.serial}"
+    code, out, err = _cli(
+        capsys, "device", "validate", str(EXAMPLE), "--device", device,
+        "--device-python", PY, "-n", "2", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["schema"] == "tflkit.validate/1" and report["verdict"] == "pass"
+    _check_report(report, device)
+    assert runners_harness(report, device) == "linux"  # adbd without getprop: the Linux harness
+    assert f"{device}: gpu_fp16 ok" in err  # progress on stderr
+
+
+def runners_harness(report: dict, device: str) -> str:
+    return next(r for r in report["runners"] if r["runner"] == f"cpu@{device}")["executed"][
+        "harness"
+    ]
+
+
+@pytest.mark.gpu
+def test_validate_over_ssh_with_html(
+    sshd: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    html = tmp_path / "report.html"
+    code, out, err = _cli(
+        capsys, "device", "validate", str(EXAMPLE), *_ssh_args(sshd), "--device-python", PY,
+        "-n", "2", "--html", str(html),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "verdict: pass" in out and f"gpu-fp16@{sshd['spec']} vs cpu: pass" in out
+    assert html.read_text().startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.gpu
+def test_two_devices_at_once_compare_with_each_other(
+    adb_env: Adbd, sshd: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    adb = f"adb:{adb_env.serial}"
+    code, out, err = _cli(
+        capsys, "device", "validate", str(EXAMPLE), "--device", adb, *_ssh_args(sshd),
+        "--device-python", PY, "-n", "1", "-b", "cpu", "-b", "gpu_fp32", "--json",
+        "--keep", str(tmp_path / "kept"),
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads(out)
+    pairs = {p["pair"]: p["verdict"] for p in report["comparisons"]}
+    assert pairs[f"gpu-fp32@{sshd['spec']}:gpu-fp32@{adb}"] == "pass"
+    assert pairs[f"cpu@{sshd['spec']}:cpu@{adb}"] == "pass"
+    kept = sorted(p.name for p in (tmp_path / "kept").iterdir())
+    assert len(kept) == 2 and all((tmp_path / "kept" / k / "result.json").is_file() for k in kept)
+
+
+def _slow_job(tmp_path: Path) -> Path:
+    """A CPU-only job that runs for several seconds (many timed runs of a tiny model)."""
+    x = np.linspace(0, 1, 28 * 28, dtype=np.float32).reshape(1, 28, 28, 1)
+    from tflkit import ir
+    from tflkit.inputs import entry_point
+
+    model = ir.load(EXAMPLE)
+    _, _, inputs, _ = entry_point(model)
+    name = next(iter(inputs))
+    shape = inputs[name].shape
+    feed = {name: np.resize(x, shape).astype(np.float32)}
+    options = JobOptions(backends=("cpu",), timed_runs=400_000, warmup_runs=0)
+    return write_job(tmp_path / "slow.job", EXAMPLE.read_bytes(), [feed], options)
+
+
+def _session_processes(sid: int) -> list[str]:
+    done = subprocess.run(["ps", "-eo", "sid=,pid=,args="], capture_output=True, text=True)
+    return [line for line in done.stdout.splitlines() if line.split()[0] == str(sid)]
+
+
+def test_daemon_killed_mid_job(adb_env: Adbd, tmp_path: Path) -> None:
+    """adbd dies while the harness runs: one line, exit 4, nothing written, nothing left."""
+    job = _slow_job(tmp_path)
+    out = tmp_path / "out" / "result"
+    cmd = [PY, "-m", "tflkit", "device", "run", str(job), "-o", str(out)]
+    cmd += ["--device", f"adb:{adb_env.serial}", "--device-python", PY]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "cpu starting" in line:
+                break
+        adb_env.stop()
+        _, rest = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            _stop(proc)
+        adb_env.start()
+    lines = [line for line in rest.splitlines() if line.startswith("tflkit: error:")]
+    assert proc.returncode == 4, "".join(seen) + rest
+    assert len(lines) == 1 and "disconnected during the job" in lines[0], rest
+    assert "Traceback" not in rest
+    assert not out.exists()
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert _session_processes(proc.pid) == []
+    # the device side notices on its next heartbeat and stops its child
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _harness_running(job):
+        time.sleep(0.5)
+    assert not _harness_running(job)
+
+
+def _harness_running(job: Path) -> bool:
+    done = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True)
+    return any(
+        "linux_harness.py" in line and "_backend" in line for line in done.stdout.split("\n")
+    )
+
+
+def test_timeout_stops_everything(adb_env: Adbd, tmp_path: Path, capsys) -> None:
+    job = _slow_job(tmp_path)
+    out = tmp_path / "res"
+    code, _, err = _cli(
+        capsys, "device", "run", str(job), "-o", str(out), "--device", f"adb:{adb_env.serial}",
+        "--device-python", PY, "--timeout", "3",
+    )  # fmt: skip
+    assert code == 4 and "did not finish within 3 s" in err, err
+    assert not out.exists() and not list(tmp_path.glob(".res*"))
+
+
+def test_unreachable_devices(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _need("ssh")
+    port = _free_port()  # nothing listens there
+    code, _, err = _cli(
+        capsys, "device", "validate", str(EXAMPLE), "--device", f"ssh:nobody@127.0.0.1:{port}",
+        "-n", "1",
+    )  # fmt: skip
+    assert code == 4 and err.count("tflkit: error:") == 1 and "ssh failed" in err, err
+    code, _, err = _cli(capsys, "device", "validate", str(EXAMPLE), "--device", "usb:1")
+    assert code == 2 and "--device takes local, adb:SERIAL or ssh:" in err
+
+
+def test_device_list_tells_linux_adb_devices(adb_env: Adbd, capsys) -> None:
+    code, out, err = _cli(capsys, "device", "list", "--json")
+    assert code == 0, err
+    rows = {r["device"]: r for r in json.loads(out)["devices"]}
+    assert rows[f"adb:{adb_env.serial}"]["kind"] == "linux"
+    assert rows["local"]["kind"] == "linux"
