@@ -54,7 +54,8 @@ class LiteRTCpuRunner:
             experimental_op_resolver_type=resolver,
             num_threads=self.num_threads,
         )
-        self._interpreter.allocate_tensors()
+        # No allocate_tensors() here: the first feed resizes dynamic inputs first (XNNPACK
+        # cannot prepare some graphs at the stored placeholder shape, e.g. [1, 1] audio).
         self._compile_seconds = time.perf_counter() - start
 
     def infer(self, feeds: Sequence[Feed]) -> RunResult:
@@ -97,13 +98,21 @@ class LiteRTCpuRunner:
         inputs = {d["name"]: d for d in interpreter.get_input_details()}
         outputs = interpreter.get_output_details()
 
+        allocated = False
+
         def call(feed: Feed) -> dict[str, np.ndarray]:
+            nonlocal allocated
             for name, array in feed.items():
                 detail = inputs[name]
                 if tuple(detail["shape"]) != array.shape:
                     interpreter.resize_tensor_input(detail["index"], array.shape)
-                    interpreter.allocate_tensors()
-                interpreter.set_tensor(detail["index"], array)
+                    detail["shape"] = np.array(array.shape)
+                    allocated = False
+            if not allocated:
+                interpreter.allocate_tensors()
+                allocated = True
+            for name, array in feed.items():
+                interpreter.set_tensor(inputs[name]["index"], array)
             interpreter.invoke()
             return {d["name"]: np.array(interpreter.get_tensor(d["index"])) for d in outputs}
 

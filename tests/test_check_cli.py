@@ -23,7 +23,7 @@ def check_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dic
 def test_example_static_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     code, report = check_json(capsys, str(EXAMPLE))
     assert code == EXIT_OK
-    assert report["schema"] == "tflkit.check/1"
+    assert report["schema"] == "tflkit.check/2"
     assert report["summary"] == "2 of 7 ops fall back to CPU in 1 partition"
     assert not report["gpu_ready"] and report["compiles"]
     offending = {op["type"]: op for op in report["ops"] if not op["on_gpu"]}

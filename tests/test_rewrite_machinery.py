@@ -18,7 +18,7 @@ from tflkit.rewriter.rule import EXACT, Example, Rule, bound, replace
 from tflkit.rewriter.rules import DEFAULT_RULES
 from tflkit.rewriter.rules.activation import LogSoftmax, SoftmaxBeta
 from tflkit.rewriter.run import rewrite_model
-from tflkit.rewriter.shapes import fix_input_shapes, parse_input_shape
+from tflkit.rewriter.shapes import fix_input_shapes
 from tflkit.rewriter.verify import verify
 
 F32 = np.float32
@@ -106,9 +106,6 @@ def test_fix_dynamic_batch() -> None:
         fix_input_shapes(model, {"x0": [3, 9]})
     with pytest.raises(UsageError):
         fix_input_shapes(model, {"nope": [1]})
-    assert parse_input_shape("x=1,224,224,3") == ("x", [1, 224, 224, 3])
-    with pytest.raises(UsageError):
-        parse_input_shape("x:1,2")
 
 
 def test_forced_rule_and_unknown_rule() -> None:

@@ -19,6 +19,7 @@ import numpy as np
 
 from tflkit import ir
 from tflkit.errors import UsageError
+from tflkit.input_shapes import by_feed_name, parse_input_shapes
 
 __all__ = [
     "InputSets",
@@ -119,24 +120,6 @@ def entry_point(
         raise UsageError(f"the model has no signatures, so --signature {signature!r} is unknown")
     main = model.main
     return None, main, {t.name: t for t in main.inputs}, {t.name: t for t in main.outputs}
-
-
-def parse_input_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
-    """``["name=1,224,224,3"]`` -> ``{"name": (1, 224, 224, 3)}``."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for item in items:
-        name, sep, dims = item.partition("=")
-        try:
-            if not sep or not name:
-                raise ValueError
-            shapes[name] = tuple(int(d) for d in dims.split(",") if d.strip())
-        except ValueError:
-            raise UsageError(
-                f"--input-shape takes NAME=D1,D2,... (e.g. input=1,224,224,3), got {item!r}"
-            ) from None
-        if any(d <= 0 for d in shapes[name]):
-            raise UsageError(f"--input-shape {item!r}: dimensions must be positive")
-    return shapes
 
 
 def _resolve_shapes(
@@ -339,7 +322,7 @@ def make_input_sets(
         raise UsageError(f"the number of input sets must be at least 1, got {count}")
     _, _, inputs, _ = entry_point(model, signature)
     notes: list[str] = []
-    specs = _resolve_shapes(inputs, shapes or {}, notes)
+    specs = _resolve_shapes(inputs, by_feed_name(model, shapes, signature), notes)
     ranges = {spec.name: value_range(spec) for spec in specs}
     if source is None:
         rng = np.random.default_rng(seed)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tflkit.cli.options import JsonOption, ModelArgument
+from tflkit.cli.options import InputShapeOption, JsonOption, ModelArgument
 
 #: tflkit.compat.targets.DEFAULT_TARGET, spelled out so ``--help`` does not import the tables
 DEFAULT_TARGET = "litert-gpu"
@@ -39,22 +39,33 @@ def check(
         typer.Option(help="Write per-op verdicts as Model Explorer node data (JSON) here."),
     ] = None,
     timeout: Annotated[float, typer.Option(help="Probe timeout in seconds.")] = 120.0,
+    input_shape: InputShapeOption = None,
+    all_ops: Annotated[
+        bool, typer.Option("--all", help="List every op (default: groups, at most 40 lines).")
+    ] = False,
 ) -> None:
     """Per-op GPU verdicts with reasons and fixes, partitions, CPU<->GPU copies, FLOP share."""
-    from tflkit.cli.output import console, print_json
+    from tflkit.cli.output import console, print_json, spinner
     from tflkit.compat.check import TARGET_DEFAULT, check_path
+    from tflkit.input_shapes import parse_input_shapes
+    from tflkit.report.check_terminal import render_check
     from tflkit.report.model_explorer import check_node_data, write_node_data
-    from tflkit.report.terminal import render_check
 
     limit = TARGET_DEFAULT if max_partitions is None else (max_partitions or None)
     report, loaded = check_path(
-        model, target=target, max_partitions=limit, with_probe=probe, probe_timeout=timeout
+        model,
+        target=target,
+        max_partitions=limit,
+        with_probe=probe,
+        probe_timeout=timeout,
+        input_shapes=parse_input_shapes(input_shape),
+        progress=spinner,
     )
     if model_explorer is not None:
         write_node_data(model_explorer, check_node_data(report, loaded))
     if json_output:
         print_json(report.to_json())
     else:
-        render_check(report, console())
+        render_check(report, console(), all_ops=all_ops)
     if strict and not report.gpu_ready:
         raise typer.Exit(EXIT_NOT_GPU_READY)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tflkit.cli.options import JsonOption, ModelArgument
+from tflkit.cli.options import InputShapeOption, JsonOption, ModelArgument
 
 
 def rewrite(
@@ -17,10 +17,7 @@ def rewrite(
         list[str] | None,
         typer.Option("--rule", help="Force this rule on every op it matches (repeatable)."),
     ] = None,
-    input_shape: Annotated[
-        list[str] | None,
-        typer.Option("--input-shape", help="Fix a dynamic input: NAME=D1,D2,... (repeatable)."),
-    ] = None,
+    input_shape: InputShapeOption = None,
     force: Annotated[
         bool, typer.Option("--force", help="Write even if outputs differ beyond the contracts.")
     ] = False,
@@ -31,11 +28,11 @@ def rewrite(
 ) -> None:
     """Rewrite the ops the GPU delegate rejects into equivalents it takes, and prove it."""
     from tflkit.cli.output import console, print_json
+    from tflkit.input_shapes import parse_input_shapes
     from tflkit.report.rewrite_report import build_report, render_rewrite
     from tflkit.rewriter.run import RewriteRefused, rewrite_file
-    from tflkit.rewriter.shapes import parse_input_shape
 
-    shapes = dict(parse_input_shape(s) for s in input_shape or [])
+    shapes = parse_input_shapes(input_shape)
     outcome, written = rewrite_file(
         model, output, force=force, rule_names=tuple(rule or ()), input_shapes=shapes or None
     )

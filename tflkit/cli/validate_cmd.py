@@ -109,7 +109,7 @@ def validate(
     """Run the model with and without the GPU delegate, compare, and find where they part."""
     from tflkit.cli.output import console, print_json
     from tflkit.compare.tolerances import parse_overrides
-    from tflkit.inputs import parse_input_shapes
+    from tflkit.input_shapes import parse_input_shapes
     from tflkit.validation import ValidateOptions
     from tflkit.validation import validate as run_validate
 

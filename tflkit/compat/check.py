@@ -2,34 +2,48 @@
 
 Static verdicts per op come from the target's constraint table (``static``); the partition
 simulation turns them into what the delegate takes; the probe compiles the model on the real
-accelerator in a subprocess and every op where the two disagree is listed.
+accelerator in a subprocess and every op where the two disagree is listed. A static claim that
+GPU compilation fails for the whole model is itself compared with what the accelerator did.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from tflkit import ir
 from tflkit.compat import agreement, partition, static
 from tflkit.compat.probe import ProbeResult, probe
+from tflkit.compat.reasons import Reason, Rejection
 from tflkit.compat.targets import DEFAULT_TARGET, get_target
 from tflkit.report.check_report import (
+    STATUS_BLOCKED,
+    STATUS_GPU,
+    STATUS_NOT_TAKEN,
+    STATUS_REJECTED,
     CheckReport,
     CrashInfo,
     Disagreement,
     FixHint,
+    IssueInfo,
     OpCheck,
     PartitionInfo,
     ProbeInfo,
     ReasonInfo,
+    SubgraphInfo,
     TransferInfo,
 )
-from tflkit.rewriter.run import catalog
 
 #: The default for ``max_partitions``: whatever the target's delegate does by default.
 TARGET_DEFAULT = -1
+
+#: Probe statuses after which the accelerator has compiled the model.
+_COMPILED = ("ok", "run_error")
+
+Progress = Callable[[str], AbstractContextManager[object]]
 
 
 def check_path(
@@ -40,10 +54,21 @@ def check_path(
     with_probe: bool = False,
     probe_timeout: float = 120.0,
     cache_dir: str | Path | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[CheckReport, ir.Model]:
-    """Check the model at ``path``; returns the report and the loaded model."""
+    """Check the model at ``path``; returns the report and the loaded model.
+
+    ``input_shapes`` (``--input-shape``, by signature or tensor name) fixes dynamic inputs
+    first, so verdicts, copies and the probe are those of the model at that shape. ``progress``
+    wraps the probe (e.g. a spinner: it compiles shaders for seconds).
+    """
     data, label = ir.serde.read_model_bytes(path)
     model = ir.load(data, label=label)
+    if input_shapes:
+        from tflkit.rewriter.shapes import fix_input_shapes
+
+        fix_input_shapes(model, input_shapes)
     report = check_model(
         model,
         target=target,
@@ -51,8 +76,12 @@ def check_path(
         path=label,
         sha256=hashlib.sha256(data).hexdigest(),
     )
+    report.input_shapes = {k: list(v) for k, v in (input_shapes or {}).items()}
     if with_probe:
-        result = probe(bytes(data), timeout=probe_timeout, cache_dir=cache_dir)
+        probed = ir.dumps(model) if input_shapes else bytes(data)
+        what = f"compiling {Path(label).name} on the GPU accelerator (probe)"
+        with progress(what) if progress is not None else contextlib.nullcontext():
+            result = probe(probed, timeout=probe_timeout, cache_dir=cache_dir)
         attach_probe(report, model, result)
     return report, model
 
@@ -63,13 +92,23 @@ def check(
     target: str = DEFAULT_TARGET,
     probe: bool = False,
     max_partitions: int | None = TARGET_DEFAULT,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> CheckReport:
     """What the GPU delegate of ``target`` will run of ``model``, and why; ``probe`` asks the
     real accelerator too. ``max_partitions`` -1 keeps the target's default, None takes all."""
     report, _ = check_path(
-        Path(model), target=target, with_probe=probe, max_partitions=max_partitions
+        Path(model),
+        target=target,
+        with_probe=probe,
+        max_partitions=max_partitions,
+        input_shapes=input_shapes,
     )
     return report
+
+
+def _sum(values: Sequence[int | None]) -> int | None:
+    """Total bytes, or None when one of them is unknown (a dynamic shape)."""
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
 def check_model(
@@ -85,12 +124,18 @@ def check_model(
     limit = spec.max_partitions if max_partitions == TARGET_DEFAULT else max_partitions
     result = static.check(model, spec)
     verdicts = {(v.subgraph_index, v.op_index): v for v in result.verdicts}
-    compiles = result.compiles
+    roles = static.subgraph_roles(model)
+    dynamic = _dynamic_input_hint(model)
+    unprepared = _stored_shape_issue(model, dynamic) if result.compiles and dynamic else None
+    compiles = result.compiles and unprepared is None
 
     ops: list[OpCheck] = []
     partitions: list[PartitionInfo] = []
     transfers: list[TransferInfo] = []
-    gpu_ops = gpu_partitions = flops_total = flops_gpu = internal = io = 0
+    subgraphs: list[SubgraphInfo] = []
+    gpu_ops = gpu_partitions = flops_total = flops_gpu = 0
+    internal: list[int | None] = []
+    io: list[int | None] = []
     for sg_index, subgraph in enumerate(model.subgraphs):
         if not subgraph.ops:
             continue
@@ -106,19 +151,33 @@ def check_model(
         gpu_partitions += plan.gpu_partitions
         flops_total += plan.flops_total
         flops_gpu += plan.flops_gpu
-        internal += plan.internal_transfer_bytes
-        io += plan.transfer_bytes - plan.internal_transfer_bytes
+        for t in plan.transfers:
+            (internal if t.kind == "internal" else io).append(t.bytes)
         partitions += [PartitionInfo(sg_index, p.device, p.ops) for p in plan.partitions]
         transfers += [
             TransferInfo(sg_index, t.tensor, t.shape, t.dtype, t.bytes, t.direction, t.kind)
             for t in plan.transfers
         ]
+        subgraphs.append(
+            SubgraphInfo(
+                sg_index, subgraph.name or "", roles.get(sg_index, "body"), len(subgraph.ops),
+                plan.gpu_ops,
+            )
+        )  # fmt: skip
         for op in subgraph.ops:
             verdict = verdicts.get((sg_index, op.index))
             reasons = [
                 ReasonInfo(str(r.code), r.message, r.fatal)
                 for r in (verdict.rejections if verdict else ())
             ]
+            if op.index in on_gpu:
+                status = STATUS_GPU
+            elif reasons:
+                status = STATUS_REJECTED
+            elif not compiles:
+                status = STATUS_BLOCKED
+            else:
+                status = STATUS_NOT_TAKEN
             ops.append(
                 OpCheck(
                     subgraph=sg_index,
@@ -129,11 +188,24 @@ def check_model(
                     supported=bool(verdict and verdict.ok),
                     on_gpu=op.index in on_gpu,
                     reasons=reasons,
-                    fix=fix_hint(op, reasons) if reasons else None,
+                    fix=fix_hint(op, reasons, dynamic) if reasons else None,
                     not_taken=op.index in not_taken,
+                    status=status,
                 )
             )
-    issues = [ReasonInfo(str(i.code), i.message, i.fatal) for i in result.issues]
+    issues = [
+        IssueInfo(
+            str(i.code),
+            i.message,
+            i.fatal,
+            i.subgraph_index,
+            i.op_index,
+            FixHint(None, dynamic, "input_shape") if i.code == Reason.DYNAMIC_INPUT else None,
+        )
+        for i in result.issues
+    ]
+    if unprepared is not None:  # it says all the notes on dynamic inputs would
+        issues = [unprepared, *(i for i in issues if i.code != Reason.DYNAMIC_INPUT)]
     total = len(ops)
     report = CheckReport(
         path=path,
@@ -149,12 +221,13 @@ def check_model(
         gpu_partitions=gpu_partitions,
         flops_total=flops_total,
         flops_gpu=flops_gpu,
-        internal_transfer_bytes=internal,
-        io_transfer_bytes=io,
+        internal_transfer_bytes=_sum(internal),
+        io_transfer_bytes=_sum(io),
         ops=ops,
         partitions=partitions,
         transfers=transfers,
         issues=issues,
+        subgraphs=subgraphs,
     )
     report.summary = summarize(report)
     return report
@@ -163,8 +236,12 @@ def check_model(
 def summarize(report: CheckReport) -> str:
     """One line: GPU-ready, or how much falls back and where."""
     if not report.compiles:
-        fatal = next((i.message for i in report.issues if i.fatal), "a fatal rejection")
-        return f"GPU compilation fails for the whole model: {fatal}"
+        fatal = next((i for i in report.issues if i.fatal), None)
+        where = fatal.code if fatal else "a fatal rejection"
+        if fatal is not None and fatal.op_index is not None:
+            where += f" at op {fatal.op_index}"
+            where += f" of subgraph {fatal.subgraph}" if fatal.subgraph else ""
+        return f"GPU compilation fails for the whole model ({where}): all ops run on the CPU"
     if report.total_ops == 0:
         return "the model has no ops"
     if report.gpu_ready:
@@ -177,15 +254,140 @@ def summarize(report: CheckReport) -> str:
     )
 
 
-def fix_hint(op: ir.Op, reasons: Sequence[ReasonInfo]) -> FixHint | None:
-    """The first default rewrite rule that would fix ``op`` for these reasons, if any."""
-    texts = [f"{r.code}: {r.message}" for r in reasons]
-    for rule in catalog():
-        if rule.opt_in or not rule.pattern(op) or not rule.addresses(texts):
-            continue
-        if rule.check(op) is None:
-            return FixHint(rule.name, rule.summary)
+# --- fixes ----------------------------------------------------------------------------------------
+
+_RNN_CELL_OPS = frozenset({"FULLY_CONNECTED", "BATCH_MATMUL"})
+_RNN_GATE_OPS = frozenset({"LOGISTIC", "TANH"})
+
+
+def _dynamic_input_hint(model: ir.Model) -> str:
+    """``--input-shape NAME=D1,...`` for every dynamic input of the entry point, '?' as N."""
+    entry = model.signatures[0].inputs if model.signatures else {}
+    names = {id(t): name for name, t in entry.items()}
+    parts = [
+        f"{names.get(id(t), t.name)}=" + ",".join(str(d).replace("?", "N") for d in t.display_shape)
+        for t in model.main.inputs
+        if t.is_dynamic
+    ]
+    return "--input-shape " + " --input-shape ".join(parts) if parts else ""
+
+
+def _stored_shape_issue(model: ir.Model, hint: str) -> IssueInfo | None:
+    """A fatal issue when the model does not even prepare on the CPU at the shapes stored for
+    its dynamic inputs. Measured: wyoming-openwakeword's melspectrogram stores [1, 1] for its
+    ?x? audio input; its CONV_2D (a 512-wide kernel) fails to prepare, and the accelerator
+    answers "Failed to modify graph with delegate" for the whole model."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    try:
+        interpreter = Interpreter(
+            model_content=ir.dumps(model),
+            experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+        )
+    except (RuntimeError, ValueError):
+        return None  # a model the runtime cannot load: the op verdicts say why
+    try:
+        interpreter.allocate_tensors()
+    except (RuntimeError, ValueError) as exc:
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        stored = ", ".join(
+            f"{t.name} {list(t.shape)}" for t in model.main.inputs if t.is_dynamic
+        )
+        return IssueInfo(
+            str(Reason.DYNAMIC_INPUT),
+            f"At the shapes stored for its dynamic inputs ({stored}) the model does not "
+            f"prepare ({first}), so GPU compilation fails as a whole; give the real shapes.",
+            fatal=True,
+            subgraph=0,
+            fix=FixHint(None, hint, "input_shape"),
+        )
     return None
+
+
+def _is_rnn_loop(op: ir.Op) -> bool:
+    """A WHILE whose body computes a recurrent cell (matmuls and sigmoid/tanh gates)."""
+    model = op.subgraph.model if op.subgraph is not None else None
+    body = op.referenced_subgraphs.get("bodySubgraphIndex")
+    if model is None or body is None or not 0 <= body < len(model.subgraphs):
+        return False
+    types = {o.type for o in model.subgraphs[body].ops}
+    return bool(types & _RNN_CELL_OPS) and bool(types & _RNN_GATE_OPS)
+
+
+def fix_hint(op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = "") -> FixHint | None:
+    """What fixes ``op`` for these reasons: the first default rewrite rule that does, else an
+    opt-in rule, ``--input-shape``, a conversion change; None when nothing is known."""
+    from tflkit.rewriter.run import catalog
+
+    texts = [f"{r.code}: {r.message}" for r in reasons]
+    rules = sorted(catalog(), key=lambda rule: rule.opt_in)
+    after_shapes = None
+    for rule in rules:
+        if not rule.pattern(op) or not rule.addresses(texts):
+            continue
+        why_not = rule.check(op)
+        if why_not is None:
+            return FixHint(rule.name, rule.summary, "opt_in_rule" if rule.opt_in else "rule")
+        if dynamic and after_shapes is None and "--input-shape" in why_not:
+            after_shapes = FixHint(rule.name, f"{dynamic}, then rule {rule.name}", "input_shape")
+    if after_shapes is not None:
+        return after_shapes
+    codes = {r.code for r in reasons}
+    if op.type == "WHILE" and _is_rnn_loop(op):
+        return FixHint(
+            None,
+            "RNN as WHILE: convert with unrolling (Keras RNN unroll=True) or as a fused LSTM "
+            "(UNIDIRECTIONAL_SEQUENCE_LSTM)",
+            "convert",
+        )
+    if dynamic and codes & {Reason.DYNAMIC_SHAPE.value, Reason.DYNAMIC_INPUT.value}:
+        return FixHint(None, dynamic, "input_shape")
+    if op.type in ("IF", "WHILE"):
+        return FixHint(
+            None, "none: the op stays on the CPU, its subgraphs run on the GPU on their own", "none"
+        )
+    if Reason.FP16_DEQUANTIZE.value in codes:
+        return FixHint(
+            None, "none needed: moves to the GPU once the rest of its graph does", "none"
+        )
+    return None
+
+
+# --- the probe ------------------------------------------------------------------------------------
+
+
+def claimed_verdicts(report: CheckReport) -> list[static.OpVerdict]:
+    """The report's per-op verdicts as a claim about placement: the delegate takes the op
+    (``ok``). When the table says GPU compilation fails for the whole model, it claims that no
+    op runs on the GPU, and the fatal rejection is the reason for each."""
+    fatal = [
+        Rejection(Reason(i.code), i.message, i.op_index, fatal=True)
+        for i in report.issues
+        if i.fatal
+    ][:1]
+    claims = []
+    for op in report.ops:
+        rejections = [
+            Rejection(Reason(r.code), r.message, op.index, fatal=r.fatal) for r in op.reasons
+        ]
+        ok = op.supported and report.compiles
+        if op.supported and not report.compiles:
+            rejections = fatal
+        claims.append(
+            static.OpVerdict(
+                op.subgraph, op.index, op.type, ok, tuple(rejections), op.role
+            )
+        )
+    return claims
+
+
+def model_agrees(compiles: bool, result: ProbeResult) -> bool | None:
+    """Whether the static "compiles" claim matches the accelerator (None: it crashed or hung,
+    which says nothing about compilation)."""
+    if result.status in ("crashed", "timeout", "worker_error"):
+        return None
+    compiled = result.status in _COMPILED and result.compiled
+    return compiled == compiles
 
 
 def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> None:
@@ -197,7 +399,7 @@ def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> N
         if op is not None:
             op.probe_on_gpu = verdict.on_gpu
             op.probe_reasons = list(verdict.reasons)
-    compared = agreement.compare(static.check_model(model, report.target), probed)
+    compared = agreement.compare(claimed_verdicts(report), probed)
     adapter = result.adapter
     crash = None
     if result.crashed:
@@ -231,6 +433,8 @@ def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> N
             )
             for d in compared.disagreements
         ],
+        compiled=None if result.status in ("crashed", "timeout") else result.compiled,
+        model_agrees=model_agrees(report.compiles, result),
     )
     if crash is not None:
         where = f" at {crash.op_type} (op {crash.op_index})" if crash.op_type else ""
@@ -244,3 +448,5 @@ def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> N
     elif result.status != "ok" and report.gpu_ready:
         report.gpu_ready = False
         report.summary += f"; but the accelerator failed: {result.status}"
+    elif report.probe.model_agrees is False and not report.compiles:
+        report.summary += "; but the accelerator compiles it (a wrong static verdict)"

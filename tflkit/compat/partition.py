@@ -10,7 +10,7 @@ on CPU. Every non-constant tensor that crosses between CPU and GPU is a copy per
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tflkit.compat.flops import op_flops
@@ -24,7 +24,8 @@ class Transfer:
     tensor: str
     shape: list[int]
     dtype: str
-    bytes: int
+    #: None while the shape is dynamic: unknown until the input shapes are given.
+    bytes: int | None
     direction: str  # "cpu->gpu" or "gpu->cpu"
     kind: str  # "internal", "graph input" or "graph output"
 
@@ -59,12 +60,14 @@ class PartitionPlan:
         return self.total_ops - self.gpu_ops
 
     @property
-    def internal_transfer_bytes(self) -> int:
-        return sum(t.bytes for t in self.transfers if t.kind == "internal")
+    def internal_transfer_bytes(self) -> int | None:
+        """Bytes copied between partitions per inference (None: a shape is dynamic)."""
+        return _total(t.bytes for t in self.transfers if t.kind == "internal")
 
     @property
-    def transfer_bytes(self) -> int:
-        return sum(t.bytes for t in self.transfers)
+    def transfer_bytes(self) -> int | None:
+        """Bytes copied per inference, graph inputs/outputs included (None: unknown)."""
+        return _total(t.bytes for t in self.transfers)
 
 
     @property
@@ -173,12 +176,21 @@ def _transfers(subgraph: Subgraph, on_gpu: set[int]) -> list[Transfer]:
     return transfers
 
 
+def _total(sizes: Iterable[int | None]) -> int | None:
+    total = 0
+    for size in sizes:
+        if size is None:
+            return None
+        total += size
+    return total
+
+
 def _transfer(tensor: Tensor, direction: str, kind: str) -> Transfer:
     return Transfer(
         tensor=tensor.name,
         shape=list(tensor.display_shape),
         dtype=tensor.type_name,
-        bytes=tensor.nbytes or 0,
+        bytes=tensor.nbytes,
         direction=direction,
         kind=kind,
     )

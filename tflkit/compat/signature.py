@@ -71,7 +71,7 @@ class TensorSig:
         quant = tensor.quantization
         scales = getattr(quant, "scale", None) if quant is not None else None
         fp16_weights = _is_fp16_weights(tensor)
-        is_const = tensor.is_constant or fp16_weights
+        is_const = tensor.is_constant or fp16_weights or _is_empty_unfed(tensor)
         values = None
         if is_const and tensor.sparsity is None and tensor.dtype is not None:
             data = tensor.data
@@ -97,6 +97,20 @@ class TensorSig:
             tensor_index=index,
             fp16_weights=fp16_weights,
         )
+
+
+def _is_empty_unfed(tensor: Tensor) -> bool:
+    """A tensor with no elements that no op writes and the app cannot feed holds a fixed (empty)
+    value: a constant. Measured: wyoming-openwakeword's hey_jarvis_v0.1 has a RESHAPE (op 24)
+    whose shape input is such a [0] tensor (a scalar output); the accelerator takes the RESHAPE
+    and runs 25 of the 26 main-graph ops."""
+    return (
+        tensor.producer is None
+        and not tensor.is_graph_input
+        and not tensor.is_variable
+        and 0 in tensor.shape
+        and not tensor.is_dynamic
+    )
 
 
 def _is_fp16_weights(tensor: Tensor) -> bool:

@@ -13,6 +13,7 @@ import numpy as np
 from tflkit import ir
 from tflkit.errors import TflkitError, UsageError
 from tflkit.fsio import write_atomic
+from tflkit.input_shapes import by_tensor_name
 from tflkit.ir.graph import Model, Subgraph
 from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, RejectedOps, run_passes
 from tflkit.rewriter.rule import Contract, combine
@@ -97,6 +98,8 @@ def rewrite_model(
     ``label`` names the model in error messages (e.g. its path).
     """
     model = ir.load(data, label=label)
+    # The original runs at the same shapes: the CPU interpreter names inputs by tensor name.
+    tensor_shapes = by_tensor_name(model, input_shapes) if input_shapes else None
     shape_fixes = fix_input_shapes(model, input_shapes) if input_shapes else []
     dynamic = [t.name for t in dynamic_inputs(model)]
     rules = catalog().select(rule_names) if rule_names else catalog().defaults()
@@ -111,7 +114,7 @@ def rewrite_model(
     verification = None
     if check and rewritten != data:
         verification = verify(
-            data, rewritten, contract, seeds=seeds, inputs=inputs, input_shapes=input_shapes
+            data, rewritten, contract, seeds=seeds, inputs=inputs, input_shapes=tensor_shapes
         )
     return RewriteOutcome(
         data,

@@ -1,0 +1,127 @@
+"""``--input-shape NAME=D1,D2,...``: the one parser, and the one place its names meet a model.
+
+Every command that takes ``--input-shape`` (``check``, ``rewrite``, ``validate``, ``convert``)
+parses it with :func:`parse_input_shapes`. For a ``.tflite`` model, :func:`resolve_input_shapes`
+accepts both names a user sees for an input: the signature's input name (``input``) and the
+tensor name (``serving_default_input:0``), and checks that the shape fits the input's rank and
+fixed dimensions. ``convert`` resolves names against the source framework's inputs instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tflkit import ir
+from tflkit.errors import UsageError
+
+__all__ = [
+    "ResolvedShape",
+    "by_feed_name",
+    "by_tensor_name",
+    "parse_input_shapes",
+    "resolve_input_shapes",
+]
+
+Shapes = Mapping[str, Sequence[int]]
+
+
+def parse_input_shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
+    """``["input=1,1280"]`` -> ``{"input": (1, 1280)}``; every dimension a positive integer.
+
+    The name is everything before the last ``=`` (tensor names may hold ``:`` or ``/``).
+    """
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in items or ():
+        name, sep, dims = item.rpartition("=")
+        try:
+            if not sep or not name.strip() or not dims.strip():
+                raise ValueError
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            raise UsageError(
+                f"--input-shape takes NAME=D1,D2,... (e.g. input=1,224,224,3), got {item!r}"
+            ) from None
+        if any(d < 1 for d in shape):
+            raise UsageError(f"--input-shape {item!r}: every dimension must be at least 1")
+        name = name.strip()
+        if name in shapes:
+            raise UsageError(f"--input-shape gives {name!r} twice")
+        shapes[name] = shape
+    return shapes
+
+
+@dataclass(frozen=True)
+class ResolvedShape:
+    """One ``--input-shape`` matched to a model input."""
+
+    given: str  # the name as the user wrote it
+    feed: str  # the entry point's name for the input (signature name, else tensor name)
+    tensor: ir.Tensor
+    shape: tuple[int, ...]
+
+
+def _entry_inputs(model: ir.Model, signature: str | None) -> dict[str, ir.Tensor]:
+    """Feed name -> tensor of the entry point (a signature, else the main subgraph)."""
+    if model.signatures:
+        if signature is None:
+            chosen = next((s for s in model.signatures if s.subgraph is model.main), None)
+            chosen = chosen or model.signatures[0]
+        else:
+            try:
+                chosen = model.signature(signature)
+            except KeyError as exc:
+                raise UsageError(str(exc.args[0])) from None
+        return dict(chosen.inputs)
+    return {t.name: t for t in model.main.inputs}
+
+
+def resolve_input_shapes(
+    model: ir.Model, shapes: Shapes | None, signature: str | None = None
+) -> list[ResolvedShape]:
+    """Match each name of ``shapes`` to an input by signature name or tensor name, and check
+    that the shape fits the input (same rank, same value wherever the model fixes a dim)."""
+    inputs = _entry_inputs(model, signature)
+    by_tensor = {tensor.name: feed for feed, tensor in inputs.items()}
+    resolved: list[ResolvedShape] = []
+    seen: dict[int, str] = {}
+    for name, dims in (shapes or {}).items():
+        feed = name if name in inputs else by_tensor.get(name)
+        if feed is None:
+            names = ", ".join(
+                f"{f} (tensor {t.name})" if f != t.name else f for f, t in inputs.items()
+            )
+            raise UsageError(
+                f"--input-shape names {name!r}, which is not a model input; inputs: {names}"
+            )
+        tensor = inputs[feed]
+        if id(tensor) in seen:
+            first = seen[id(tensor)]
+            raise UsageError(f"--input-shape gives input {feed!r} twice ({first}, {name})")
+        seen[id(tensor)] = name
+        shape = tuple(int(d) for d in dims)
+        stored = tuple(tensor.shape_signature or tensor.shape)
+        if len(shape) != len(stored) or any(
+            s >= 0 and s != d for s, d in zip(stored, shape, strict=True)
+        ):
+            shown = "x".join(str(d) for d in tensor.display_shape)
+            raise UsageError(
+                f"--input-shape {name}={','.join(map(str, shape))} does not fit the input's "
+                f"shape {shown}"
+            )
+        resolved.append(ResolvedShape(name, feed, tensor, shape))
+    return resolved
+
+
+def by_tensor_name(
+    model: ir.Model, shapes: Shapes | None, signature: str | None = None
+) -> dict[str, tuple[int, ...]]:
+    """The shapes keyed by tensor name (what the CPU interpreter's input details call them)."""
+    return {r.tensor.name: r.shape for r in resolve_input_shapes(model, shapes, signature)}
+
+
+def by_feed_name(
+    model: ir.Model, shapes: Shapes | None, signature: str | None = None
+) -> dict[str, tuple[int, ...]]:
+    """The shapes keyed by the entry point's input names (signature names when there are)."""
+    return {r.feed: r.shape for r in resolve_input_shapes(model, shapes, signature)}
