@@ -13,10 +13,11 @@ from tflkit.cli.main import main
 from tflkit.errors import UsageError
 from tflkit.ir.builder import OpBuilder
 from tflkit.rewriter import run as rewrite_run
-from tflkit.rewriter.passes import run_passes
+from tflkit.rewriter.passes import RewriteLoop, run_passes
 from tflkit.rewriter.rule import EXACT, Example, Rule, bound, replace
 from tflkit.rewriter.rules import DEFAULT_RULES
 from tflkit.rewriter.rules.activation import LogSoftmax, SoftmaxBeta
+from tflkit.rewriter.ruleset import RuleSet
 from tflkit.rewriter.run import rewrite_model
 from tflkit.rewriter.shapes import fix_input_shapes
 from tflkit.rewriter.verify import verify
@@ -70,12 +71,50 @@ class _Flip(Rule):
         replace(op, [b.NEG(b.NEG(b.NEG(op.inputs[0])))])
 
 
-def test_step_limit_stops_a_rule_that_never_converges() -> None:
+class _NegToAbs(Rule):
+    name = "neg_to_abs"
+    fixes = ("NEG",)
+
+    def rewrite(self, op, b: OpBuilder) -> None:
+        replace(op, [b.ABS(op.inputs[0])])
+
+
+class _AbsToNeg(Rule):
+    name = "abs_to_neg"
+    fixes = ("ABS",)
+
+    def rewrite(self, op, b: OpBuilder) -> None:
+        replace(op, [b.NEG(op.inputs[0])])
+
+
+def test_a_rule_rewriting_its_own_output_into_itself_is_an_internal_error() -> None:
     from tflkit.rewriter.example import graph_model
 
     model = graph_model([((1, 4), F32)], lambda b, x: b.NEG(x))
-    result = run_passes(model, [_Flip()], max_steps=5)
-    assert result.steps == 5 and not result.converged
+    with pytest.raises(RewriteLoop, match="rule flip does not converge"):
+        run_passes(model, [_Flip()])
+
+
+def test_step_limit_stops_rules_that_undo_each_other() -> None:
+    from tflkit.rewriter.example import graph_model
+
+    model = graph_model([((1, 4), F32)], lambda b, x: b.NEG(x))
+    with pytest.raises(RewriteLoop, match="did not converge in 6 steps"):
+        run_passes(model, [_NegToAbs(), _AbsToNeg()], max_steps=6)
+
+
+def test_runaway_rule_is_exit_3_with_a_short_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tflkit.rewriter.example import graph_model
+
+    src = tmp_path / "neg.tflite"
+    ir.save(graph_model([((1, 4), F32)], lambda b, x: b.NEG(x)), src)
+    monkeypatch.setattr(rewrite_run, "catalog", lambda: RuleSet([_Flip()]))
+    assert main(["rewrite", str(src), "-o", str(tmp_path / "out.tflite"), "--rule", "flip"]) == 3
+    err = capsys.readouterr().err
+    assert "rule flip does not converge" in err and len(err) < 300, err
+    assert not (tmp_path / "out.tflite").exists()
 
 
 def test_verify_refuses_beyond_contract() -> None:

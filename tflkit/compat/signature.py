@@ -151,6 +151,10 @@ class OpSignature:
         """Input ``index``, or None when omitted or out of range."""
         return self.inputs[index] if 0 <= index < len(self.inputs) else None
 
+    def output(self, index: int = 0) -> TensorSig | None:
+        """Output ``index``, or None when the op has fewer outputs."""
+        return self.outputs[index] if 0 <= index < len(self.outputs) else None
+
     def option(self, name: str, default: Any = None) -> Any:
         """Option field ``name`` (schema spelling), or ``default`` when absent."""
         value = self.option_fields.get(name)

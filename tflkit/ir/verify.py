@@ -58,6 +58,8 @@ def _verify_subgraph(subgraph: Subgraph, position: int, subgraph_count: int) -> 
         member(tensor, "graph input/output")
     available = {id(t) for t in subgraph.inputs}
     available.update(id(t) for t in subgraph.tensors if t.is_constant or t.is_variable)
+    # A 0-element tensor holds nothing to produce (TFLite stores the scalar shape [] that way).
+    available.update(id(t) for t in subgraph.tensors if t.producer is None and 0 in t.shape)
     produced: dict[int, int] = {}
     for index, op in enumerate(subgraph.ops):
         label = f"{where} op {index} ({op.type})"

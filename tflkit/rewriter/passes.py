@@ -2,11 +2,18 @@
 
 Each sweep asks the gate (the static GPU checker, when wired) which ops the target rejects, then
 walks the main subgraph's ops once and lets the first rule whose pattern, gate and ``check``
-agree rewrite the op. Sweeps repeat until one changes nothing or the step limit is reached.
+agree rewrite the op. Sweeps repeat until one changes nothing.
+
+A rule must never need to fire again on what it produced with nothing gained: when a rule is
+about to rewrite an op it created itself, and that op looks exactly like the one it replaced
+(same type, version, input and output types and shapes), the rewrite cannot converge and
+:class:`RewriteLoop` (a bug in tflkit, exit 3) stops it at once. The step limit is the last
+guard, and reaching it is the same error.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -23,6 +30,10 @@ Gate = Callable[[Subgraph], RejectedOps | None]
 DEFAULT_MAX_STEPS = 1000
 
 
+class RewriteLoop(RuntimeError):
+    """A rule does not converge (an internal error: a bug in the rule, not in the model)."""
+
+
 @dataclass
 class Firing:
     """One rewrite: which rule, on which op (index before the rewrite), at which step."""
@@ -32,6 +43,26 @@ class Firing:
     op_index: int
     op_outputs: list[str]
     step: int
+    #: The op was created by an earlier firing of the same rule.
+    on_own_output: bool = False
+
+
+#: id(op) -> (the op, the rule that created it, fingerprint of the op that rule replaced).
+_Lineage = dict[int, tuple[Op, str, tuple[Any, ...]]]
+
+
+def fingerprint(op: Op) -> tuple[Any, ...]:
+    """What a rule sees of an op, names aside: type, version, tensor types and shapes."""
+
+    def sig(t: Any) -> Any:
+        return None if t is None else (t.type, t.shape, t.shape_signature, t.is_constant)
+
+    return (
+        op.type,
+        op.version,
+        tuple(sig(t) for t in op.inputs),
+        tuple(sig(t) for t in op.outputs),
+    )
 
 
 @dataclass
@@ -82,9 +113,14 @@ def run_passes(
     gate: Gate | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
 ) -> PassResult:
-    """Rewrite ``model.main`` in place with ``rules`` until a fixed point (or ``max_steps``)."""
+    """Rewrite ``model.main`` in place with ``rules`` until a fixed point.
+
+    Raises :class:`RewriteLoop` when a rule would rewrite its own output into itself again, or
+    after ``max_steps`` rewrites.
+    """
     subgraph = model.main
     result = PassResult()
+    lineage: _Lineage = {}
     while True:
         rejected = gate(subgraph) if gate is not None else None
         result.sweeps += 1
@@ -95,13 +131,17 @@ def run_passes(
                 continue  # retired by an earlier rewrite in this sweep
             if result.steps >= max_steps:
                 result.converged = False
-                break
-            firing = _try_rules(op, rules, rejected, skips, result.steps)
+                counts = Counter(f.rule for f in result.fired).most_common(1)
+                raise RewriteLoop(
+                    f"the rewrite did not converge in {max_steps} steps (rule "
+                    f"{counts[0][0]} fired {counts[0][1]} times)"
+                )
+            firing = _try_rules(op, rules, rejected, skips, result.steps, lineage)
             if firing is not None:
                 result.fired.append(firing)
                 changed = True
         result.skipped = list(skips.values())
-        if not changed or not result.converged:
+        if not changed:
             break
     if result.fired:
         model.remove_unused()
@@ -114,9 +154,11 @@ def _try_rules(
     rejected: RejectedOps | None,
     skips: dict[tuple[str, int], Skip],
     step: int,
+    lineage: _Lineage,
 ) -> Firing | None:
     index = op.index
     outputs = [t.name for t in op.outputs]
+    origin = lineage.get(id(op))
     for rule in rules:
         if not rule.pattern(op):
             continue
@@ -126,13 +168,22 @@ def _try_rules(
         if reason is not None:
             skips[(rule.name, id(op))] = Skip(rule.name, op.type, index, outputs, reason)
             continue
+        own = origin is not None and origin[0] is op and origin[1] == rule.name
+        before = fingerprint(op)
+        if own and origin is not None and origin[2] == before:
+            raise RewriteLoop(
+                f"rule {rule.name} does not converge: it would rewrite the {op.type} op "
+                f"{index} it produced into the same op again"
+            )
         subgraph = op.subgraph
         assert subgraph is not None
         builder = OpBuilder(subgraph, before=op, prefix=f"{outputs[0] if outputs else op.type}")
         rule.rewrite(op, builder)
         if op.subgraph is not None:
-            raise RuntimeError(f"rule {rule.name} did not retire the {op.type} op it rewrote")
-        return Firing(rule.name, op.type, index, outputs, step)
+            raise RewriteLoop(f"rule {rule.name} did not retire the {op.type} op it rewrote")
+        for new in builder.created:
+            lineage[id(new)] = (new, rule.name, before)
+        return Firing(rule.name, op.type, index, outputs, step, on_own_output=own)
     return None
 
 

@@ -86,10 +86,19 @@ class Rule:
     contract: ClassVar[Contract] = EXACT
     #: Approximations users must ask for by name are not in the default run.
     opt_in: ClassVar[bool] = False
+    #: Input positions that must be present (not omitted) for the rule to look at an op.
+    required_inputs: ClassVar[tuple[int, ...]] = (0,)
+    #: How many outputs the ops the rule rewrites have.
+    num_outputs: ClassVar[int | None] = 1
 
     def pattern(self, op: Op) -> bool:
-        """True for ops this rule is about (cheap, type-level)."""
-        return op.type in self.fixes
+        """True for ops this rule is about (cheap, type-level).
+
+        Total: any op, however malformed (no inputs, omitted inputs, no outputs), gets an
+        answer. Subclasses extend it with ``super().pattern(op) and ...``; ``check`` is only
+        asked about ops the pattern accepted.
+        """
+        return op.type in self.fixes and well_formed(op, self.required_inputs, self.num_outputs)
 
     def check(self, op: Op) -> str | None:
         """None when ``op`` can be rewritten, else the reason it cannot (shown in the trace)."""
@@ -121,6 +130,15 @@ class Rule:
 
 
 # --- helpers shared by rules ------------------------------------------------------------------
+def well_formed(op: Op, required: Sequence[int], num_outputs: int | None = 1) -> bool:
+    """``op`` has the ``required`` inputs present and ``num_outputs`` outputs (None: at least
+    one)."""
+    inputs = op.inputs
+    if any(i >= len(inputs) or inputs[i] is None for i in required):
+        return False
+    return len(op.outputs) == num_outputs if num_outputs is not None else bool(op.outputs)
+
+
 def replace(op: Op, new_outputs: Sequence[Tensor]) -> None:
     """Retire ``op``: its readers read ``new_outputs``; graph outputs keep their tensor names."""
     subgraph = op.subgraph

@@ -173,6 +173,11 @@ def input_count(low: int, high: int | None = None) -> Check:
     return check
 
 
+def no_output(sig: OpSignature) -> Rejection:
+    """The rejection of an op without the output a predicate needs (malformed models)."""
+    return reject(Reason.INPUT_COUNT, sig.op_type, "It has no output tensor.")
+
+
 def output_count(n: int) -> Check:
     def check(sig: OpSignature) -> Rejection | None:
         if len(sig.outputs) == n:
@@ -544,7 +549,9 @@ def fc_input_not_const(sig: OpSignature) -> Rejection | None:
 def fc_keep_num_dims(sig: OpSignature) -> Rejection | None:
     if not sig.option("keepNumDims", False):
         return None
-    src, dst = sig.input(0), sig.outputs[0]
+    src, dst = sig.input(0), sig.output(0)
+    if dst is None:
+        return no_output(sig)
     if src is None or src.rank == dst.rank:
         return None
     return reject(

@@ -32,6 +32,7 @@ from tflkit.compat.targets.common import (
     identical_inputs_not_allowed,
     input_count,
     mirror_pad_reflect,
+    no_output,
     output_count,
     paddings_4x2_or_3x2,
     positive_dilations,
@@ -274,7 +275,9 @@ def batch_matmul_operands(sig: OpSignature) -> Rejection | None:
 
 
 def cumsum_types(sig: OpSignature) -> Rejection | None:
-    src, dst = sig.input(0), sig.outputs[0]
+    src, dst = sig.input(0), sig.output(0)
+    if dst is None:
+        return no_output(sig)
     if src is not None and src.dtype in FLOATS and dst.dtype == src.dtype:
         return None
     return reject(Reason.DTYPE, sig.op_type, "Input and output must be one float type.")
@@ -326,7 +329,9 @@ def quantize_output(sig: OpSignature) -> Rejection | None:
 
 
 def embedding_lookup_shapes(sig: OpSignature) -> Rejection | None:
-    ids, values, out = sig.input(0), sig.input(1), sig.outputs[0]
+    ids, values, out = sig.input(0), sig.input(1), sig.output(0)
+    if out is None:
+        return no_output(sig)
     if ids is None or values is None:
         return reject(Reason.INPUT_COUNT, sig.op_type, "It needs ids and values.")
     if ids.rank != 1:
@@ -358,7 +363,10 @@ def dynamic_update_slice_shapes(sig: OpSignature) -> Rejection | None:
             "start_indices is a constant; the delegate takes it as a runtime tensor.",
             input_index=2,
         )
-    for t in (operand, update, sig.outputs[0]):
+    out = sig.output(0)
+    if out is None:
+        return no_output(sig)
+    for t in (operand, update, out):
         if not 1 <= t.rank <= 4:
             return reject(Reason.SHAPE, sig.op_type, f"{t.name} must have 1 to 4 dimensions.")
     if start.rank != 1:
@@ -419,6 +427,8 @@ def reduce_axes(sig: OpSignature) -> Rejection | None:
     src, axes = sig.input(0), sig.input(1)
     if src is None or axes is None or axes.values is None or src.rank > 4:
         return None
+    if axes.dtype not in ("INT32", "INT64"):
+        return None  # not axes (a malformed op): other checks reject it
     bad = [a for a in axes.values if not axis_ok(src.rank, int(a))]
     if not bad:
         return None
@@ -465,7 +475,9 @@ def pack_inputs(sig: OpSignature) -> Rejection | None:
             input_index=present[0][0],
             fatal=True,
         )
-    out = sig.outputs[0]
+    out = sig.output(0)
+    if out is None:
+        return no_output(sig)
     if 1 <= out.rank <= 4 and not axis_ok(out.rank, sig.option("axis", 0)):
         return reject(Reason.SHAPE, sig.op_type, "The stacking axis is out of range.")
     return None
@@ -507,6 +519,8 @@ def reverse_axes(sig: OpSignature) -> Rejection | None:
     src, axes = sig.input(0), sig.input(1)
     if src is None or axes is None or axes.values is None or src.rank > 4:
         return None
+    if axes.dtype not in ("INT32", "INT64"):
+        return None  # not axes (a malformed op): other checks reject it
     if all(axis_ok(src.rank, int(a)) for a in axes.values):
         return None
     return reject(Reason.SHAPE, sig.op_type, "An axis is out of range.", input_index=1)
@@ -551,8 +565,10 @@ def _ints(sig: OpSignature, index: int) -> list[int] | None:
 
 
 def slice_extent(sig: OpSignature) -> Rejection | None:
-    src, out = sig.input(0), sig.outputs[0]
+    src, out = sig.input(0), sig.output(0)
     begin, size = _ints(sig, 1), _ints(sig, 2)
+    if out is None:
+        return no_output(sig)
     if src is None or begin is None or size is None or not 1 <= src.rank <= 4:
         return None
     r, n = src.rank, len(begin)
@@ -632,8 +648,10 @@ def tflite_strided_slice_shape(
 def strided_slice_extent(sig: OpSignature) -> Rejection | None:
     """The delegate's own slice arithmetic (no clamping of out-of-range ends) must reproduce
     the output shape TFLite computes."""
-    src, out = sig.input(0), sig.outputs[0]
+    src, out = sig.input(0), sig.output(0)
     begin, end, strides = _ints(sig, 1), _ints(sig, 2), _ints(sig, 3)
+    if out is None:
+        return no_output(sig)
     if src is None or begin is None or end is None or strides is None or src.rank > 4:
         return None
     if strided_slice_masks(sig) is not None:

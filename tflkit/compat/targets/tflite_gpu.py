@@ -30,6 +30,7 @@ from tflkit.compat.targets.common import (
     identical_inputs_not_allowed,
     input_count,
     mirror_pad_reflect,
+    no_output,
     output_count,
     paddings_4x2_or_3x2,
     positive_dilations,
@@ -110,7 +111,9 @@ def comparison_feeds_cast_or_select(sig: OpSignature) -> Rejection | None:
     """A comparison is delegated only when its single reader is CAST, SELECT or SELECT_V2."""
     if sig.op_type not in COMPARISONS:
         return None
-    out = sig.outputs[0]
+    out = sig.output(0)
+    if out is None:
+        return no_output(sig)
     if len(out.consumers) == 1 and out.consumers[0] in ("CAST", "SELECT", "SELECT_V2"):
         return None
     return reject(
@@ -128,7 +131,9 @@ def same_input_fatal(sig: OpSignature) -> Rejection | None:
 
 
 def cast_types(sig: OpSignature) -> Rejection | None:
-    src, dst = sig.input(0), sig.outputs[0]
+    src, dst = sig.input(0), sig.output(0)
+    if dst is None:
+        return no_output(sig)
     if src is None:
         return None
     pair = (src.dtype, dst.dtype)
@@ -178,7 +183,9 @@ def batch_matmul_classic(sig: OpSignature) -> Rejection | None:
 
 
 def depthwise_shapes(sig: OpSignature) -> Rejection | None:
-    src, weights, out = sig.input(0), sig.input(1), sig.outputs[0]
+    src, weights, out = sig.input(0), sig.input(1), sig.output(0)
+    if out is None:
+        return no_output(sig)
     if src is None or weights is None:
         return None
     if src.rank != 4 or weights.rank != 4 or out.rank != 4:

@@ -65,7 +65,7 @@ class SoftmaxBeta(Rule):
     codes = ("OPTIONS",)
 
     def pattern(self, op: Op) -> bool:
-        return op.type == "SOFTMAX" and op.options is not None and op.options.beta != 1.0
+        return super().pattern(op) and op.options is not None and op.options.beta != 1.0
 
     def check(self, op: Op) -> str | None:
         return _float_only(op)

@@ -24,7 +24,8 @@ class AddNToAdd(Rule):
     codes = ("INPUT_COUNT",)
 
     def pattern(self, op: Op) -> bool:
-        return op.type == "ADD_N" and len(op.inputs) > 2
+        inputs = op.inputs
+        return super().pattern(op) and len(inputs) > 2 and all(t is not None for t in inputs)
 
     def check(self, op: Op) -> str | None:
         shapes = {t.shape for t in op.inputs}
@@ -52,8 +53,11 @@ class ArgMinToArgMax(Rule):
     fixes = ("ARG_MIN",)
     reasons = ("Operation is not supported",)
     codes = ("UNSUPPORTED_OP",)
+    required_inputs = (0, 1)
 
     def check(self, op: Op) -> str | None:
+        if op.options is None:
+            return "no ArgMinOptions"
         return None if is_float(op.inputs[0]) else "input is not float32"
 
     def rewrite(self, op: Op, b: OpBuilder) -> None:
@@ -91,9 +95,10 @@ class ArgInt64ToInt32(Rule):
     fixes = ("ARG_MAX", "ARG_MIN")
     reasons = ("INT64",)
     codes = ("DTYPE",)
+    required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
-        return op.type in self.fixes and op.outputs[0].type == INT64
+        return super().pattern(op) and op.outputs[0].type == INT64
 
     def rewrite(self, op: Op, b: OpBuilder) -> None:
         out = op.outputs[0]
@@ -160,9 +165,10 @@ class GatherInt64Indices(Rule):
     fixes = ("GATHER",)
     reasons = ("INT32 indices", "INT64")
     codes = ("DTYPE",)
+    required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
-        return op.type == "GATHER" and op.inputs[1].type == INT64
+        return super().pattern(op) and op.inputs[1].type == INT64
 
     def check(self, op: Op) -> str | None:
         idx = op.inputs[1]
@@ -214,9 +220,10 @@ class BatchMatMulConstLhs(Rule):
         "CONST_INPUT",
         "NON_CONST_INPUT",
     )
+    required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
-        return op.type == "BATCH_MATMUL" and op.inputs[0].is_constant
+        return super().pattern(op) and op.inputs[0].is_constant
 
     def check(self, op: Op) -> str | None:
         a, rhs = op.inputs[0], op.inputs[1]
@@ -274,9 +281,10 @@ class FullyConnectedConstInput(Rule):
     fixes = ("FULLY_CONNECTED",)
     reasons = ("constant input",)
     codes = ("CONST_INPUT",)
+    required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
-        return op.type == "FULLY_CONNECTED" and op.inputs[0].is_constant
+        return super().pattern(op) and op.inputs[0].is_constant
 
     def check(self, op: Op) -> str | None:
         x, w = op.inputs[0], op.inputs[1]

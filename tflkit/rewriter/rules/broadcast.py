@@ -41,6 +41,7 @@ class BroadcastToTile(Rule):
     fixes = ("BROADCAST_TO",)
     reasons = ("Operation is not supported",)
     codes = ("UNSUPPORTED_OP", "VERSION")
+    required_inputs = (0, 1)
 
     def check(self, op: Op) -> str | None:
         x, out = op.inputs[0], op.outputs[0]

@@ -109,6 +109,8 @@ class _Fold(Rule):
     """Replace the op by constants; needs every input constant (``_needs_values``)."""
 
     reasons = ("Operation is not supported",)
+    required_inputs = ()
+    num_outputs = None
     _needs_values: tuple[int, ...] | None = None  # input positions that must be constant
 
     def check(self, op: Op) -> str | None:
@@ -137,6 +139,7 @@ class FoldFill(_Fold):
     summary = "FILL with constant dims and value -> a constant"
     fixes = ("FILL",)
     codes = ("UNSUPPORTED_OP",)
+    required_inputs = (0, 1)
 
     def examples(self) -> tuple[Example, ...]:
         return _fold_example(
@@ -153,6 +156,7 @@ class FoldRange(_Fold):
     summary = "RANGE with constant start/limit/delta -> a constant"
     fixes = ("RANGE",)
     codes = ("UNSUPPORTED_OP",)
+    required_inputs = (0, 1, 2)
 
     def examples(self) -> tuple[Example, ...]:
         f = np.float32
@@ -170,6 +174,7 @@ class FoldShape(_Fold):
     summary = "SHAPE of a static-shape tensor -> a constant"
     fixes = ("SHAPE",)
     codes = ("UNSUPPORTED_OP",)
+    required_inputs = (0,)
     _needs_values = ()
 
     def examples(self) -> tuple[Example, ...]:
@@ -188,6 +193,7 @@ class FoldZerosLike(_Fold):
     summary = "ZEROS_LIKE of a static-shape tensor -> a constant"
     fixes = ("ZEROS_LIKE",)
     codes = ("UNSUPPORTED_OP",)
+    required_inputs = (0,)
     _needs_values = ()
 
     def examples(self) -> tuple[Example, ...]:

@@ -29,11 +29,14 @@ class TransposeConvVersion(Rule):
     fixes = ("TRANSPOSE_CONV",)
     reasons = ("Max version supported",)
     codes = ("OP_VERSION",)
+    required_inputs = (0, 1, 2)
 
     def pattern(self, op: Op) -> bool:
-        return op.type == "TRANSPOSE_CONV" and op.version > GPU_MAX_VERSION
+        return super().pattern(op) and op.version > GPU_MAX_VERSION
 
     def check(self, op: Op) -> str | None:
+        if op.options is None:
+            return "no TransposeConvOptions"
         if len(op.inputs) < 3 or not is_float(op.inputs[2]) or not is_float(op.outputs[0]):
             return "not a float32 TRANSPOSE_CONV (quantized forms need their own version)"
         weights = op.inputs[1]

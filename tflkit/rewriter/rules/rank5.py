@@ -11,7 +11,15 @@ import numpy as np
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Rule, const_ints, is_float, replace, reshape
+from tflkit.rewriter.rule import (
+    Example,
+    Rule,
+    const_ints,
+    is_float,
+    replace,
+    reshape,
+    well_formed,
+)
 
 F32 = np.float32
 _RANK = "dimensions must be less than 5"
@@ -56,13 +64,10 @@ class ReshapeChain(Rule):
     codes = ("RANK",)
 
     def pattern(self, op: Op) -> bool:
+        if not super().pattern(op) or op.inputs[0].rank <= 4:
+            return False
         inner = op.inputs[0].producer
-        return (
-            op.type == "RESHAPE"
-            and inner is not None
-            and inner.type == "RESHAPE"
-            and (op.inputs[0].rank > 4)
-        )
+        return inner is not None and inner.type == "RESHAPE" and well_formed(inner, (0,))
 
     def check(self, op: Op) -> str | None:
         return None if _static(op) else "dynamic shape"
@@ -91,7 +96,7 @@ class Rank5Elementwise(Rule):
     codes = ("RANK",)
 
     def pattern(self, op: Op) -> bool:
-        return op.type in self.fixes and op.outputs[0].rank > 4
+        return super().pattern(op) and op.outputs[0].rank > 4
 
     def check(self, op: Op) -> str | None:
         if not _static(op):
@@ -157,13 +162,11 @@ class Rank5Transpose(Rule):
     summary = "TRANSPOSE of a rank-5+ tensor -> TRANSPOSE of <= 4 merged axes between RESHAPEs"
     fixes = ("TRANSPOSE",)
     reasons = ("Permutation for transpose is invalid", _RANK)
-    codes = (
-        "RANK",
-        "SHAPE",
-    )
+    codes = ("RANK", "SHAPE")
+    required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
-        return op.type == "TRANSPOSE" and op.inputs[0].rank > 4
+        return super().pattern(op) and op.inputs[0].rank > 4
 
     def check(self, op: Op) -> str | None:
         perm = const_ints(op.inputs[1])
@@ -202,13 +205,11 @@ class Rank5Reduce(Rule):
     summary = "SUM/MEAN/REDUCE_MAX/REDUCE_MIN/REDUCE_PROD over rank-5+ -> a 4-D reduction"
     fixes = ("SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD")
     reasons = ("Unknown layout", _RANK)
-    codes = (
-        "RANK",
-        "SHAPE",
-    )
+    codes = ("RANK", "SHAPE")
+    required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
-        return op.type in self.fixes and op.inputs[0].rank > 4
+        return super().pattern(op) and op.inputs[0].rank > 4
 
     def _plan(self, op: Op) -> tuple[list[int], list[int]] | None:
         shape = op.inputs[0].shape

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tflkit.ir.builder import OpBuilder
-from tflkit.ir.graph import Op
+from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.example import graph_model, i32, options, scale
 from tflkit.rewriter.rule import Example, Rule, replace, reshape
 from tflkit.rewriter.rules.constant import constant_value
@@ -27,6 +27,12 @@ def _computed_shape(op: Op) -> list[int] | None:
     if -1 in dims or int(np.prod(dims, dtype=np.int64)) != total:
         return None
     return dims
+
+
+def _fixed(shape: Tensor) -> bool:
+    """A constant shape, or an empty one (a 0-element tensor has no data to be computed: TFLite
+    stores the scalar shape ``[]`` as a buffer-less tensor, which is no less constant)."""
+    return shape.is_constant or (shape.producer is None and 0 in shape.shape)
 
 
 def _static_output(op: Op) -> str | None:
@@ -89,14 +95,11 @@ class ReshapeStaticShape(Rule):
     name = "reshape_static_shape"
     summary = "RESHAPE whose shape input is computed -> a constant shape (static output only)"
     fixes = ("RESHAPE",)
-    codes = (
-        "NON_CONST_INPUT",
-        "DYNAMIC_SHAPE",
-    )
+    codes = ("NON_CONST_INPUT", "DYNAMIC_SHAPE")
+    required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
-        shape = op.inputs[1] if len(op.inputs) > 1 else None
-        return op.type == "RESHAPE" and shape is not None and not shape.is_constant
+        return super().pattern(op) and not _fixed(op.inputs[1])
 
     def check(self, op: Op) -> str | None:
         if _computed_shape(op) is not None:

@@ -65,8 +65,11 @@ def _regular(pick: list[int]) -> int | None:
 
 class _StridedSlice(Rule):
     fixes = ("STRIDED_SLICE",)
+    required_inputs = (0, 1, 2, 3)
 
     def check(self, op: Op) -> str | None:
+        if op.options is None:
+            return "no StridedSliceOptions"
         x = op.inputs[0]
         if x.rank > 4 or op.outputs[0].is_dynamic or x.is_dynamic:
             return "input rank > 4 or dynamic shape"
@@ -113,9 +116,9 @@ class StridedSliceMasks(_StridedSlice):
 
     def pattern(self, op: Op) -> bool:
         return (
-            op.type == "STRIDED_SLICE"
+            super().pattern(op)
             and op.options is not None
-            and any(getattr(op.options, m) for m in _MASKS)
+            and any(getattr(op.options, m, 0) for m in _MASKS)
         )
 
     def examples(self) -> tuple[Example, ...]:
@@ -153,7 +156,7 @@ class StridedSliceReverse(_StridedSlice):
     codes = ("OPTIONS",)
 
     def pattern(self, op: Op) -> bool:
-        strides = const_ints(op.inputs[3]) if op.type == "STRIDED_SLICE" else None
+        strides = const_ints(op.inputs[3]) if super().pattern(op) else None
         return strides is not None and any(s < 0 for s in strides)
 
     def examples(self) -> tuple[Example, ...]:
@@ -182,10 +185,13 @@ class GatherNdConstIndices(Rule):
     fixes = ("GATHER_ND",)
     reasons = ("Operation is not supported",)
     codes = ("UNSUPPORTED_OP",)
+    required_inputs = (0, 1)
 
     def check(self, op: Op) -> str | None:
-        params, idx = op.inputs
-        if not idx.is_constant or idx.data is None:
+        params, idx = op.inputs[:2]
+        if len(op.inputs) != 2:
+            return f"{len(op.inputs)} inputs, not 2"
+        if not idx.is_constant or idx.data is None or idx.rank == 0:
             return "indices are not constant"
         k = idx.shape[-1]
         values = idx.data.reshape(-1, k).astype(np.int64)
@@ -238,11 +244,17 @@ class PackRepeated(Rule):
 
     def pattern(self, op: Op) -> bool:
         ids = [id(t) for t in op.inputs]
-        return op.type == "PACK" and len(set(ids)) < len(ids)
+        return (
+            super().pattern(op)
+            and None not in op.inputs
+            and len(set(ids)) < len(ids)
+        )
 
     def check(self, op: Op) -> str | None:
-        if op.outputs[0].rank > 4 or op.outputs[0].is_dynamic:
-            return "result rank > 4 or dynamic"
+        if op.options is None:
+            return "no PackOptions"
+        if not 0 < op.outputs[0].rank <= 4 or op.outputs[0].is_dynamic:
+            return "result rank is 0 or > 4, or dynamic"
         return None
 
     def rewrite(self, op: Op, b: OpBuilder) -> None:
@@ -301,9 +313,10 @@ class PadLowRank(Rule):
     fixes = ("PAD", "PADV2", "MIRROR_PAD")
     reasons = ("paddings tensor shape",)
     codes = ("SHAPE",)
+    required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
-        return op.type in self.fixes and op.inputs[0].rank in (1, 2)
+        return super().pattern(op) and op.inputs[0].rank in (1, 2)
 
     def check(self, op: Op) -> str | None:
         if const_ints(op.inputs[1]) is None:
