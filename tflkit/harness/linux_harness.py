@@ -109,7 +109,10 @@ def read_array(job_dir: Path, entry: dict[str, Any]) -> np.ndarray:
         return array
     raw = np.fromfile(path, dtype=np.dtype(dtype).newbyteorder("<"))
     if raw.size != int(np.prod(shape, dtype=np.int64)):
-        raise BadJob(f"{entry['file']}: {raw.size} values, shape {list(shape)} needs more or less")
+        need = int(np.prod(shape, dtype=np.int64))
+        raise BadJob(
+            f"{entry['file']}: {raw.size} {dtype} values, shape {list(shape)} needs {need}"
+        )
     return raw.astype(np.dtype(dtype)).reshape(shape)
 
 
@@ -171,7 +174,7 @@ def _cpu(model: Path, job: dict[str, Any], feeds: list[dict[str, np.ndarray]], s
     )
     interpreter.allocate_tensors()
     state["compile_seconds"] = time.perf_counter() - start
-    state["ops_total"] = len(interpreter._get_ops_details())
+    state["ops_total"] = _op_count(interpreter)
     signatures = interpreter.get_signature_list()
     key = job.get("signature")
     if signatures:
@@ -205,6 +208,14 @@ def _cpu(model: Path, job: dict[str, Any], feeds: list[dict[str, np.ndarray]], s
     return call_and_dump
 
 
+def _op_count(interpreter: Any) -> int | None:
+    """Operators in the model, every subgraph, as the runtime counts them."""
+    try:
+        return len(interpreter._get_ops_details())
+    except Exception:
+        return None
+
+
 def _gpu(model: Path, job: dict[str, Any], feeds: list[dict[str, np.ndarray]], state: dict) -> Any:
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
@@ -218,6 +229,11 @@ def _gpu(model: Path, job: dict[str, Any], feeds: list[dict[str, np.ndarray]], s
     cm = CompiledModel.from_file(str(model), options=options)
     state["compile_seconds"] = time.perf_counter() - start
     state["fully_accelerated"] = bool(cm.is_fully_accelerated())
+    from ai_edge_litert.interpreter import Interpreter
+
+    counter = Interpreter(model_path=str(model))
+    counter.allocate_tensors()
+    state["ops_total"] = _op_count(counter)
     signatures = cm.get_signature_list()
     key = job.get("signature") or next(iter(signatures))
     if key not in signatures:

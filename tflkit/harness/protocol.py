@@ -92,6 +92,8 @@ def write_job(
     model: bytes,
     feeds: Sequence[Mapping[str, np.ndarray]],
     options: JobOptions | None = None,
+    *,
+    job_id: str | None = None,
 ) -> Path:
     """Write a job folder at ``dest`` (which must not exist), atomically; return its path."""
     options = options or JobOptions()
@@ -114,7 +116,7 @@ def write_job(
             sets.append(entries)
         job = {
             "schema": JOB_SCHEMA,
-            "id": f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}",
+            "id": job_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}",
             "model": {"file": "model.tflite", "sha256": hashlib.sha256(model).hexdigest()},
             "signature": options.signature,
             "input_format": options.input_format,

@@ -437,7 +437,8 @@ class AdbDevice(ShellDevice):
             sdk = done.stdout.strip()
             self._kind = "android" if done.returncode == 0 and sdk.isdigit() else "linux"
             if self._kind == "android" and not self._explicit_workdir:
-                self.workdir = "/data/local/tmp/tflkit"
+                # the app's own external files folder: adb can write there, the app can read it
+                self.workdir = f"/sdcard/Android/data/{_ANDROID_PACKAGE}/files/jobs"
         return self._kind
 
     def describe(self) -> str:
