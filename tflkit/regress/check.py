@@ -41,12 +41,9 @@ class CheckOptions:
 
 
 def _tolerance(baseline: Baseline, runner: str, overrides: Mapping[str, Mapping[str, float]]):
-    from tflkit.compare.tolerances import Tolerance
     from tflkit.regress.record import runner_tolerance
 
-    if overrides:
-        return runner_tolerance(runner, overrides)
-    return Tolerance(**baseline.manifest["runners"][runner]["tolerance"])
+    return runner_tolerance(runner, overrides, baseline.manifest["runners"][runner]["tolerance"])
 
 
 def _output_message(runner: str, name: str, comparison: Any) -> str:

@@ -15,13 +15,13 @@ import statistics
 import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tflkit.compare.tolerances import Tolerance, precision_of, tolerance_for
+from tflkit.compare.tolerances import DEFAULTS, Tolerance, precision_of
 from tflkit.errors import UsageError
 from tflkit.regress.baseline import BASELINE_SCHEMA, Baseline
 
@@ -33,6 +33,7 @@ __all__ = ["RecordOptions", "record", "run_models", "runner_tolerance", "version
 #: Runners a baseline can hold: they rerun from the model file alone (plus a delegate .so).
 RECORDABLE = ("cpu", "cpu-ref", "gpu-fp16", "gpu-fp32", "delegate")
 DEFAULT_RUNNERS = ("cpu", "gpu-fp16", "gpu-fp32")
+_STORED = ("rtol", "atol", "min_cosine")
 
 
 @dataclass
@@ -54,22 +55,33 @@ class RecordOptions:
 
 
 def runner_tolerance(
-    runner: str, overrides: Mapping[str, Mapping[str, float]] | None = None
+    runner: str,
+    overrides: Mapping[str, Mapping[str, float]] | None = None,
+    recorded: Mapping[str, Any] | None = None,
 ) -> Tolerance:
-    """How far a rerun of ``runner`` may move from its baseline.
+    """How far a rerun of ``runner`` may move from its baseline: a fixed ``atol + rtol * peak``.
 
-    The default is the bound validate puts between that runner and the CPU: a new runtime or
-    converter may move a runner as far as the runner may legitimately be from the truth, no
-    further. Overrides apply in order "all", the precision class, the runner's name.
+    The default is validate's fixed bound for the runner's precision class (``DEFAULTS``): a new
+    runtime or converter may move a runner as far as the runner may legitimately be from the
+    CPU, no further. ``recorded`` (a baseline's stored bound) replaces the default; overrides
+    then apply in order "all", the precision class, the runner's name.
     """
-    tolerance = tolerance_for(runner, "cpu")
-    for key in ("all", precision_of(runner), runner):
-        values = (overrides or {}).get(key)
+    klass = precision_of(runner)
+    tolerance = replace(DEFAULTS[klass], basis=f"{DEFAULTS[klass].basis} (fixed bound)")
+    if "noise_factor" in {f.name for f in fields(Tolerance)}:
+        tolerance = replace(tolerance, noise_factor=0.0)
+    if recorded:
+        tolerance = replace(tolerance, **{k: recorded[k] for k in _STORED if k in recorded})
+    for key in ("all", klass, runner):
+        values = {k: v for k, v in ((overrides or {}).get(key) or {}).items() if k in _STORED}
         if values:
-            tolerance = Tolerance(
-                **{**tolerance.to_json(), **values, "basis": f"overridden ({key})"}
-            )
+            tolerance = replace(tolerance, **values, basis=f"overridden ({key})")
     return tolerance
+
+
+def stored_tolerance(tolerance: Tolerance) -> dict[str, Any]:
+    """The part of a tolerance a baseline keeps (the fixed bound and where it comes from)."""
+    return {k: getattr(tolerance, k) for k in (*_STORED, "basis")}
 
 
 def _version(*names: str) -> str | None:
@@ -258,7 +270,7 @@ def record(
             "status": result.status,
             "error": result.error,
             "executed": _executed(result.executed),
-            "tolerance": runner_tolerance(result.runner, options.tolerances).to_json(),
+            "tolerance": stored_tolerance(runner_tolerance(result.runner, options.tolerances)),
             "outputs": sorted(kept),
             "unreadable": dict(result.unreadable),
         }

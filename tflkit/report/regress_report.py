@@ -139,9 +139,9 @@ def render_terminal(report: RegressReport, console: Any) -> None:
         for case in model.cases:
             if case.status == "fail":
                 text = f"{escape(case.name)}: {escape(case.message)}"
-                console.print(f"  [red]FAIL[/red] {text}", highlight=False)
+                console.print(f"  [red]FAIL[/red] {text}", highlight=False, soft_wrap=True)
         for change in model.changes:
-            console.print(f"  changed: {change}", markup=False, highlight=False)
+            console.print(f"  changed: {change}", markup=False, highlight=False, soft_wrap=True)
     if len(report.models) > 1:
         failed = sum(1 for m in report.models if m.verdict != "pass")
         console.print(f"{len(report.models) - failed}/{len(report.models)} models pass")

@@ -1,0 +1,184 @@
+"""``tflkit regress`` on a real model (MediaPipe's face_detection_front), CPU runners only.
+
+Record a baseline, check it from a fresh process, catch one perturbed weight buffer, accept it
+with ``update``, run a suite, and read the JUnit XML back with junitparser.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tflkit import ir
+from tflkit.regress.baseline import read_baseline, write_baseline
+from tflkit.regress.check import CheckOptions, check
+from tflkit.regress.record import RecordOptions, record
+
+FAST = RecordOptions(runners=["cpu", "cpu-ref"], num_inputs=2, probe=False)
+
+
+def tflkit_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tflkit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def perturb_one_buffer(source: Path, target: Path, factor: float = 1.01) -> str:
+    """Copy ``source`` with the first CONV_2D kernel's fp16 weights scaled by ``factor``."""
+    model = ir.load(source)
+    conv = next(op for op in model.main.ops if op.type == "CONV_2D")
+    kernel = conv.inputs[1]
+    if not kernel.is_constant:  # fp16 weights behind a DEQUANTIZE
+        kernel = kernel.producer.inputs[0]
+    kernel.buffer = ir.Buffer((kernel.data * np.float16(factor)).astype(kernel.data.dtype))
+    ir.save(model, target)
+    return kernel.name
+
+
+@pytest.fixture(scope="module")
+def face(real_models: list[Path]) -> Path:
+    return next(p for p in real_models if p.name == "face_detection_front.tflite")
+
+
+@pytest.fixture(scope="module")
+def recorded(face: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("regress") / "face"
+    write_baseline(record(face, FAST), directory)
+    return directory
+
+
+def test_record_is_deterministic_and_complete(face: Path, recorded: Path, tmp_path: Path) -> None:
+    again = write_baseline(record(face, FAST), tmp_path / "again")
+    for name in ("manifest.json", "arrays.npz"):
+        assert (again / name).read_bytes() == (recorded / name).read_bytes(), name
+    baseline = read_baseline(recorded)
+    manifest = baseline.manifest
+    assert manifest["schema"] == "tflkit.baseline/1"
+    assert manifest["model"]["file"] == face.name
+    assert manifest["model"]["op_histogram"]["CONV_2D"] == 21
+    assert set(manifest["runners"]) == {"cpu", "cpu-ref"}
+    assert manifest["residency"]["static"]["gpu_ops"] == manifest["model"]["ops"]
+    assert manifest["versions"]["ai-edge-litert"]
+    assert baseline.outputs["cpu"]["regressors"].shape == (2, 1, 896, 16)
+    assert len(baseline.inputs) == 2 and baseline.inputs[0]["input"].shape == (1, 128, 128, 3)
+    assert not (recorded / "latency.json").exists()
+
+
+def test_check_passes_in_a_fresh_process(face: Path, recorded: Path, tmp_path: Path) -> None:
+    import junitparser
+
+    junit = tmp_path / "junit.xml"
+    done = tflkit_cli("regress", "check", face, "--baseline", recorded, "--json", "--junit", junit)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["schema"] == "tflkit.regress/1" and report["verdict"] == "pass"
+    (model,) = report["models"]
+    assert model["counts"] == {"pass": 5, "fail": 0, "skipped": 0}
+    xml = junitparser.JUnitXml.fromfile(str(junit))
+    cases = {case.name: case for suite in xml for case in suite}
+    assert set(cases) == {
+        "cpu / regressors",
+        "cpu / classificators",
+        "cpu-ref / regressors",
+        "cpu-ref / classificators",
+        "residency (static)",
+    }
+    assert all(case.is_passed for case in cases.values())
+
+
+def test_one_perturbed_weight_buffer_fails_precisely(
+    face: Path, recorded: Path, tmp_path: Path
+) -> None:
+    import junitparser
+
+    changed = tmp_path / "face_perturbed.tflite"
+    perturb_one_buffer(face, changed)
+    junit, markdown = tmp_path / "junit.xml", tmp_path / "comment.md"
+    done = tflkit_cli(
+        "regress", "check", changed, "-b", recorded, "--junit", junit, "--markdown", markdown
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL face_perturbed.tflite" in done.stdout
+    assert "cpu output regressors: max_abs" in done.stdout
+    assert "x the bound: atol 1e-06 + rtol 0.0001 x peak" in done.stdout
+    assert "changed: model sha256" in done.stdout
+    xml = junitparser.JUnitXml.fromfile(str(junit))
+    failed = {case.name for suite in xml for case in suite if not case.is_passed}
+    assert "cpu / regressors" in failed and "residency (static)" not in failed
+    assert "**REGRESSION**" in markdown.read_text()
+
+    result = check(changed, recorded, CheckOptions(runners=["cpu"]))
+    case = next(c for c in result.failures if c.output == "regressors")
+    metrics = case.details["metrics"]
+    assert metrics["max_abs"] > case.details["bound"] > 0
+
+
+def test_update_accepts_and_says_what_moved(face: Path, recorded: Path, tmp_path: Path) -> None:
+    baseline = tmp_path / "face"
+    shutil.copytree(recorded, baseline)
+    changed = tmp_path / "face_perturbed.tflite"
+    perturb_one_buffer(face, changed)
+    done = tflkit_cli("regress", "update", changed, "--baseline", baseline)
+    assert done.returncode == 0, done.stderr
+    assert "cpu / regressors: cpu output regressors: max_abs" in done.stdout
+    assert "accepted as the new baseline" in done.stdout
+    assert check(changed, baseline).verdict == "pass"
+    assert read_baseline(baseline).manifest["inputs"]["source"] == "random (seed 0)"
+
+
+def test_suite_runs_models_in_parallel_processes(
+    face: Path, recorded: Path, tmp_path: Path
+) -> None:
+    shutil.copy(face, tmp_path / "good.tflite")
+    perturb_one_buffer(face, tmp_path / "bad.tflite")
+    shutil.copytree(recorded, tmp_path / "baselines" / "good")
+    shutil.copytree(recorded, tmp_path / "baselines" / "bad")
+    (tmp_path / "tflkit.toml").write_text(
+        '[defaults]\nruntimes = 1\n[[models]]\npath = "good.tflite"\nbaseline = "baselines/good"\n'
+    )
+    bad_key = tflkit_cli("regress", "check", "--suite", tmp_path / "tflkit.toml")
+    assert bad_key.returncode == 2
+    assert bad_key.stderr.startswith("tflkit: error: ") and "'runtimes'" in bad_key.stderr
+    (tmp_path / "tflkit.toml").write_text(
+        "[defaults]\njobs = 2\nrunners = ['cpu']\n"
+        "[[models]]\npath = 'good.tflite'\nbaseline = 'baselines/good'\n"
+        "[[models]]\npath = 'bad.tflite'\nbaseline = 'baselines/bad'\n"
+        "[[models]]\nname = 'lost'\npath = 'good.tflite'\nbaseline = 'baselines/none'\n"
+    )
+    done = tflkit_cli("regress", "check", "--suite", "tflkit.toml", "--json", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr  # one model could not be checked at all
+    report = json.loads(done.stdout)
+    verdicts = [(Path(m["baseline"]).name, m["verdict"]) for m in report["models"]]
+    assert verdicts == [("good", "pass"), ("bad", "fail"), ("none", "error")], report
+    lost = report["models"][2]
+    assert "is not a baseline" in lost["error"]
+
+
+def test_usage_errors_are_one_line(face: Path, recorded: Path, tmp_path: Path) -> None:
+    cases = [
+        (("regress", "check", face, "--baseline", tmp_path), "is not a baseline"),
+        (("regress", "record", face, "-o", recorded), "already holds a baseline"),
+        (("regress", "check", face), "give the baseline directory"),
+        (("regress", "check", face, "-b", recorded, "-r", "gpu-fp16"), "not in the baseline"),
+        (("regress", "record", face, "-o", tmp_path / "x", "-r", "reference"), "cannot be"),
+        (("regress", "check", face, "-b", recorded, "--latency-budget", "1.2"), "--latency"),
+        (("regress", "check", tmp_path / "none.tflite", "-b", recorded), "no such file"),
+    ]
+    for args, needle in cases:
+        done = tflkit_cli(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tflkit: error: "), done.stderr
+        assert needle in lines[0], lines[0]
+    assert not (tmp_path / "x").exists()
