@@ -15,7 +15,7 @@ from tflkit.regress.record import RecordOptions, record
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "tflkit" / "examples" / "tiny_classifier.tflite"
 
-USER_TESTS = '''
+USER_TESTS = """
 def test_face_matches(tflkit):
     tflkit.assert_matches_baseline("models/face.tflite", "baselines/face")
 
@@ -27,7 +27,7 @@ def test_tiny_is_gpu_ready(tflkit):
 
 def test_face_validates(tflkit):
     tflkit.assert_validates("models/face.tflite", runners=["cpu", "cpu-ref"], num_inputs=2)
-'''
+"""
 
 SUITE = """
 [defaults]
