@@ -92,6 +92,7 @@ def _result(dest: Path, job_id: str, backends: list[dict]) -> None:
             ),
             "unreadable": b.get("unreadable", {}),
             "dumps": [],
+            "wall_seconds": 0.5,
         }
         records.append(record)
     document = {
