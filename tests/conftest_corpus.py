@@ -74,7 +74,7 @@ def tensorflow_version() -> str | None:
 
 
 def corpus_key(tf_version: str) -> str:
-    source = Path(generate.__file__).read_bytes()
+    source = b"\0".join(path.read_bytes() for path in generate.SOURCE_FILES)
     digest = hashlib.sha256(source + b"\0" + tf_version.encode()).hexdigest()[:16]
     return f"tf{tf_version}-{digest}"
 

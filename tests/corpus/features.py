@@ -282,6 +282,42 @@ def check_keras3_lstm(v: View) -> None:
     _require(not list(v.ops("UNIDIRECTIONAL_SEQUENCE_LSTM")), "Keras 3 LSTM got fused")
 
 
+def _all(*names: str) -> Callable[[View], None]:
+    def check(v: View) -> None:
+        for name in names:
+            v.one(name)
+
+    return check
+
+
+def _both(*checks: Callable[[View], None]) -> Callable[[View], None]:
+    def check(v: View) -> None:
+        for each in checks:
+            each(v)
+
+    return check
+
+
+def check_keras_gru(v: View) -> None:
+    v.one("WHILE")
+    _require(not list(v.ops("UNIDIRECTIONAL_SEQUENCE_RNN")), "GRU got fused")
+
+
+def check_keras_conv1d_audio(v: View) -> None:
+    (x,) = v.io(0, "inputs")
+    sig = None if x.shapeSignature is None else list(x.shapeSignature)
+    _require(sig == [1, -1, 1], f"input shape signature {sig}, want [1, -1, 1]")
+    v.one("CONV_2D")
+
+
+def check_keras_unet_int8(v: View) -> None:
+    _check_full_integer(v, "INT8")
+    op = v.one("TRANSPOSE_CONV")
+    out = v.tensor(op.subgraph, op.raw.outputs[0])
+    _require(v.type_name(out) == "INT8", "TRANSPOSE_CONV is not int8")
+    v.one("CONCATENATION")
+
+
 CHECKS: dict[str, Callable[[View], None]] = {
     "conv_dense": check_conv_dense,
     "fp16_weights": check_fp16_weights,
@@ -307,6 +343,17 @@ CHECKS: dict[str, Callable[[View], None]] = {
     "dynamic_audio": check_dynamic_audio,
     "lstm": check_lstm,
     "keras3_lstm": check_keras3_lstm,
+    "keras_gru": check_keras_gru,
+    "keras_bilinear_resize": _plain("RESIZE_BILINEAR"),
+    "keras_conv2d_transpose": _plain("TRANSPOSE_CONV"),
+    "keras_depth_to_space": _plain("DEPTH_TO_SPACE"),
+    "keras_attention": _all("BATCH_MATMUL", "SOFTMAX", "RSQRT"),
+    "keras_attention_fp16": _both(_all("BATCH_MATMUL", "SOFTMAX"), check_fp16_weights),
+    "keras_attention_dynamic_range": _both(_all("BATCH_MATMUL"), check_dynamic_range_int8),
+    "keras_transformer_mlp": _all("GELU", "FULLY_CONNECTED", "RSQRT"),
+    "keras_mobilenet_block": _all("DEPTHWISE_CONV_2D", "CONV_2D", "ADD"),
+    "keras_conv1d_audio": check_keras_conv1d_audio,
+    "keras_unet_int8": check_keras_unet_int8,
 }
 
 

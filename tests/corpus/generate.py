@@ -18,6 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from tests import keras_weights
+from tests.corpus import keras_models
+from tests.corpus.keras_models import KERAS_GENERATORS
+
 SEED = 0
 IMAGE = (1, 16, 16, 3)  # NHWC input of the conv+dense family
 CLASSES = 10
@@ -453,7 +457,11 @@ GENERATORS: dict[str, Callable[[], bytes]] = {
     "dynamic_audio": dynamic_audio,
     "lstm": lstm,
     "keras3_lstm": keras3_lstm,
+    **KERAS_GENERATORS,
 }
+
+#: Files whose content keys the generated corpus cache (editing one regenerates it).
+SOURCE_FILES = (Path(__file__), Path(keras_models.__file__), keras_weights.SOURCE)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
