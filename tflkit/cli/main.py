@@ -46,6 +46,9 @@ app.add_typer(regress_cmd.app, name="regress")
 @app.callback()
 def _global_options(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    verbose: bool = typer.Option(
+        False, "--verbose", help="Show the native runtime's log lines (anywhere on the line)."
+    ),
 ) -> None:
     """Global options (parsed before the command)."""
 
@@ -60,10 +63,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     Usage errors are Typer's own (exit 2); ``TflkitError`` becomes one line with its exit code;
     anything else is an internal error (exit 3). ``--debug`` shows the traceback.
     """
+    from tflkit.cli.output import native_log
+
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
+    verbose = "--verbose" in args  # accepted after the command too: taken out here
+    args = [a for a in args if a != "--verbose"]
     try:
-        app(args=args, prog_name="tflkit")
+        with native_log(verbose):
+            app(args=args, prog_name="tflkit")
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
     except TflkitError as exc:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,3 +58,41 @@ def spinner(message: str, delay: float = SPINNER_DELAY_S) -> Iterator[None]:
             timer.cancel()
             if started:
                 status.stop()
+
+
+@contextmanager
+def native_log(verbose: bool = False) -> Iterator[None]:
+    """Keep what native libraries (LiteRT, XNNPACK, TensorFlow) write on file descriptor 2 off
+    the terminal, unless ``verbose``; tflkit's own stderr (errors, spinners) still gets there.
+
+    fd 2 points at a scratch file for the duration; when ``sys.stderr`` is the process's real
+    stderr it is rebound to a copy of the original descriptor (a replaced ``sys.stderr``, e.g.
+    under pytest's capture, is left alone). Child processes inherit the scratch file, but the
+    tflkit worker runner captures their output anyway.
+    """
+    if verbose:
+        yield
+        return
+    try:
+        real = sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        real = False
+    sys.stderr.flush()
+    saved = os.dup(2)
+    python_stderr = sys.stderr
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        if real:
+            sys.stderr = open(  # noqa: SIM115 - closed below, after fd 2 is restored
+                os.dup(saved), "w", buffering=1, encoding=python_stderr.encoding,
+                errors="backslashreplace",
+            )  # fmt: skip
+        try:
+            yield
+        finally:
+            if real:
+                sys.stderr.flush()
+                sys.stderr.close()
+                sys.stderr = python_stderr
+            os.dup2(saved, 2)
+            os.close(saved)

@@ -116,8 +116,8 @@ def _groups_table(report: CheckReport, groups: Sequence[OpGroup]) -> Table:
     table.add_column("subgraph", max_width=20, overflow="fold")
     table.add_column("ops", max_width=18, overflow="fold")
     table.add_column("type", max_width=22, overflow="fold")
-    table.add_column("why", ratio=1, min_width=40, overflow="fold")
-    table.add_column("fix", max_width=36, overflow="fold")
+    table.add_column("why", ratio=2, min_width=30, overflow="fold")
+    table.add_column("fix", ratio=1, min_width=16, overflow="fold")
     last = None
     for group in groups:
         label = _subgraph_label(report, group.subgraph) if group.subgraph != last else ""

@@ -11,6 +11,10 @@ from rich.table import Table
 from tflkit.compat.probe import ProbeResult
 from tflkit.rewriter.run import RewriteOutcome, histogram
 
+REWRITE_SCHEMA = "tflkit.rewrite/1"
+#: Per-op lines (rules not fired, ops still on the CPU) the terminal shows before "N more".
+_MAX_LINES = 10
+
 
 @dataclass
 class Residency:
@@ -68,11 +72,8 @@ class StaticResidency:
             total_ops=report.total_ops,
             gpu_partitions=report.gpu_partitions,
             still_on_cpu=[
-                f"{op.type} #{op.index}: "
-                + (
-                    "; ".join(f"{r.code}: {r.message}" for r in op.reasons)
-                    or "outside the partition the delegate takes"
-                )
+                f"{op.type} #{op.subgraph}:{op.index}: "
+                + ("; ".join(f"{r.code}: {r.message}" for r in op.reasons) or op.why)
                 for op in report.offending_ops
             ],
         )
@@ -101,7 +102,7 @@ class RewriteReport:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"schema": REWRITE_SCHEMA, **asdict(self)}
 
 
 def build_report(
@@ -168,8 +169,9 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
         console.print(table)
     else:
         console.print("no rule fired")
-    for s in report.not_fired:
+    for s in report.not_fired[:_MAX_LINES]:
         console.print(f"  not fired: {s['rule']} on {s['op_type']} #{s['op_index']}: {s['reason']}")
+    _more(console, report.not_fired, "rules not fired")
     ops = sorted(set(report.histogram_before) | set(report.histogram_after))
     hist = Table("op", "before", "after", title="op histogram (main subgraph)")
     for op in ops:
@@ -185,8 +187,9 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
                 f"{static.gpu_partitions} GPU partition(s))"
             )
     if report.static_after is not None:
-        for line in report.static_after.still_on_cpu:
+        for line in report.static_after.still_on_cpu[:_MAX_LINES]:
             console.print(f"  still on CPU (static): {line}")
+        _more(console, report.static_after.still_on_cpu, "ops still on CPU (tflkit check)")
     if report.probe_before or report.probe_after:
         gpu = Table(
             "",
@@ -224,3 +227,8 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
             )
     for note in report.notes:
         console.print(f"note: {note}")
+
+
+def _more(console: Console, items: list[Any], what: str) -> None:
+    if len(items) > _MAX_LINES:
+        console.print(f"  [dim]... {len(items) - _MAX_LINES} more {what}: --json[/dim]")
