@@ -182,3 +182,11 @@ def test_usage_errors_are_one_line(face: Path, recorded: Path, tmp_path: Path) -
         assert len(lines) == 1 and lines[0].startswith("tflkit: error: "), done.stderr
         assert needle in lines[0], lines[0]
     assert not (tmp_path / "x").exists()
+
+
+def test_another_model_against_the_baseline_fails_on_its_inputs(recorded: Path) -> None:
+    example = Path(__file__).resolve().parents[1] / "tflkit" / "examples" / "tiny_classifier.tflite"
+    result = check(example, recorded, CheckOptions(probe=False))
+    assert result.verdict == "fail"
+    (case,) = [c for c in result.failures if c.name == "inputs"]
+    assert case.message.startswith("the model's inputs are")

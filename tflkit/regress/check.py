@@ -199,6 +199,32 @@ def _changes(
     return changes
 
 
+def _interface_mismatch(model: Any, manifest: Mapping[str, Any]) -> str | None:
+    """Why the recorded inputs no longer fit the model (names, dtypes, shapes), or None."""
+    from tflkit.inputs import entry_point
+
+    try:
+        _, _, inputs, _ = entry_point(model, manifest["signature"])
+    except UsageError as exc:
+        return f"the recorded entry point is gone: {exc}"
+    specs = {s["name"]: s for s in manifest["inputs"]["specs"]}
+    if sorted(specs) != sorted(inputs):
+        return f"the model's inputs are {sorted(inputs)}; the baseline's are {sorted(specs)}"
+    for name, tensor in inputs.items():
+        spec = specs[name]
+        dims = tensor.shape_signature or tensor.shape
+        dtype = str(tensor.dtype) if tensor.dtype is not None else tensor.type_name
+        shape_ok = len(dims) == len(spec["shape"]) and all(
+            d < 0 or d == r for d, r in zip(dims, spec["shape"], strict=True)
+        )
+        if dtype != spec["dtype"] or not shape_ok:
+            return (
+                f"input {name} is {dtype} {list(tensor.display_shape)}; the baseline fed "
+                f"{spec['dtype']} {spec['shape']}"
+            )
+    return None
+
+
 def check(
     model_path: str | os.PathLike[str],
     baseline: str | os.PathLike[str] | Baseline,
@@ -224,6 +250,8 @@ def check(
     missing = [r for r in runners if r not in recorded]
     if missing:
         raise UsageError(f"runner(s) {missing} are not in the baseline (it has {recorded})")
+    if "delegate" in runners and options.delegate is None:
+        raise UsageError("the baseline has a delegate runner: give --delegate path/to/delegate.so")
     if options.latency_budget is not None:
         if options.latency_budget <= 0:
             raise UsageError("--latency-budget must be positive (1.2 = at most 20% slower)")
@@ -237,7 +265,11 @@ def check(
     model = ir.load(data, label=label)
     result = ModelResult(str(path), str(loaded.path or ""), "pass")
     shapes = {k: tuple(v) for k, v in manifest["inputs"].get("input_shapes", {}).items()}
-    try:
+    report = None
+    mismatch = _interface_mismatch(model, manifest)
+    if mismatch:
+        result.cases.append(Case("inputs", "output", "fail", mismatch))
+    else:
         report = run_models(
             path,
             loaded.inputs,
@@ -247,12 +279,6 @@ def check(
             delegate=options.delegate,
             timeout=options.timeout,
         )
-    except UsageError as exc:
-        # The model no longer takes the recorded inputs: its interface changed.
-        result.cases.append(
-            Case("inputs", "output", "fail", f"the recorded inputs no longer fit the model: {exc}")
-        )
-        report = None
     if report is not None:
         result.cases += compare_outputs(loaded, report.runners, options.tolerances)
     probe = manifest["options"]["probe"] if options.probe is None else options.probe
