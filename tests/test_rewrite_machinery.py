@@ -15,7 +15,7 @@ from tflkit.ir.builder import OpBuilder
 from tflkit.rewriter import run as rewrite_run
 from tflkit.rewriter.passes import RewriteLoop, run_passes
 from tflkit.rewriter.rule import EXACT, Example, Rule, bound, replace
-from tflkit.rewriter.rules import DEFAULT_RULES
+from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.rules.activation import LogSoftmax, SoftmaxBeta
 from tflkit.rewriter.ruleset import RuleSet
 from tflkit.rewriter.run import rewrite_model
@@ -23,6 +23,7 @@ from tflkit.rewriter.shapes import fix_input_shapes
 from tflkit.rewriter.verify import verify
 
 F32 = np.float32
+DEFAULTS = list(catalog().defaults())
 
 
 def _example(rule: Rule) -> ir.Model:
@@ -42,21 +43,21 @@ def test_trace_says_why_a_rule_did_not_fire() -> None:
             options=options("ArgMinOptions", outputType=2),
         ),
     )
-    result = run_passes(model, DEFAULT_RULES)
+    result = run_passes(model, DEFAULTS)
     assert result.fired == []
     assert result.why_not("arg_min_to_arg_max") == ["ARG_MIN #0 (ex/arg_min): input is not float32"]
 
 
 def test_gate_limits_rewrites_to_rejected_ops() -> None:
     model = _example(LogSoftmax())
-    accepted = run_passes(model, DEFAULT_RULES, gate=lambda sg: {})
+    accepted = run_passes(model, DEFAULTS, gate=lambda sg: {})
     assert accepted.fired == []
     assert "the target accepts this op" in accepted.why_not("log_softmax")[0]
     target = next(op for op in model.main.ops if op.type == "LOG_SOFTMAX")
-    other = run_passes(model, DEFAULT_RULES, gate=lambda sg: {id(target): ["INT64 tensor"]})
+    other = run_passes(model, DEFAULTS, gate=lambda sg: {id(target): ["INT64 tensor"]})
     assert other.fired == [] and "another reason" in other.why_not("log_softmax")[0]
     fixed = run_passes(
-        model, DEFAULT_RULES, gate=lambda sg: {id(target): ["Operation is not supported."]}
+        model, DEFAULTS, gate=lambda sg: {id(target): ["Operation is not supported."]}
     )
     assert [f.rule for f in fixed.fired] == ["log_softmax"]
 
@@ -120,7 +121,7 @@ def test_runaway_rule_is_exit_3_with_a_short_message(
 def test_verify_refuses_beyond_contract() -> None:
     model = _example(SoftmaxBeta())
     before = ir.dumps(model)
-    run_passes(model, DEFAULT_RULES)
+    run_passes(model, DEFAULTS)
     after = ir.dumps(model)
     assert not verify(before, after, EXACT).ok  # not bit-identical: exact would refuse
     assert verify(before, after, bound(1e-6, 1e-5)).ok
@@ -206,8 +207,8 @@ def test_cli_refuses_beyond_contract_unless_forced(
     src = tmp_path / "in.tflite"
     ir.save(_example(SoftmaxBeta()), src)
     out = tmp_path / "out.tflite"
-    tight = tuple(Tight() if r.name == "softmax_beta" else r for r in DEFAULT_RULES)
-    monkeypatch.setattr(rewrite_run, "DEFAULT_RULES", tight)
+    tight = RuleSet(Tight() if r.name == "softmax_beta" else r for r in catalog())
+    monkeypatch.setattr(rewrite_run, "catalog", lambda: tight)
     assert main(["rewrite", str(src), "-o", str(out)]) == 1
     assert not out.exists()
     assert "differ beyond the contract" in capsys.readouterr().err
@@ -216,7 +217,7 @@ def test_cli_refuses_beyond_contract_unless_forced(
 
 
 def test_examples_are_proper_examples() -> None:
-    for rule in DEFAULT_RULES:
+    for rule in catalog():
         for example in rule.examples():
             assert isinstance(example, Example)
             assert ir.verify_model(example.build()) == []

@@ -1,68 +1,151 @@
-"""The generated rule harness: every rule x example is a test.
+"""The rule harness: every rule x example of the one catalogue is a test.
 
-CPU part: the rule fires exactly once, nothing it targets is left, the model is sound and
-reloads, CPU outputs match within the rule's contract (bit-identical for exact rules), and a
-second pass changes nothing. GPU part (marker ``gpu``): the real accelerator rejected or crashed
-on the original, and takes every op of the rewritten model (except an example's stated residual).
+CPU part (runs everywhere): the static checker rejects the example's target op before; the rule
+fires exactly once (default rules through the checker's gate, as ``rewrite`` runs them; opt-in
+rules when named); nothing it targets is left; the model is sound, reloads and keeps its
+interface; outputs match within the rule's contract (bit-identical for exact rules) against the
+original on the CPU interpreter, or against the example's numpy reference when the original has
+no CPU kernel; the static checker accepts every op of the result (but the example's stated
+residual); a second pass changes nothing.
+
+int8 part: the same rule on a full-int8 variant of each example. Either the rule fires, keeps
+scales and zero points on every tensor it creates and the outputs stay bit-identical, or its
+``check`` refuses with a reason.
+
+GPU part (marker ``gpu``): the real accelerator rejected, failed or crashed on the original and
+takes every op of the rewritten model (except an example's stated residual).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tflkit import ir
+from tflkit.compat import static
 from tflkit.compat.probe import probe
-from tflkit.rewriter.passes import run_passes
+from tflkit.rewriter.example import int8_variant
+from tflkit.rewriter.passes import PassResult, run_passes
 from tflkit.rewriter.rule import Example, Rule, combine
-from tflkit.rewriter.rules import DEFAULT_RULES
-from tflkit.rewriter.verify import verify
+from tflkit.rewriter.rules import catalog
+from tflkit.rewriter.run import checker_gate
+from tflkit.rewriter.verify import compare, random_inputs, run_cpu, verify
 
-CASES = [(rule, example) for rule in DEFAULT_RULES for example in rule.examples()]
+TARGET = "litert-gpu"
+CASES = [(rule, example) for rule in catalog() for example in rule.examples()]
 IDS = [f"{rule.name}-{example.name}" for rule, example in CASES]
+INT8_CASES = [(r, e) for r, e in CASES if e.reference is None]
+INT8_IDS = [f"{r.name}-{e.name}" for r, e in INT8_CASES]
+QUANTIZED_TYPES = ("INT8", "UINT8", "INT16")
 
 
-def test_catalog_is_large_and_every_rule_has_an_example() -> None:
-    assert len(DEFAULT_RULES) >= 25
-    assert len({r.name for r in DEFAULT_RULES}) == len(DEFAULT_RULES)
-    assert [r.name for r in DEFAULT_RULES if not r.examples()] == []
+def test_one_catalogue_with_examples_for_every_rule() -> None:
+    rules = list(catalog())
+    assert len(rules) >= 29
+    assert len({r.name for r in rules}) == len(rules)
+    assert [r.name for r in rules if not r.examples()] == []
+    defaults = catalog().defaults()
+    assert all(not r.opt_in for r in defaults)
+    assert {r.name for r in rules} - set(defaults.names()) == {r.name for r in rules if r.opt_in}
 
 
-def _rewrite(rule: Rule, example: Example) -> tuple[bytes, bytes, ir.Model, list[str]]:
-    model = example.build()
-    before = ir.dumps(model)
-    result = run_passes(model, DEFAULT_RULES)
-    return before, ir.dumps(model), model, [f.rule for f in result.fired]
+def _run(rule: Rule, model: ir.Model) -> PassResult:
+    """Rewrite as ``tflkit rewrite`` does: defaults behind the checker; opt-in rules by name."""
+    if rule.opt_in:
+        return run_passes(model, list(catalog().select([rule.name])))
+    return run_passes(model, list(catalog().defaults()), gate=checker_gate(TARGET))
+
+
+def _rejected_types(model: ir.Model) -> set[str]:
+    verdicts = static.check_model(model, TARGET)
+    return {v.op_type for v in verdicts if not v.ok and v.subgraph_index == 0}
+
+
+def _outputs_match(example: Example, before: bytes, after: bytes, contract) -> None:
+    if example.reference is None:
+        verdict = verify(before, after, contract, seeds=(0, 1, 2))
+        assert verdict.ok, verdict.problem
+        if contract.exact:
+            assert all(o.identical for o in verdict.outputs)
+        return
+    original = ir.load(before)
+    with pytest.raises((RuntimeError, ValueError)):
+        run_cpu(before)  # why the example needs a reference
+    details = [
+        {"name": t.name, "shape": t.shape, "dtype": t.dtype} for t in original.main.inputs
+    ]
+    for seed in (0, 1, 2):
+        feed = {d["name"]: a for d, a in zip(details, random_inputs(details, seed), strict=True)}
+        expected = example.reference(original, feed)
+        _, got = run_cpu(after, feed)
+        for name, old in expected.items():
+            check = compare(name, old, got[name], contract)
+            assert check.ok, (check, contract.describe())
 
 
 @pytest.mark.parametrize(("rule", "example"), CASES, ids=IDS)
 def test_rule_on_cpu(rule: Rule, example: Example) -> None:
-    before, after, model, fired = _rewrite(rule, example)
-    assert fired.count(rule.name) == 1, fired
+    model = example.build()
+    before = ir.dumps(model)
+    assert _rejected_types(model) & set(rule.fixes), "the checker must reject the target op"
+    result = _run(rule, model)
+    fired = [f.rule for f in result.fired]
+    assert fired.count(rule.name) == 1, (fired, result.why_not(rule.name))
+    assert not any(f.on_own_output for f in result.fired)
     assert ir.verify_model(model) == []
+    after = ir.dumps(model)
     reloaded = ir.load(after)
     leftovers = [op.type for op in reloaded.main.ops if rule.pattern(op) and not rule.check(op)]
     assert leftovers == []
     original = ir.load(before)
     assert [t.name for t in reloaded.main.outputs] == [t.name for t in original.main.outputs]
     assert [t.name for t in reloaded.main.inputs] == [t.name for t in original.main.inputs]
-    contract = combine([r.contract for r in DEFAULT_RULES if r.name in fired])
-    verdict = verify(before, after, contract, seeds=(0, 1, 2))
-    assert verdict.ok, verdict.problem
-    if contract.exact:
-        assert all(o.identical for o in verdict.outputs)
-    again = run_passes(reloaded, DEFAULT_RULES)
+    contract = combine([r.contract for r in catalog() if r.name in fired])
+    _outputs_match(example, before, after, contract)
+    assert _rejected_types(reloaded) <= set(example.residual)
+    again = _run(rule, reloaded)
     assert again.fired == []
     assert ir.dumps(reloaded) == after
+
+
+@pytest.mark.parametrize(("rule", "example"), INT8_CASES, ids=INT8_IDS)
+def test_rule_on_int8_variant(rule: Rule, example: Example) -> None:
+    if example.no_int8 is not None:
+        with pytest.raises((RuntimeError, ValueError)):  # the stated reason still holds
+            run_cpu(ir.dumps(int8_variant(example.build())))
+        return
+    model = int8_variant(example.build())
+    before = ir.dumps(model)
+    run_cpu(before)  # the variant is a working int8 model
+    old_tensors = {id(t) for t in model.main.tensors}
+    result = run_passes(model, list(catalog().select([rule.name])))
+    if not result.fired:
+        reasons = result.why_not(rule.name)
+        assert reasons, "the rule neither fired nor said why"
+        return
+    assert [f.rule for f in result.fired] == [rule.name]
+    assert ir.verify_model(model) == []
+    created = [t for t in model.main.tensors if id(t) not in old_tensors]
+    unquantized = [
+        t.name for t in created if t.type_name in QUANTIZED_TYPES and not t.is_quantized
+    ]
+    assert unquantized == []
+    verdict = verify(before, ir.dumps(model), combine([rule.contract]), seeds=(0, 1, 2))
+    assert verdict.ok, verdict.problem
+    assert all(o.identical for o in verdict.outputs), verdict.outputs
+    assert all(np.dtype(o.dtype).kind in "iu" for o in verdict.outputs)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("rule", "example"), CASES, ids=IDS)
 def test_rule_on_gpu(rule: Rule, example: Example, gpu: str) -> None:
-    before, after, _, _ = _rewrite(rule, example)
-    old = probe(before, locate_crash=False)
+    model = example.build()
+    old = probe(ir.dumps(model), locate_crash=False)
     targets = set(rule.fixes)
-    assert old.crashed or targets & {r.op_type for r in old.log.rejections}, old.log_text[-800:]
-    new = probe(after, locate_crash=False)
+    refused = old.status != "ok" or targets & {r.op_type for r in old.log.rejections}
+    assert refused, old.log_text[-800:]
+    _run(rule, model)
+    new = probe(ir.dumps(model), locate_crash=False)
     assert new.status == "ok", new.log_text[-800:]
     rejected = {r.op_type for r in new.log.rejections}
     assert rejected <= set(example.residual), new.log.rejections

@@ -4,10 +4,15 @@ Ops are inserted at one insertion point, in the order they are built. Any upper-
 is an op: ``b.RESHAPE(x, shape_tensor, shape=(1, 10))`` creates a RESHAPE whose output has shape
 ``(1, 10)``; without ``shape``/``dtype`` the output copies the first input's. numpy arrays given
 as inputs become constants (their buffers shared with equal constants).
+
+Quantization follows the data: an op in :data:`MOVES_DATA` (it only moves, copies or selects
+elements) whose output has its input's type gets the input's scales and zero points unless
+``quantization=`` says otherwise, so a rewrite of a full-int8 model keeps its quantized contract.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,6 +24,16 @@ from tflkit.ir.graph import Op, OpCode, Subgraph, Tensor
 
 InputLike = Tensor | np.ndarray | None
 OutputSpec = tuple[Sequence[int], Any]
+
+#: Ops whose output elements are input elements (moved, copied, selected or padded with the
+#: zero point): a quantized input's scales and zero points hold for the output unchanged.
+MOVES_DATA = frozenset(
+    {
+        "RESHAPE", "TRANSPOSE", "TILE", "STRIDED_SLICE", "SLICE", "GATHER", "GATHER_ND",
+        "REVERSE_V2", "PAD", "SQUEEZE", "EXPAND_DIMS", "BROADCAST_TO", "DEPTH_TO_SPACE",
+        "SPACE_TO_DEPTH", "CONCATENATION", "PACK", "SPLIT", "UNPACK", "MIRROR_PAD",
+    }
+)  # fmt: skip
 
 
 class OpBuilder:
@@ -41,10 +56,15 @@ class OpBuilder:
         self._inserted = 0
         self.created: list[Op] = []
 
-    def const(self, value: Any, name: str = "const", dtype: Any = None) -> Tensor:
-        """A constant tensor holding ``value``."""
+    def const(
+        self, value: Any, name: str = "const", dtype: Any = None, *, like: Tensor | None = None
+    ) -> Tensor:
+        """A constant tensor holding ``value`` (with ``like``'s quantization, if given)."""
         array = np.asarray(value, dtype=dtype)
-        return self.subgraph.add_constant(array, f"{self.prefix}/{name}")
+        quantization = copy.deepcopy(like.quantization) if like is not None else None
+        return self.subgraph.add_constant(
+            array, f"{self.prefix}/{name}", quantization=quantization
+        )
 
     def tensor(self, shape: Sequence[int], dtype: Any, name: str = "t", **kwargs: Any) -> Tensor:
         """A new non-constant tensor (for outputs built by hand)."""
@@ -77,6 +97,8 @@ class OpBuilder:
             out_shape = shape if shape is not None else first.shape
             out_type = dtype if dtype is not None else first.type
             outputs = [(out_shape, out_type)]
+        if quantization is None and op_type in MOVES_DATA:
+            quantization = _moved_quantization(input_tensors, outputs)
         output_tensors = []
         for i, spec in enumerate(outputs):
             if isinstance(spec, Tensor):
@@ -86,7 +108,10 @@ class OpBuilder:
             suffix = "" if len(outputs) == 1 else f":{i}"
             output_tensors.append(
                 self.subgraph.new_tensor(
-                    f"{self.prefix}/{label}{suffix}", out_shape, out_type, quantization=quantization
+                    f"{self.prefix}/{label}{suffix}",
+                    out_shape,
+                    out_type,
+                    quantization=copy.deepcopy(quantization),
                 )
             )
         op = Op(
@@ -123,6 +148,34 @@ class OpBuilder:
         self.subgraph.insert_op(position, op)
         self._inserted += 1
         self.created.append(op)
+
+
+def _moved_quantization(inputs: Sequence[Tensor | None], outputs: Sequence[Any]) -> Any:
+    """The quantization a data-moving op's outputs inherit: its data inputs' (all equal)."""
+    data = [t for t in inputs if t is not None and not _is_index(t)]
+    if not data or not data[0].is_quantized:
+        return None
+    first = data[0]
+    if any(_quant_key(t) != _quant_key(first) for t in data[1:]):
+        return None  # e.g. a CONCATENATION of differently scaled inputs: the rule decides
+    for spec in outputs:
+        out_type = spec.type if isinstance(spec, Tensor) else spec[1]
+        out_type = out_type if isinstance(out_type, int) else schema.tensor_type(out_type)
+        if out_type != first.type:
+            return None
+    return first.quantization
+
+
+def _is_index(tensor: Tensor) -> bool:
+    """Shapes, indices, axes, paddings: the int32/int64 constants beside the data."""
+    return tensor.is_constant and tensor.type_name in ("INT32", "INT64") and not tensor.is_quantized
+
+
+def _quant_key(tensor: Tensor) -> tuple[Any, ...]:
+    q = tensor.quantization
+    if q is None:
+        return (tensor.type,)
+    return (tensor.type, tuple(q.scale or ()), tuple(q.zeroPoint or ()), q.quantizedDimension)
 
 
 def _opcode(op_type: str, version: int) -> OpCode:

@@ -8,9 +8,10 @@ its numeric :class:`Contract`, and example models the test harness turns into te
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from tflkit.ir import schema
 from tflkit.ir.builder import OpBuilder
@@ -68,6 +69,12 @@ class Example:
     build: Callable[[], Model]
     #: Op types allowed to stay on the CPU after the rewrite (e.g. an int64 CAST at the edge).
     residual: tuple[str, ...] = ()
+    #: For originals the CPU interpreter cannot run: their outputs computed another way
+    #: (``model, inputs by name -> outputs by name``), e.g. ``example.numpy_reference``.
+    reference: Callable[[Model, dict[str, Any]], dict[str, Any]] | None = None
+    #: Why the example has no full-int8 variant (the CPU interpreter has no int8 kernel for
+    #: its op); None: the harness runs the rule on ``example.int8_variant`` of it too.
+    no_int8: str | None = None
 
 
 class Rule:
@@ -140,12 +147,20 @@ def well_formed(op: Op, required: Sequence[int], num_outputs: int | None = 1) ->
 
 
 def replace(op: Op, new_outputs: Sequence[Tensor]) -> None:
-    """Retire ``op``: its readers read ``new_outputs``; graph outputs keep their tensor names."""
+    """Retire ``op``: its readers read ``new_outputs``; graph outputs keep their tensor names.
+
+    A fresh replacement (no readers yet) of a quantized output gets that output's scales and
+    zero points: it holds the same values, so it must hold them in the same encoding (a
+    quantized STRIDED_SLICE, say, copies raw values into an output whose scale may differ from
+    its input's).
+    """
     subgraph = op.subgraph
     assert subgraph is not None
     old_outputs = list(op.outputs)
     subgraph.remove_op(op)
     for old, new in zip(old_outputs, new_outputs, strict=True):
+        if old.is_quantized and new.type == old.type and not new.consumers:
+            new.quantization = copy.deepcopy(old.quantization)
         pinned = old.is_graph_output or _is_signature_output(old)
         subgraph.replace_all_uses_with(old, new)
         if pinned:

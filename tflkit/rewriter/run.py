@@ -17,9 +17,7 @@ from tflkit.input_shapes import by_tensor_name
 from tflkit.ir.graph import Model, Subgraph
 from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, RejectedOps, run_passes
 from tflkit.rewriter.rule import Contract, combine
-from tflkit.rewriter.rules import DEFAULT_RULES
-from tflkit.rewriter.rules.gelu import ERF_RULES
-from tflkit.rewriter.ruleset import RuleSet
+from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.shapes import dynamic_inputs, fix_input_shapes
 from tflkit.rewriter.verify import Verification, verify
 
@@ -53,13 +51,6 @@ class RewriteOutcome:
 def histogram(model: Model) -> dict[str, int]:
     """Op type -> count, over the main subgraph."""
     return dict(sorted(Counter(op.type for op in model.main.ops).items()))
-
-
-def catalog() -> RuleSet:
-    """Every rule: the proven defaults, then the ERF rules (whose originals cannot run on the
-    CPU interpreter, so a rewrite with them is verified only against a reference you trust:
-    it is refused unless ``--force``)."""
-    return RuleSet((*DEFAULT_RULES, *ERF_RULES))
 
 
 def checker_gate(target: str) -> Gate | None:

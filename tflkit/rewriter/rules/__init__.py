@@ -1,4 +1,9 @@
-"""The rule catalog; ``DEFAULT_RULES`` is the explicit, ordered tuple the pass manager uses."""
+"""The one rule catalogue: every rule, in the order the pass manager tries them.
+
+Rules flagged ``opt_in`` (approximations, interface changes) run only when named with
+``--rule``; the others are the default run (``catalog().defaults()``). One list, like
+onnxscript's rule sets: the test harness, ``check``'s fix hints and ``rewrite`` all read it.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from tflkit.rewriter.rules.arith import (
 from tflkit.rewriter.rules.broadcast import BroadcastToTile
 from tflkit.rewriter.rules.constant import FoldFill, FoldRange, FoldShape, FoldZerosLike
 from tflkit.rewriter.rules.conv import TransposeConvVersion
+from tflkit.rewriter.rules.gelu import ErfApprox, ErfGelu
 from tflkit.rewriter.rules.rank5 import Rank5Elementwise, Rank5Reduce, Rank5Transpose, ReshapeChain
 from tflkit.rewriter.rules.shape import ExpandDimsToReshape, ReshapeStaticShape, SqueezeToReshape
 from tflkit.rewriter.rules.slicing import (
@@ -24,8 +30,9 @@ from tflkit.rewriter.rules.slicing import (
     StridedSliceMasks,
     StridedSliceReverse,
 )
+from tflkit.rewriter.ruleset import RuleSet
 
-DEFAULT_RULES: tuple[Rule, ...] = (
+RULES: tuple[Rule, ...] = (
     # constants first: folding feeds the shape rules static values
     FoldFill(),
     FoldRange(),
@@ -55,6 +62,17 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rank5Reduce(),
     BroadcastToTile(),
     TransposeConvVersion(),
+    # ERF has no builtin: the exact GELU around it first, the opt-in approximation after
+    ErfGelu(),
+    ErfApprox(),
 )
 
-__all__ = ["DEFAULT_RULES"]
+_CATALOG = RuleSet(RULES)
+
+
+def catalog() -> RuleSet:
+    """Every rule (opt-in ones flagged); ``catalog().defaults()`` is the default run."""
+    return _CATALOG
+
+
+__all__ = ["RULES", "catalog"]

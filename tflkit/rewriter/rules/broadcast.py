@@ -12,7 +12,7 @@ import numpy as np
 
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
-from tflkit.rewriter.example import graph_model, i32, options, scale
+from tflkit.rewriter.example import graph_model, i32, numpy_reference, options, scale
 from tflkit.rewriter.rule import Example, Rule, const_ints, replace, reshape
 
 #: The GPU's TILE (and every GPU tensor) is at most 4-D.
@@ -84,4 +84,6 @@ class BroadcastToTile(Rule):
             Example("rank2_to_rank3_v2", build((1, 4), (2, 3, 4), 2)),
             Example("rank4_inner_v3", build((1, 1, 5, 1), (1, 3, 5, 4), 3)),
             Example("rank1_to_rank4_v2", build((4,), (1, 2, 3, 4), 2)),
+            # version 1 has no CPU kernel: the original's outputs come from numpy
+            Example("rank2_to_rank3_v1", build((1, 4), (2, 3, 4), 1), reference=numpy_reference),
         )

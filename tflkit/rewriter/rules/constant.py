@@ -127,11 +127,12 @@ class _Fold(Rule):
 
     def rewrite(self, op: Op, b: OpBuilder) -> None:
         values = evaluate(op)
-        replace(op, [b.const(v, "folded") for v in values])
+        replace(op, [b.const(v, "folded", like=t) for v, t in zip(values, op.outputs, strict=True)])
 
 
-def _fold_example(body) -> tuple[Example, ...]:
-    return (Example("constant_inputs", lambda: graph_model([((2, 3), np.float32)], body)),)
+def _fold_example(body, no_int8: str | None = None) -> tuple[Example, ...]:
+    build = lambda: graph_model([((2, 3), np.float32)], body)  # noqa: E731
+    return (Example("constant_inputs", build, no_int8=no_int8),)
 
 
 class FoldFill(_Fold):
@@ -165,7 +166,8 @@ class FoldRange(_Fold):
                 scale(b, x),
                 b.RANGE(np.array(0.1, f), np.array(0.7, f), np.array(0.2, f), shape=(3,)),
                 options=options("AddOptions"),
-            )
+            ),
+            no_int8="RANGE has no int8 kernel",
         )
 
 
@@ -200,5 +202,6 @@ class FoldZerosLike(_Fold):
         return _fold_example(
             lambda b, x: b.ADD(
                 scale(b, x), b.ZEROS_LIKE(scale(b, x, 2.0)), options=options("AddOptions")
-            )
+            ),
+            no_int8="ZEROS_LIKE has no int8 kernel",
         )

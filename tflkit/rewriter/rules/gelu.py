@@ -6,9 +6,10 @@ TensorFlow converter leaves unfused (it fuses ``x*0.5*(1+erf(x/sqrt2))`` itself,
 whole chain by the GELU builtin (approximate=False), which the GPU takes. ``ErfApprox`` (opt-in)
 replaces a bare erf with Abramowitz & Stegun 7.1.26 built from ops the GPU takes.
 
-Neither rule is in ``DEFAULT_RULES`` yet: the original models cannot run on the CPU interpreter
-(unresolved custom op / no Flex delegate), which the generated harness and ``verify`` need.
-``tests/test_rewrite_extra.py`` proves them against a float32 reference of the original graph.
+The original models cannot run on the CPU interpreter (unresolved custom op / no Flex delegate),
+so their examples carry a float32 numpy reference of the original graph
+(:func:`tflkit.rewriter.example.numpy_reference`) that the rule harness compares against, and
+``rewrite`` refuses to write without ``--force`` (it has nothing to verify against).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
-from tflkit.rewriter.example import graph_model, options, scale
+from tflkit.rewriter.example import graph_model, numpy_reference, options, scale
 from tflkit.rewriter.rule import Example, Rule, bound, is_float, replace
 
 F32 = np.float32
@@ -212,10 +213,10 @@ class ErfGelu(Rule):
             return _mul(b, half_x, added)
 
         return (
-            Example("custom_erf_plus_one_half", _gelu_model("Erf", plus_one_half)),
-            Example("custom_erf_half_plus_half", _gelu_model("Erf", half_plus_half, div=True)),
-            Example("flex_erf_x_plus_xe", _gelu_model("FlexErf", x_plus_xe)),
-            Example("flex_erf_half_x_first", _gelu_model("FlexErf", half_x_first, (2, 4, 4, 8))),
+            _ref("custom_erf_plus_one_half", _gelu_model("Erf", plus_one_half)),
+            _ref("custom_erf_half_plus_half", _gelu_model("Erf", half_plus_half, div=True)),
+            _ref("flex_erf_x_plus_xe", _gelu_model("FlexErf", x_plus_xe)),
+            _ref("flex_erf_half_x_first", _gelu_model("FlexErf", half_x_first, (2, 4, 4, 8))),
         )
 
 
@@ -250,9 +251,14 @@ class ErfApprox(Rule):
 
     def examples(self) -> tuple[Example, ...]:
         return (
-            Example("custom_erf", _erf_model("Erf", (1, 8))),
-            Example("flex_erf", _erf_model("FlexErf", (2, 3, 16))),
+            _ref("custom_erf", _erf_model("Erf", (1, 8))),
+            _ref("flex_erf", _erf_model("FlexErf", (2, 3, 16))),
         )
+
+
+def _ref(name: str, build) -> Example:
+    """An example whose original has no CPU kernel: compared against numpy's float32 erf."""
+    return Example(name, build, reference=numpy_reference)
 
 
 def _add():
@@ -282,6 +288,3 @@ def _gelu_model(kind: str, tail, shape: tuple[int, ...] = (1, 16), div: bool = F
 def _erf_model(kind: str, shape: tuple[int, ...]):
     return lambda: graph_model([(shape, F32)], lambda b, x: scale(b, _erf(b, kind, scale(b, x))))
 
-
-#: The ERF rules, in the order the pass manager should try them (GELU first).
-ERF_RULES: tuple[Rule, ...] = (ErfGelu(), ErfApprox())

@@ -118,14 +118,20 @@ class Rank5Elementwise(Rule):
                 inputs.append(
                     reshape(b, t, [])
                     if not t.is_constant
-                    else b.const(t.data.reshape(()), "scalar")
+                    else b.const(t.data.reshape(()), "scalar", like=t)
                 )
             elif t.is_constant:
-                inputs.append(b.const(t.data.reshape(folded), "folded"))
+                inputs.append(b.const(t.data.reshape(folded), "folded", like=t))
             else:
                 inputs.append(reshape(b, t, folded, "to4d"))
         result = b.op(
-            op.type, inputs, shape=folded, dtype=out.type, options=op.options, name=op.type.lower()
+            op.type,
+            inputs,
+            shape=folded,
+            dtype=out.type,
+            options=op.options,
+            quantization=out.quantization,
+            name=op.type.lower(),
         )
         replace(op, [reshape(b, result, out.shape, "to5d")])
 
@@ -248,6 +254,7 @@ class Rank5Reduce(Rule):
             [reshape(b, op.inputs[0], shape, "merged"), i32(*axes)],
             shape=kept,
             options=options("ReducerOptions", keepDims=True),
+            quantization=op.outputs[0].quantization,
             name=op.type.lower(),
         )
         replace(op, [reshape(b, reduced, op.outputs[0].shape, "result")])
