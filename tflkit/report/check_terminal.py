@@ -111,25 +111,30 @@ def _fix_text(group: OpGroup) -> str:
     return group.fix.text
 
 
-def _groups_table(report: CheckReport, groups: Sequence[OpGroup]) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left")
-    table.add_column("subgraph", max_width=20, overflow="fold")
-    table.add_column("ops", max_width=18, overflow="fold")
-    table.add_column("type", max_width=22, overflow="fold")
-    table.add_column("why", ratio=2, min_width=30, overflow="fold")
-    table.add_column("fix", ratio=1, min_width=16, overflow="fold")
+def _groups_table(report: CheckReport, groups: Sequence[OpGroup], width: int) -> Table:
+    """One row per group; column widths fixed here so that every cell wraps (never crops)."""
+    rows = []
     last = None
     for group in groups:
         label = _subgraph_label(report, group.subgraph) if group.subgraph != last else ""
         last = group.subgraph
         why = f"e.g. op {group.indices[0]}: {group.why}" if group.varies else group.why
-        table.add_row(
-            label,
-            f"{group.count}: {index_ranges(group.indices)}",
-            group.type_label,
-            why,
-            _fix_text(group),
-        )
+        rows.append(
+            (label, f"{group.count}: {index_ranges(group.indices)}", group.type_label, why,
+             _fix_text(group))
+        )  # fmt: skip
+    headers = ("subgraph", "ops", "type", "why", "fix")
+    caps = (20, 18, 22, None, 32)
+    widths = [
+        min(cap, 1 + max(len(h), *(len(r[i]) for r in rows))) if cap else 0
+        for i, (h, cap) in enumerate(zip(headers, caps, strict=True))
+    ]
+    widths[3] = max(20, width - sum(widths) - 2 * len(headers))  # cells pad 1 each side
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header, size in zip(headers, widths, strict=True):
+        table.add_column(header, width=size, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
@@ -201,7 +206,7 @@ def render_check(report: CheckReport, console: Console, *, all_ops: bool = False
     # naming what was left out.
     for count in range(min(len(groups), max(budget - 2, 0)), 0, -1):
         note = 1 if count < len(groups) else 0
-        candidate = _groups_table(report, groups[:count])
+        candidate = _groups_table(report, groups[:count], width)
         if _height(candidate, width) + note <= budget:
             table, shown = candidate, count
             break
