@@ -164,6 +164,11 @@ def test_suite_runs_models_in_parallel_processes(
     lost = report["models"][2]
     assert "is not a baseline" in lost["error"]
 
+    recorded_now = tflkit_cli("regress", "record", "--suite", tmp_path / "tflkit.toml")
+    assert recorded_now.returncode == 0, recorded_now.stderr
+    assert "good.tflite -> " in recorded_now.stdout and "kept" in recorded_now.stdout
+    assert (tmp_path / "baselines" / "none" / "manifest.json").is_file()
+
 
 def test_usage_errors_are_one_line(face: Path, recorded: Path, tmp_path: Path) -> None:
     cases = [

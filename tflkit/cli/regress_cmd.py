@@ -135,7 +135,13 @@ def record(
         from tflkit.regress.suite import load_suite, run_suite
 
         report = run_suite(load_suite(suite), mode="record-force" if force else "record", jobs=jobs)
-        _emit(report, json_output, None, None)
+        if json_output:
+            from tflkit.cli.output import print_json
+
+            print_json(report.to_json())
+        for result in [] if json_output else report.models:
+            what = f"error: {result.error}" if result.error else "; ".join(result.changes)
+            print(f"{Path(result.model).name} -> {result.baseline}: {what}")
         raise typer.Exit(report.exit_code)
     assert model is not None and output is not None
     if (output / "manifest.json").is_file() and not force:
@@ -227,6 +233,20 @@ def check(
     _guard_outputs(model, junit, markdown)
     if suite is not None:
         from tflkit.regress.suite import load_suite, run_suite
+
+        given = [
+            flag
+            for flag, value in (
+                ("--runner", runner),
+                ("--tolerance", tolerance),
+                ("--probe/--no-probe", probe is not None),
+                ("--latency-budget", latency_budget is not None),
+                ("--delegate", delegate is not None),
+            )
+            if value
+        ]
+        if given:
+            raise UsageError(f"{', '.join(given)}: set these per model in the suite file")
 
         def progress(result) -> None:
             _progress(f"{result.verdict:5} {Path(result.model).name}")
