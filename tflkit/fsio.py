@@ -11,7 +11,6 @@ temporary file is removed.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -23,9 +22,8 @@ __all__ = ["atomic_output", "file_mode", "is_temporary", "write_atomic"]
 TEMP_SUFFIX = ".tmp"
 
 
-@functools.cache
 def _umask() -> int:
-    """The process umask, read without changing it where Linux allows."""
+    """The process umask (read each time: it can change), without changing it where Linux allows."""
     try:
         with open("/proc/self/status") as f:
             for line in f:

@@ -26,6 +26,7 @@ from tflkit.delegates.litert_gpu import LiteRTGpuRunner
 from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle, load_bundle, save_bundle
 from tflkit.errors import UsageError
 from tflkit.inputs import InputSets, IoSpec, entry_point, make_input_sets
+from tflkit.native_check import ensure_cpu_safe
 from tflkit.report.validate_report import ValidateReport
 
 __all__ = ["RUNNERS", "ValidateOptions", "conclude", "output_infos", "resolve_inputs", "validate"]
@@ -172,6 +173,8 @@ def validate(
     data, label = ir.serde.read_model_bytes(model_path)
     model = ir.load(data, label=label)
     names = _runner_names(options)
+    if options.localize or {"cpu", "cpu-ref"} & set(names):  # they run in this process
+        ensure_cpu_safe(data, label, timeout=options.timeout)
     pairs = list(options.pairs) or default_pairs(names)
     _check_pairs(pairs, names)
     key, _, _, outs = entry_point(model, options.signature)

@@ -1,12 +1,16 @@
 """Run a tflkit worker (GPU compile, delegate, TensorFlow) in a child process, safely.
 
 The child gets its own session so a timeout kills it and everything it started; its stdout and
-stderr (where the native runtime logs) come back as one text.
+stderr (where the native runtime logs) come back as one text. Nothing outlives the call: on a
+timeout and on an exception in the parent (Ctrl-C, the CLI's SIGTERM exit) the child's whole
+process group is killed before it is reaped, and on Linux the child is also killed if tflkit
+itself dies (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -50,15 +54,41 @@ def run_worker(cmd: Sequence[str], *, cwd: str | Path, timeout: float) -> Worker
         env=child_env(),
         cwd=cwd,
         start_new_session=True,
+        preexec_fn=functools.partial(_die_with_parent, os.getpid()),
     )
     timed_out = False
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        with contextlib.suppress(ProcessLookupError):  # the worker's own session only
-            os.killpg(proc.pid, signal.SIGKILL)
+        kill_group(proc.pid)
         out, _ = proc.communicate()
+    except BaseException:  # interrupted: take the worker and its children down with us
+        kill_group(proc.pid)
+        proc.wait()
+        raise
     return WorkerExit(
         out.decode("utf-8", "replace"), proc.returncode, timed_out, time.perf_counter() - start
     )
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL the process group ``pgid`` (a worker's own session); gone already is fine.
+
+    Call it before the leader is reaped: until then its id cannot name another process.
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the child, before exec: get SIGKILL when the parent dies (Linux; elsewhere a no-op)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)

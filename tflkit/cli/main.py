@@ -21,6 +21,7 @@ from tflkit.cli import (
     validate_cmd,
 )
 from tflkit.errors import TflkitError
+from tflkit.interrupts import exit_code, exit_on_signals, interrupted_by
 
 EXIT_OK = 0
 EXIT_FINDING = 1
@@ -57,6 +58,7 @@ def _error(message: str) -> None:
     print(f"tflkit: error: {message}", file=sys.stderr)
 
 
+@exit_on_signals  # SIGTERM/SIGHUP unwind like Ctrl-C: no temp file, no worker left behind
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code instead of raising.
 
@@ -73,15 +75,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         with native_log(verbose):
             app(args=args, prog_name="tflkit")
     except SystemExit as exc:
+        interrupt = interrupted_by(exc)  # Typer turns Ctrl-C/SIGTERM into a bare Exit(130)
+        if interrupt is not None:
+            _error(f"interrupted ({interrupt})" if str(interrupt) else "interrupted")
+            return exit_code(interrupt)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
     except TflkitError as exc:
         if debug:
             traceback.print_exc()
         _error(str(exc))
         return exc.exit_code
-    except KeyboardInterrupt:
-        _error("interrupted")
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP through exit_on_signals
+        _error(f"interrupted ({exc})" if str(exc) else "interrupted")
+        return exit_code(exc)
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:

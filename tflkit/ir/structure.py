@@ -7,9 +7,10 @@ walks the flatbuffer in Python (memory-safe) and checks, in one pass over the ta
 * every index is in range: opcode, tensor, buffer, subgraph (signatures, control flow),
   metadata; union types name a known table;
 * tensors have a known type, sane dimensions, and constant data of the size their shape needs;
-  a tensor larger than this machine's memory is refused before anything allocates it;
-* each tensor has at most one producer, the ops of a subgraph form no cycle, and subgraphs do
-  not call themselves through IF / WHILE / CALL_ONCE.
+  a tensor larger than this machine's memory (or the process's memory limit) is refused before
+  anything allocates it;
+* each tensor has at most one producer, every op reads only what earlier ops made (so no
+  cycles), and subgraphs do not call themselves through IF / WHILE / CALL_ONCE.
 
 :func:`verify_bytes` raises :class:`~tflkit.errors.ModelLoadError` with one line naming what is
 wrong and where. The walk is O(tables + index vectors), never O(bytes of weights).
@@ -73,11 +74,23 @@ class StructureError(ModelLoadError):
 
 
 def max_tensor_bytes() -> int:
-    """The largest tensor we let native code allocate: this machine's physical memory."""
+    """The largest tensor native code may allocate here: physical memory, or less if the
+    process's address space or data segment is limited (``ulimit -v`` / ``-d``)."""
+    limits = []
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        return 1 << 40
+        limits.append(1 << 40)
+    try:
+        import resource
+
+        for which in (resource.RLIMIT_AS, resource.RLIMIT_DATA):
+            soft = resource.getrlimit(which)[0]
+            if soft != resource.RLIM_INFINITY and soft > 0:
+                limits.append(soft)
+    except (ImportError, OSError, ValueError):  # pragma: no cover - non-POSIX
+        pass
+    return min(limits)
 
 
 class _Fail(Exception):
@@ -440,7 +453,7 @@ class _Walker:
                     options = self.union(op, slot, kind, union, here)
                     if options is not None and _subgraph_fields(options[1]):
                         calls |= self.subgraph_refs(*options, here, subgraph_count)
-        self.op_cycles(consumers, producer, where)
+        self.op_order(consumers, producer, where)
         return count, calls
 
     def union(
@@ -502,8 +515,8 @@ class _Walker:
         nbytes = (elements * bits + 7) // 8
         if nbytes > self.limit:
             raise _Fail(
-                f"{_w(where)}: shape {list(shape)} needs {_size(nbytes)}, more than this "
-                f"machine's memory ({_size(self.limit)})"
+                f"{_w(where)}: shape {list(shape)} needs {_size(nbytes)}, more than the "
+                f"{_size(self.limit)} of memory this process may use"
             )
         held = buffers[buffer]
         if held > 0 and sparse is None and held != nbytes and not (bits < 8 and held == elements):
@@ -536,29 +549,21 @@ class _Walker:
                 self.index(index, sizes[sg], here, "signature tensor")
 
     @staticmethod
-    def op_cycles(consumers: list[tuple[int, ...]], producer: dict[int, int], where: str) -> None:
-        """Kahn's algorithm over op -> op edges; raise naming an op on a cycle."""
-        count = len(consumers)
-        users: list[list[int]] = [[] for _ in range(count)]
-        pending = [0] * count
+    def op_order(consumers: list[tuple[int, ...]], producer: dict[int, int], where: str) -> None:
+        """Every op input is produced by an earlier op (the runtime runs ops in stored order).
+
+        This also rules out cycles: a cycle needs an op that reads what it or a later op makes.
+        """
         for k, inputs in enumerate(consumers):
-            for tensor in set(inputs):
-                source = producer.get(tensor)
-                if source is not None:
-                    users[source].append(k)
-                    pending[k] += 1
-        ready = [k for k in range(count) if not pending[k]]
-        seen = 0
-        while ready:
-            k = ready.pop()
-            seen += 1
-            for user in users[k]:
-                pending[user] -= 1
-                if not pending[user]:
-                    ready.append(user)
-        if seen != count:
-            stuck = min(k for k in range(count) if pending[k])
-            raise _Fail(f"{where}: op {stuck} is on a cycle (it depends on its own output)")
+            for slot, tensor in enumerate(inputs):
+                source = producer.get(tensor, -1)
+                if source == k:
+                    raise _Fail(f"{where} op {k} input {slot}: reads its own output (a cycle)")
+                if source > k:
+                    raise _Fail(
+                        f"{where} op {k} input {slot}: tensor {tensor} is produced later, by op "
+                        f"{source} (a cycle, or ops out of execution order)"
+                    )
 
     @staticmethod
     def call_cycles(calls: dict[int, set[int]]) -> None:

@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from tflkit import ir
-from tflkit.errors import TflkitError, UsageError
+from tflkit.errors import ModelLoadError, TflkitError, UsageError
 from tflkit.fsio import write_atomic
 from tflkit.input_shapes import by_tensor_name
 from tflkit.ir.graph import Model, Subgraph
+from tflkit.ir.structure import verify_bytes
+from tflkit.native_check import ensure_cpu_safe
 from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, RejectedOps, run_passes
 from tflkit.rewriter.rule import Contract, combine
 from tflkit.rewriter.rules import catalog
@@ -89,6 +91,9 @@ def rewrite_model(
     ``label`` names the model in error messages (e.g. its path).
     """
     model = ir.load(data, label=label)
+    broken = ir.verify_model(model)
+    if broken:  # the input's own problem (exit 2), not a rule's
+        raise ModelLoadError(f"{label or '<bytes>'}: invalid model: {broken[0][:300]}")
     # The original runs at the same shapes: the CPU interpreter names inputs by tensor name.
     tensor_shapes = by_tensor_name(model, input_shapes) if input_shapes else None
     shape_fixes = fix_input_shapes(model, input_shapes) if input_shapes else []
@@ -139,6 +144,8 @@ def rewrite_file(
         data = src.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read {src}: {exc.strerror or exc}") from None
+    verify_bytes(data, str(src))  # a sound file first, then the CPU interpreter in a child
+    ensure_cpu_safe(data, str(src))
     outcome = rewrite_model(data, label=str(src), **kwargs)  # type: ignore[arg-type]
     verification = outcome.verification
     if verification is not None and not verification.ok and not force:
