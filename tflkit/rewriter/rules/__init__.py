@@ -18,7 +18,13 @@ from tflkit.rewriter.rules.arith import (
     GatherInt64Indices,
 )
 from tflkit.rewriter.rules.broadcast import BroadcastToTile
-from tflkit.rewriter.rules.constant import FoldFill, FoldRange, FoldShape, FoldZerosLike
+from tflkit.rewriter.rules.constant import (
+    FoldDensify,
+    FoldFill,
+    FoldRange,
+    FoldShape,
+    FoldZerosLike,
+)
 from tflkit.rewriter.rules.conv import TransposeConvVersion
 from tflkit.rewriter.rules.gelu import ErfApprox, ErfGelu
 from tflkit.rewriter.rules.rank5 import Rank5Elementwise, Rank5Reduce, Rank5Transpose, ReshapeChain
@@ -38,6 +44,7 @@ RULES: tuple[Rule, ...] = (
     FoldRange(),
     FoldShape(),
     FoldZerosLike(),
+    FoldDensify(),
     ReshapeStaticShape(),
     ExpandDimsToReshape(),
     SqueezeToReshape(),

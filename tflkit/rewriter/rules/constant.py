@@ -29,8 +29,8 @@ def evaluate_chain(ops: list[Op], wanted: list[ir.Tensor]) -> list[np.ndarray]:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     model = ir.extract_model(ops)
-    names = {t.name for t in model.main.outputs}
-    missing = [t.name for t in wanted if t.name not in names]
+    position = {t.name: i for i, t in enumerate(model.main.outputs)}
+    missing = [t.name for t in wanted if t.name not in position]
     if missing:
         raise ValueError(f"{missing} are not outputs of the cut-out ops")
     interpreter = Interpreter(
@@ -41,8 +41,9 @@ def evaluate_chain(ops: list[Op], wanted: list[ir.Tensor]) -> list[np.ndarray]:
     for detail in interpreter.get_input_details():
         interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], detail["dtype"]))
     interpreter.invoke()
-    by_name = {d["name"]: d["index"] for d in interpreter.get_output_details()}
-    return [interpreter.get_tensor(by_name[t.name]).copy() for t in wanted]
+    # by position: the interpreter renames some outputs (DENSIFY's becomes "Densify_output")
+    indices = [d["index"] for d in interpreter.get_output_details()]
+    return [interpreter.get_tensor(indices[position[t.name]]).copy() for t in wanted]
 
 
 #: Ops whose result depends only on their inputs' values (and, for SHAPE, on a static shape).
@@ -205,3 +206,64 @@ class FoldZerosLike(_Fold):
             ),
             no_int8="ZEROS_LIKE has no int8 kernel",
         )
+
+
+def sparse_csr(dense: np.ndarray) -> tuple[np.ndarray, object]:
+    """A 2-D array in TFLite's sparse layout (rows dense, columns CSR): (values, sparsity)."""
+    fb = ir.schema.fb
+    rows, segments, indices = dense.shape[0], [0], []
+    for row in dense:
+        nonzero = np.flatnonzero(row)
+        indices.extend(int(i) for i in nonzero)
+        segments.append(len(indices))
+    values = dense[dense != 0].reshape(-1)
+
+    def vector(items: list[int]) -> object:
+        v = fb.Int32VectorT()
+        v.values = list(items)
+        return v
+
+    outer, inner = fb.DimensionMetadataT(), fb.DimensionMetadataT()
+    outer.format, outer.denseSize = fb.DimensionType.DENSE, rows
+    inner.format = fb.DimensionType.SPARSE_CSR
+    inner.arraySegmentsType = inner.arrayIndicesType = fb.SparseIndexVector.Int32Vector
+    inner.arraySegments, inner.arrayIndices = vector(segments), vector(indices)
+    sparsity = fb.SparsityParametersT()
+    sparsity.traversalOrder, sparsity.dimMetadata = [0, 1], [outer, inner]
+    return values, sparsity
+
+
+class FoldDensify(_Fold):
+    name = "fold_densify"
+    summary = "DENSIFY of constant sparse weights -> the dense constant (fp16 DEQUANTIZE after it)"
+    fixes = ("DENSIFY",)
+    codes = ("UNSUPPORTED_OP",)
+    reasons = ("Operation is not supported", "DENSIFY")
+    required_inputs = (0,)
+
+    def check(self, op: Op) -> str | None:
+        if op.inputs[0].sparsity is None:
+            return "its input is not a sparse constant"
+        return super().check(op)
+
+    def examples(self) -> tuple[Example, ...]:
+        def build() -> ir.Model:
+            rng = np.random.default_rng(7)
+            dense = rng.standard_normal((6, 8)).astype(np.float16)
+            dense[rng.random(dense.shape) < 0.7] = 0  # pruned: 70 % zeros
+            values, sparsity = sparse_csr(dense)
+
+            def body(b: OpBuilder, x):
+                weights = b.tensor(dense.shape, np.float16, "sparse_weights")
+                weights.buffer = b.subgraph.model.intern_buffer(values)
+                weights.sparsity = sparsity
+                dense_fp16 = b.DENSIFY(weights, name="densify")
+                w = b.DEQUANTIZE(dense_fp16, dtype=np.float32, name="weights")
+                fc = b.FULLY_CONNECTED(
+                    scale(b, x), w, None, shape=(1, 6), options=options("FullyConnectedOptions")
+                )
+                return scale(b, fc)
+
+            return graph_model([((1, 8), np.float32)], body)
+
+        return (Example("fp16_weights_fc", build, no_int8="the weights stay fp16"),)
