@@ -96,3 +96,18 @@ def test_dynamic_copies_are_unknown_not_zero(
     assert "unknown until --input-shape graph inputs/outputs" in capsys.readouterr().out
     _, report = _json(capsys, "check", embedding, "--input-shape", "input_1=1,76,32,1")
     assert report["io_transfer_bytes"] == (76 * 32 + 96) * 4  # input in, 1x1x1x96 out
+
+
+@pytest.mark.gpu
+def test_validate_runs_the_gpu_at_the_given_shape(
+    gpu: Any, world_models: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The GPU cannot resize an input after compiling: validate compiles the model at the
+    shape given (at the stored [1, 1] the accelerator refuses the melspectrogram)."""
+    mel = str(world_models[MEL])
+    code, report = _json(
+        capsys, "validate", mel, "-n", "1", "--runner", "cpu", "--runner", "gpu-fp32",
+        "--input-shape", "input=1,1280",
+    )  # fmt: skip
+    assert {r["runner"]: r["status"] for r in report["runners"]} == {"cpu": "ok", "gpu-fp32": "ok"}
+    assert code == EXIT_OK and report["verdict"] == "pass"

@@ -171,7 +171,13 @@ def validate(
     options = options or ValidateOptions()
     start = time.perf_counter()
     data, label = ir.serde.read_model_bytes(model_path)
+    file_sha256 = hashlib.sha256(data).hexdigest()
     model = ir.load(data, label=label)
+    if options.input_shapes:  # every runner, the GPU's included, runs the model at that shape
+        from tflkit.rewriter.shapes import fix_input_shapes
+
+        fix_input_shapes(model, options.input_shapes)
+        data = ir.dumps(model)
     names = _runner_names(options)
     if options.localize or {"cpu", "cpu-ref"} & set(names):  # they run in this process
         ensure_cpu_safe(data, label, timeout=options.timeout)
@@ -201,7 +207,7 @@ def validate(
     ]
     report = ValidateReport(
         model=label,
-        model_sha256=hashlib.sha256(data).hexdigest(),
+        model_sha256=file_sha256,
         signature=key,
         inputs=sets.to_json(),
         outputs=[
