@@ -187,10 +187,14 @@ def _check_report(report: dict, device: str) -> None:
     adapter = runners[f"gpu-fp16@{device}"]["executed"]["adapter"]
     assert adapter["software"] is True  # lavapipe on the "device"
     pairs = {p["pair"]: p for p in report["comparisons"]}
-    assert pairs[f"gpu-fp16@{device}:cpu"]["verdict"] == "pass"
     assert pairs[f"cpu@{device}:cpu"]["verdict"] == "pass"
-    probs = next(o for o in pairs[f"gpu-fp32@{device}:cpu"]["outputs"] if o["name"] == "log_probs")
-    assert probs["verdict"] == "pass" and probs["tolerance"]["rtol"] <= 1e-4  # fp32 class
+    # the example's log-probabilities barely move on generated inputs: validate's calibration
+    # calls the fp16 pair not meaningful there, exactly as `tflkit validate` does
+    assert pairs[f"gpu-fp16@{device}:cpu"]["verdict"] in ("pass", "not-meaningful")
+    outputs = {o["name"]: o for o in pairs[f"gpu-fp32@{device}:cpu"]["outputs"]}
+    assert outputs["log_probs"]["verdict"] == "pass"
+    assert outputs["log_probs"]["tolerance"]["rtol"] <= 1e-4  # judged as fp32, not fp16
+    assert outputs["label"]["verdict"] == "unverified"  # int64: TensorBuffer cannot read it
 
 
 @pytest.mark.gpu
@@ -215,17 +219,24 @@ def runners_harness(report: dict, device: str) -> str:
 
 
 @pytest.mark.gpu
-def test_validate_over_ssh_with_html(
+def test_validate_over_ssh_second_signature_with_html(
     sshd: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The protocol fixture's second signature ("add"), its outputs meaningful in fp16."""
+    from .test_harness_protocol import FIXTURES
+
+    model = FIXTURES / "jobs" / "add" / "model.tflite"
     html = tmp_path / "report.html"
     code, out, err = _cli(
-        capsys, "device", "validate", str(EXAMPLE), *_ssh_args(sshd), "--device-python", PY,
-        "-n", "2", "--html", str(html),
+        capsys, "device", "validate", str(model), "--signature", "add", *_ssh_args(sshd),
+        "--device-python", PY, "-n", "2", "--html", str(html),
     )  # fmt: skip
     assert code == 0, err
-    assert "verdict: pass" in out and f"gpu-fp16@{sshd['spec']} vs cpu: pass" in out
-    assert html.read_text().startswith("<!DOCTYPE html>")
+    spec = sshd["spec"]
+    for backend in ("cpu", "gpu-fp16", "gpu-fp32"):
+        assert f"{backend}@{spec} vs cpu: pass" in out, out
+    assert "verdict: pass" in out
+    assert html.read_text().lstrip().lower().startswith("<!doctype html>")
 
 
 @pytest.mark.gpu

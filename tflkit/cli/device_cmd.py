@@ -195,6 +195,12 @@ def validate(
     ] = None,
     num_inputs: Annotated[int, typer.Option("--num-inputs", "-n", help="Random input sets.")] = 4,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
+    input_kind: Annotated[
+        str,
+        typer.Option(
+            "--input-kind", help="realistic (images, audio, valid indices) or random inputs."
+        ),
+    ] = "realistic",
     input_shape: Annotated[
         list[str], typer.Option("--input-shape", help="NAME=D1,D2,... for dynamic dims.")
     ] = [],  # noqa: B006
@@ -236,6 +242,7 @@ def validate(
         inputs=inputs,
         num_inputs=num_inputs,
         seed=seed,
+        input_kind=input_kind,
         input_shapes=parse_input_shapes(input_shape),
         signature=signature,
         tolerances=parse_overrides(tolerance),

@@ -1,36 +1,32 @@
-"""``device validate``: run a model on devices, compare with the host CPU, the reference and
-each other, in the very report ``validate`` writes.
+"""``device validate``: run a model on devices and compare there exactly as ``validate`` does.
 
-One job (model + seeded or given inputs) goes to every device at once; each device runs its
-backends and sends back a result folder. The host runs the CPU (XNNPACK) on the same inputs and,
-when given, the framework reference. Pairs: every device runner against the host CPU and the
-reference, and each backend on every other device against the first device's. Tolerances are
-``validate``'s, chosen by the backend (``gpu-fp16@adb:X`` is judged like ``gpu-fp16``).
+The devices are runners of :func:`tflkit.validation.validate` (one per device and backend, named
+``gpu-fp16@adb:SERIAL``), so inputs, calibration, tolerances, verdicts and report formats are
+``validate``'s own. The first device runner to be asked writes one job with ``validate``'s input
+sets and runs it on every device at once; the others read their part of the results. Pairs: every
+device runner against the host CPU (and the reference, when given), and each backend on every
+other device against the first device's. A device that fails (unreachable, disconnected, timed
+out) raises :class:`DeviceError` after ``validate`` returns, so the command prints one line.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 import tempfile
-import time
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from tflkit import ir
-from tflkit.compare.comparator import OutputInfo, PairComparison, compare_pair
-from tflkit.delegates.base import RunResult, execute
-from tflkit.delegates.device import RUNNER_OF, device_run_results
-from tflkit.delegates.litert_cpu import LiteRTCpuRunner
+from tflkit.compare.comparator import default_pairs
+from tflkit.delegates.base import Feed, RunResult
+from tflkit.delegates.device import RUNNER_OF, device_run_results, runner_name
 from tflkit.errors import UsageError
 from tflkit.harness.protocol import DeviceResult, JobOptions, write_job
 from tflkit.harness.transport import Device, DeviceError
-from tflkit.inputs import entry_point
 from tflkit.report.validate_report import ValidateReport
-from tflkit.validation import ValidateOptions, conclude, output_infos, resolve_inputs
 
 __all__ = ["DeviceValidateOptions", "device_slug", "device_validate", "run_on_devices"]
 
@@ -46,6 +42,7 @@ class DeviceValidateOptions:
     inputs: Path | None = None
     num_inputs: int = 4
     seed: int = 0
+    input_kind: str = "realistic"
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     signature: str | None = None
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
@@ -94,63 +91,91 @@ def run_on_devices(
     return [o for o in outcomes if isinstance(o, DeviceResult)]
 
 
-def _base(runner: str) -> str:
-    return runner.split("@", 1)[0]
+class _Fleet:
+    """Runs the job on every device once, with the feeds of the first runner that asks."""
 
+    def __init__(
+        self,
+        devices: Sequence[Device],
+        model: bytes,
+        options: DeviceValidateOptions,
+        workdir: Path,
+        progress: Progress | None,
+    ) -> None:
+        self.devices = devices
+        self.model = model
+        self.options = options
+        self.workdir = workdir
+        self.progress = progress
+        self.error: DeviceError | None = None
+        self._runs: dict[str, RunResult] | None = None
+        self._lock = threading.Lock()
 
-def _compare(
-    actual: RunResult,
-    expected: RunResult,
-    outputs: Sequence[OutputInfo],
-    overrides: Mapping[str, Mapping[str, float]],
-) -> PairComparison:
-    """``compare_pair`` under the tolerance of the backends, named after the full runners."""
-    pair = compare_pair(
-        replace(actual, runner=_base(actual.runner)),
-        replace(expected, runner=_base(expected.runner)),
-        outputs,
-        overrides=overrides,
-    )
-    pair.actual, pair.expected = actual.runner, expected.runner
-    return pair
+    def result(self, name: str, feeds: Sequence[Feed], signature: str | None) -> RunResult:
+        with self._lock:
+            if self._runs is None:
+                self._runs = self._run(feeds, signature)
+        if name not in self._runs:
+            assert self.error is not None
+            raise self.error
+        return self._runs[name]
 
-
-def _pairs(
-    host: Sequence[RunResult], devices: Sequence[tuple[str, list[RunResult]]]
-) -> list[tuple[RunResult, RunResult]]:
-    by_name = {r.runner: r for r in host}
-    pairs = []
-    for _, runs in devices:
-        for run in runs:
-            if "cpu" in by_name:
-                pairs.append((run, by_name["cpu"]))
-    if "reference" in by_name:
-        if "cpu" in by_name:
-            pairs.append((by_name["cpu"], by_name["reference"]))
-        for _, runs in devices:
-            pairs += [(run, by_name["reference"]) for run in runs]
-    if len(devices) > 1:
-        first = {_base(r.runner): r for r in devices[0][1]}
-        for _, runs in devices[1:]:
-            pairs += [(run, first[_base(run.runner)]) for run in runs if _base(run.runner) in first]
-    return pairs
-
-
-def _host_runs(
-    data: bytes, key: str | None, options: DeviceValidateOptions, outputs: list[OutputInfo], feeds
-) -> list[RunResult]:
-    runs = [execute(LiteRTCpuRunner(data, signature=key, name="cpu"), feeds)]
-    if options.reference is not None:
-        from tflkit.delegates.tf_reference import ReferenceRunner
-
-        reference = ReferenceRunner(
-            options.reference,
-            outputs={o.name: o.shape for o in outputs},
-            signature=key,
-            timeout=options.timeout,
+    def _run(self, feeds: Sequence[Feed], signature: str | None) -> dict[str, RunResult]:
+        o = self.options
+        job_options = JobOptions(
+            backends=tuple(o.backends),
+            signature=signature,
+            threads=o.threads,
+            warmup_runs=o.warmup_runs,
+            timed_runs=o.timed_runs,
+            timeout_seconds=o.timeout,
         )
-        runs.append(execute(reference, feeds))
-    return runs
+        job = write_job(self.workdir / "job", self.model, [dict(f) for f in feeds], job_options)
+        dests = [self.workdir / f"result-{device_slug(d.spec)}" for d in self.devices]
+        # the device's timeout is per backend: allow for every backend plus the transfers
+        total = o.timeout * len(o.backends) + 120
+        try:
+            results = run_on_devices(
+                job, self.devices, dests, timeout=total, progress=self.progress
+            )
+        except DeviceError as exc:
+            self.error = exc
+            return {}
+        if o.keep is not None:
+            _keep(results, self.devices, o.keep)
+        runs = {}
+        for device, result in zip(self.devices, results, strict=True):
+            runs.update({r.runner: r for r in device_run_results(result, device.spec)})
+        return runs
+
+
+class _DeviceRunner:
+    """One backend on one device, as a :class:`tflkit.delegates.base.Runner`."""
+
+    def __init__(self, fleet: _Fleet, device: Device, backend: str, signature: str | None):
+        self.fleet = fleet
+        self.signature = signature
+        self.name = runner_name(backend, device.spec)
+
+    def activate(self) -> None:
+        """Nothing here: the fleet runs the job when the first runner infers."""
+
+    def infer(self, feeds: Sequence[Feed]) -> RunResult:
+        return self.fleet.result(self.name, feeds, self.signature)
+
+    def deactivate(self) -> None:
+        """Nothing held: the device's harness has exited."""
+
+
+def _pairs(host: Sequence[str], devices: Sequence[Device], backends: Sequence[str]) -> list:
+    names = list(host) + [runner_name(b, d.spec) for d in devices for b in backends]
+    pairs = default_pairs(names)
+    if len(devices) > 1:
+        first = devices[0].spec
+        pairs += [
+            (runner_name(b, d.spec), runner_name(b, first)) for d in devices[1:] for b in backends
+        ]
+    return pairs
 
 
 def device_validate(
@@ -160,73 +185,52 @@ def device_validate(
     progress: Progress | None = None,
 ) -> ValidateReport:
     """Run the model on ``devices`` and compare; device failures raise :class:`DeviceError`."""
+    from tflkit import ir
+    from tflkit.validation import ValidateOptions, validate
+
     options = options or DeviceValidateOptions()
     if not devices:
         raise UsageError("give at least one --device")
     unknown = [b for b in options.backends if b not in RUNNER_OF]
-    if unknown:
+    if unknown or not options.backends:
         raise UsageError(f"unknown backend(s) {unknown}; choose from {', '.join(RUNNER_OF)}")
-    start = time.perf_counter()
-    data, label = ir.serde.read_model_bytes(model_path)
-    model = ir.load(data, label=label)
-    vopts = ValidateOptions(
-        reference=options.reference,
-        inputs=options.inputs,
-        num_inputs=options.num_inputs,
-        seed=options.seed,
-        input_shapes=options.input_shapes,
-        signature=options.signature,
-    )
-    key, _, _, outs = entry_point(model, options.signature)
-    sets = resolve_inputs(model, vopts)
-    outputs = output_infos(outs)
-    job_options = JobOptions(
-        backends=tuple(options.backends),
-        signature=key,
-        threads=options.threads,
-        warmup_runs=options.warmup_runs,
-        timed_runs=options.timed_runs,
-        timeout_seconds=options.timeout,
-    )
+    if len({d.spec for d in devices}) != len(devices):
+        raise UsageError("the same --device is given twice")
+    if options.keep is not None:
+        taken = [options.keep / device_slug(d.spec) for d in devices]
+        if any(p.exists() for p in taken):
+            raise UsageError(f"{options.keep} already holds results for these devices")
+    data, _ = ir.serde.read_model_bytes(model_path)
+    host = ["cpu"] + (["reference"] if options.reference is not None else [])
     with tempfile.TemporaryDirectory(prefix="tflkit-device-") as tmp:
-        job = write_job(Path(tmp) / "job", data, sets.feeds, job_options)
-        dests = [Path(tmp) / f"result-{device_slug(d.spec)}" for d in devices]
-        # the device's own timeout is per backend; allow for every backend plus transfers
-        total = options.timeout * len(options.backends) + 120
-        results = run_on_devices(job, devices, dests, timeout=total, progress=progress)
-        if progress is not None:
-            progress("host: running the CPU" + (" and the reference" if options.reference else ""))
-        host = _host_runs(data, key, options, outputs, sets.feeds)
-        device_runs = [
-            (d.spec, device_run_results(r, d.spec)) for d, r in zip(devices, results, strict=True)
+        fleet = _Fleet(devices, data, options, Path(tmp), progress)
+        runners = [
+            _DeviceRunner(fleet, d, b, options.signature) for d in devices for b in options.backends
         ]
-        if options.keep is not None:
-            _keep(results, devices, options.keep)
-    runners = host + [run for _, runs in device_runs for run in runs]
-    comparisons = [
-        _compare(a, e, outputs, options.tolerances) for a, e in _pairs(host, device_runs)
-    ]
-    report = ValidateReport(
-        model=label,
-        model_sha256=hashlib.sha256(data).hexdigest(),
-        signature=key,
-        inputs=sets.to_json(),
-        outputs=[
-            {"name": o.name, "dtype": o.dtype, "shape": list(o.shape), "scale": o.scale}
-            for o in outputs
-        ],
-        runners=runners,
-        pairs=comparisons,
-    )
-    conclude(report)
-    report.wall_seconds = time.perf_counter() - start
+        report = validate(
+            model_path,
+            ValidateOptions(
+                runners=["cpu"],
+                pairs=_pairs(host, devices, options.backends),
+                reference=options.reference,
+                inputs=options.inputs,
+                num_inputs=options.num_inputs,
+                seed=options.seed,
+                input_kind=options.input_kind,
+                input_shapes=options.input_shapes,
+                signature=options.signature,
+                tolerances=options.tolerances,
+                timeout=options.timeout,
+                progress=progress,
+                extra_runners=runners,
+            ),
+        )
+    if fleet.error is not None:
+        raise fleet.error
     return report
 
 
 def _keep(results: Sequence[DeviceResult], devices: Sequence[Device], keep: Path) -> None:
     keep.mkdir(parents=True, exist_ok=True)
     for result, device in zip(results, devices, strict=True):
-        dest = keep / device_slug(device.spec)
-        if dest.exists():
-            raise UsageError(f"{dest} already exists; refusing to overwrite it")
-        shutil.move(str(result.path), dest)
+        shutil.move(str(result.path), keep / device_slug(device.spec))

@@ -15,6 +15,7 @@ line, exit code 4).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -205,7 +206,9 @@ def _harness_lines(spec: str, progress: Progress | None) -> Progress:
     return on_line
 
 
-def _check_harness(spec: str, done: Completed, timeout: float, *, expect_sentinel: bool) -> None:
+def _check_harness(
+    spec: str, done: Completed, timeout: float, *, expect_sentinel: bool, any_status: bool = False
+) -> None:
     if done.timed_out:
         raise DeviceError(f"{spec}: the job did not finish within {timeout:g} s (stopped)")
     code: int | None = done.returncode
@@ -215,7 +218,7 @@ def _check_harness(spec: str, done: Completed, timeout: float, *, expect_sentine
             why = _last_line(done.stderr) or "the connection closed before the harness finished"
             raise DeviceError(f"{spec}: the device disconnected during the job ({why})")
         code = int(match[1])
-    if code == 0:
+    if code == 0 or any_status:
         return
     detail = _last_line(done.stderr) or _last_line(done.stdout) or f"exit status {code}"
     detail = detail.removeprefix("tflkit-harness: error: ")
@@ -490,15 +493,21 @@ class AdbDevice(ShellDevice):
             done = run_command(push, timeout=COMMAND_TIMEOUT)
             self._fail(done, "pushing the job")
             q = shlex.quote
-            command = (
-                f"am instrument -w -e job {q(remote + '/job')} -e result {q(remote + '/result')} "
-                f"{_ANDROID_RUNNER}; echo {_SENTINEL}$?"
-            )
-            say(f"{self.spec}: running the tflkit app")
-            run = self.shell(command, timeout=timeout)
-            _check_harness(self.spec, run, timeout, expect_sentinel=True)
+            base = f"am instrument -w -e job {q(remote + '/job')} -e result {q(remote + '/result')}"
+            # a GPU driver abort kills the app: run again with resume, which records that
+            # backend as crashed and goes on with the others (one more try per backend)
+            for attempt in range(len(_job_backends(job)) + 1):
+                resume = " -e resume true" if attempt else ""
+                say(f"{self.spec}: running the tflkit app" + (" (resumed)" if attempt else ""))
+                run = self.shell(
+                    f"{base}{resume} {_ANDROID_RUNNER}; echo {_SENTINEL}$?", timeout=timeout
+                )
+                # am's exit status says little; the instrumentation result says the rest
+                _check_harness(self.spec, run, timeout, expect_sentinel=True, any_status=True)
+                if "Process crashed" not in run.stdout:
+                    break
             failed = re.search(r"tflkit-error=(.*)", run.stdout)
-            if failed or "INSTRUMENTATION_FAILED" in run.stdout:
+            if failed or "tflkit-status=ok" not in run.stdout:
                 detail = failed[1] if failed else _last_line(run.stdout)
                 raise DeviceError(f"{self.spec}: the tflkit app failed: {detail}")
             say(f"{self.spec}: pulling the result")
@@ -507,7 +516,15 @@ class AdbDevice(ShellDevice):
                 return _install(tmp / "result", dest)
         finally:
             with contextlib.suppress(DeviceError):
+                self.shell(f"am force-stop {_ANDROID_PACKAGE}", timeout=30)
                 self.shell(f"rm -rf {shlex.quote(remote)}", timeout=30)
+
+
+def _job_backends(job: Path) -> list[str]:
+    try:
+        return list(json.loads((job / "job.json").read_text())["backends"])
+    except (OSError, ValueError, KeyError):
+        return []
 
 
 def parse_device(

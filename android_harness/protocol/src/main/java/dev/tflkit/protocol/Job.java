@@ -163,12 +163,8 @@ public final class Job {
     return out;
   }
 
-  @SuppressWarnings("unchecked")
   static Map<String, Object> map(Object value, String what) throws ProtocolException {
-    if (!(value instanceof Map)) {
-      throw new ProtocolException(what + " must be a JSON object");
-    }
-    return (Map<String, Object>) value;
+    return Json.map(value, what);
   }
 
   @SuppressWarnings("unchecked")

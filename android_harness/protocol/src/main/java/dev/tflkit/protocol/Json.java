@@ -177,6 +177,15 @@ public final class Json {
     }
   }
 
+  /** ``value`` as a JSON object, or a ProtocolException naming ``what``. */
+  @SuppressWarnings("unchecked")
+  public static Map<String, Object> map(Object value, String what) throws ProtocolException {
+    if (!(value instanceof Map)) {
+      throw new ProtocolException(what + " must be a JSON object");
+    }
+    return (Map<String, Object>) value;
+  }
+
   /** Serialize maps, lists, strings, numbers, booleans and null (one space of indent). */
   public static String write(Object value) {
     StringBuilder b = new StringBuilder();

@@ -76,7 +76,7 @@ public final class ResultWriter {
       return entries;
     }
 
-    Map<String, Object> toJson() {
+    public Map<String, Object> toJson() {
       Map<String, Object> m = new LinkedHashMap<>();
       m.put("backend", name);
       m.put("status", status);
@@ -103,7 +103,8 @@ public final class ResultWriter {
 
   private final Path dir;
   private final Map<String, Object> header = new LinkedHashMap<>();
-  private final List<Backend> backends = new ArrayList<>();
+  /** Backend objects, or records restored from an earlier process (see {@link #restore}). */
+  private final List<Object> records = new ArrayList<>();
 
   private ResultWriter(Path dir) {
     this.dir = dir;
@@ -124,6 +125,20 @@ public final class ResultWriter {
         }
       }
     }
+    return resume(dir, jobId, modelSha256, harness, device);
+  }
+
+  /**
+   * Reopen a result folder that an earlier process of the harness started (it died, e.g. killed
+   * by a GPU driver): outputs already written stay, records come back through {@link #restore}.
+   */
+  public static ResultWriter resume(
+      Path dir,
+      String jobId,
+      String modelSha256,
+      Map<String, Object> harness,
+      Map<String, Object> device)
+      throws IOException {
     Files.createDirectories(dir);
     ResultWriter w = new ResultWriter(dir);
     w.header.put("schema", SCHEMA);
@@ -136,18 +151,23 @@ public final class ResultWriter {
 
   public Backend backend(String name) {
     Backend b = new Backend(name);
-    backends.add(b);
+    records.add(b);
     return b;
+  }
+
+  /** Add a finished record as {@link Backend#toJson} made it (kept in a state file). */
+  public void restore(Map<String, Object> record) {
+    records.add(record);
   }
 
   /** Write result.json (temp file + rename). */
   public Path finish(double wallSeconds) throws IOException {
     Map<String, Object> doc = new LinkedHashMap<>(header);
-    List<Object> records = new ArrayList<>();
-    for (Backend b : backends) {
-      records.add(b.toJson());
+    List<Object> all = new ArrayList<>();
+    for (Object r : records) {
+      all.add(r instanceof Backend ? ((Backend) r).toJson() : r);
     }
-    doc.put("backends", records);
+    doc.put("backends", all);
     doc.put("wall_seconds", wallSeconds);
     Path tmp = dir.resolve(".result.json.tmp");
     Files.write(tmp, Json.write(doc).getBytes(StandardCharsets.UTF_8));

@@ -206,6 +206,30 @@ public final class ProtocolTests {
         "not empty");
   }
 
+  /** A second process resumes a result folder: restored records and files survive. */
+  static void resume(Path out) throws Exception {
+    Path dir = out.resolve("resumed");
+    Map<String, Object> harness = new LinkedHashMap<>();
+    harness.put("kind", "android");
+    harness.put("version", "1");
+    harness.put("runtime", "test");
+    ResultWriter first = ResultWriter.create(dir, "job", null, harness, new LinkedHashMap<>());
+    ResultWriter.Backend cpu = first.backend("cpu");
+    cpu.status = "ok";
+    cpu.addOutputs(Arrays.asList(Tensor.ofLongs("y", new long[] {2}, new long[] {-1, 1})));
+    Map<String, Object> saved = Json.map(Json.parse(Json.write(cpu.toJson())), "saved");
+    ResultWriter second = ResultWriter.resume(dir, "job", null, harness, new LinkedHashMap<>());
+    second.restore(saved);
+    ResultWriter.Backend gpu = second.backend("gpu_fp16");
+    gpu.status = "crashed";
+    gpu.error = "the process died during compile";
+    gpu.addOutputs(Arrays.asList(Tensor.ofLongs("y", new long[] {2}, new long[] {0, 0})));
+    second.finish(1.0);
+    Result r = Result.read(dir);
+    check(r.outputs.get("cpu").get(0).get(0).toLongArray()[0] == -1, "restored outputs");
+    check(r.outputs.get("gpu_fp16").isEmpty(), "a crashed backend reports no outputs");
+  }
+
   static void json() throws Exception {
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("text", "quote \" backslash \\ newline \n tab \t unicode é \u0001");
@@ -240,6 +264,7 @@ public final class ProtocolTests {
       jobs(fixtures, out);
       results(fixtures, out);
       errors(fixtures, out);
+      resume(out);
     } catch (AssertionError e) {
       System.out.println("FAIL after " + checks + " checks: " + e.getMessage());
       System.exit(1);
