@@ -33,6 +33,7 @@ from tflkit.rewriter.rules.slicing import (
     GatherNdConstIndices,
     PackRepeated,
     PadLowRank,
+    StridedSliceCanonical,
     StridedSliceMasks,
     StridedSliceReverse,
 )
@@ -51,6 +52,7 @@ RULES: tuple[Rule, ...] = (
     PackRepeated(),
     StridedSliceMasks(),
     StridedSliceReverse(),
+    StridedSliceCanonical(),
     GatherNdConstIndices(),
     GatherInt64Indices(),
     PadLowRank(),

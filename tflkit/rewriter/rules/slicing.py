@@ -23,8 +23,12 @@ def dense_slice(op: Op) -> list[list[int]] | None:
     """The input indices a STRIDED_SLICE selects, one list per input axis (None: unsupported)."""
     o = op.options
     begin, end, strides = (const_ints(t) for t in op.inputs[1:4])
-    if begin is None or end is None or strides is None or getattr(o, "offset", False):
+    if begin is None or end is None or strides is None or o is None:
         return None
+    if not len(begin) == len(end) == len(strides) or 0 in strides:
+        return None
+    if getattr(o, "offset", False):  # end counts from begin
+        end = [b + e for b, e in zip(begin, end, strict=True)]
     shape = op.inputs[0].shape
     spec = len(begin)
     consuming = spec - sum(_bit(o.newAxisMask, i) for i in range(spec))
@@ -177,6 +181,63 @@ class StridedSliceReverse(_StridedSlice):
             )
 
         return (Example("reverse_last_axis", build),)
+
+
+def _refused_form(op: Op) -> str | None:
+    """The plain-slice forms the accelerator refuses (measured with ``check --probe``)."""
+    o = op.options
+    begin, end = const_ints(op.inputs[1]), const_ints(op.inputs[2])
+    if o is None or begin is None or end is None:
+        return None
+    shape = op.inputs[0].shape
+    if getattr(o, "offset", False):
+        return "offset"  # "Output shape mismatch": the GPU reads end as absolute
+    if len(begin) != len(shape):
+        return "short spec"  # "STRIDED_SLICE input/params dimensions mismatch."
+    for axis, (e, n) in enumerate(zip(end, shape, strict=False)):
+        if not _bit(o.endMask, axis) and e > n:
+            return "end past bound"  # "Output shape mismatch": the GPU does not clamp
+    return None
+
+
+class StridedSliceCanonical(_StridedSlice):
+    name = "strided_slice_canonical"
+    summary = "STRIDED_SLICE with offset, a short spec or ends past the bounds -> a full plain one"
+    reasons = ("Output shape mismatch", "dimensions mismatch")
+    codes = ("OPTIONS", "SHAPE")
+
+    def pattern(self, op: Op) -> bool:
+        if not super().pattern(op) or op.options is None:
+            return False
+        if any(getattr(op.options, m, 0) for m in _MASKS):
+            return False  # strided_slice_masks
+        strides = const_ints(op.inputs[3])
+        if strides is None or any(s < 0 for s in strides):
+            return False  # strided_slice_reverse
+        return _refused_form(op) is not None
+
+    def examples(self) -> tuple[Example, ...]:
+        def make(begin, end, out, **fields):
+            return lambda: graph_model(
+                [((1, 4, 6, 8), F32)],
+                lambda b, x: scale(
+                    b,
+                    b.STRIDED_SLICE(
+                        scale(b, x),
+                        i32(*begin),
+                        i32(*end),
+                        i32(*[1] * len(begin)),
+                        shape=out,
+                        options=options("StridedSliceOptions", **fields),
+                    ),
+                ),
+            )
+
+        return (
+            Example("end_past_bound", make((0, 1, 0, 0), (1, 100, 6, 8), (1, 3, 6, 8))),
+            Example("short_spec", make((0, 1), (1, 3), (1, 2, 6, 8))),
+            Example("offset", make((0, 1, 0, 0), (1, 2, 6, 8), (1, 2, 6, 8), offset=True)),
+        )
 
 
 class GatherNdConstIndices(Rule):
