@@ -26,34 +26,12 @@ setup() {
   export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 }
 
-# The converters for ONNX (onnx2tf) and PyTorch (litert-torch) pin versions that clash with
-# ours: each gets its own venv in the test cache, where tests/test_convert_foreign.py finds it.
+# The ONNX (onnx2tf) and PyTorch (litert-torch) converters live in venvs tflkit builds on first
+# use; for the tests they go in the test cache (CI caches it), where tests/test_convert_foreign.py
+# finds them.
 foreign_envs() {
-  local root=${TFLKIT_TEST_CACHE:-$HOME/.cache/tflkit-tests}/envs
-  make_env "$root/onnx2tf" onnx2tf==1.29.24
-  make_env "$root/torch" torch==2.13.0 litert-torch==0.10.0
-  if [ ! -f "$root/torch/.tflkit-editable" ]; then
-    "$root/torch/bin/python" -m pip install -q --no-deps --no-build-isolation -e . \
-      >> "$root/torch.log" 2>&1 && touch "$root/torch/.tflkit-editable"
-  fi
-}
-
-make_env() {
-  local dir=$1 want
-  shift
-  want="$*"
-  if [ "$(cat "$dir/.tflkit-ready" 2>/dev/null)" = "$want" ]; then
-    return 0
-  fi
-  echo "setup: creating $dir ($want; log: $dir.log)"
-  rm -rf "$dir"
-  mkdir -p "$(dirname "$dir")"
-  if ! { python3 -m venv "$dir" && "$dir/bin/python" -m pip install "$@"; } > "$dir.log" 2>&1; then
-    tail -n 30 "$dir.log" >&2
-    echo "setup: could not create $dir (log: $dir.log)" >&2
-    exit 1
-  fi
-  echo "$want" > "$dir/.tflkit-ready"
+  TFLKIT_CONVERTERS_DIR=${TFLKIT_TEST_CACHE:-$HOME/.cache/tflkit-tests}/converters \
+    .venv/bin/tflkit converters install onnx torch
 }
 
 job=${1:-demo}
@@ -67,6 +45,9 @@ case "$job" in
     fixed=$out/tiny_classifier.gpu.tflite
     mkdir -p "$out"
     step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+    # The conversion first: the ONNX twin of the example (its converter env is built on first use)
+    step .venv/bin/tflkit convert --gpu-ready tflkit/examples/tiny_classifier.onnx \
+      -o "$out/tiny_classifier_onnx.tflite"
     step .venv/bin/tflkit inspect "$example"
     step .venv/bin/tflkit check --probe "$example"
     step .venv/bin/tflkit rewrite "$example" -o "$fixed" --probe

@@ -8,6 +8,7 @@ imports nothing from tflkit. ``job["step"]`` is ``convert`` (writes ``model.tfli
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -27,13 +28,14 @@ def _static_shapes(model_path, options):
     model = onnx.load(model_path, load_external_data=False)
     given = {k: [int(d) for d in v] for k, v in options["input_shapes"].items()}
     init = {i.name for i in model.graph.initializer}
-    shapes = {}
+    shapes, source = {}, {}
     for inp in model.graph.input:
         if inp.name in init:
             continue
         dims = [
             d.dim_value if d.HasField("dim_value") else None for d in inp.type.tensor_type.shape.dim
         ]
+        source[inp.name] = list(dims)
         if inp.name in given:
             dims = given.pop(inp.name)
         elif dims and dims[0] is None:
@@ -46,7 +48,30 @@ def _static_shapes(model_path, options):
         shapes[inp.name] = dims
     if given:
         raise ValueError(f"usage: --input-shape names {sorted(given)} are not ONNX inputs")
-    return shapes
+    return shapes, source
+
+
+def _fix_inputs(model_path, shapes, target):
+    """Save a copy of the model whose inputs have the static ``shapes``.
+
+    onnx2tf's ``overwrite_input_shape`` left both dimensions of a fully dynamic input
+    (openWakeWord's melspectrogram, ``[batch_size, samples]``) dynamic in the ``.tflite``.
+    """
+    import onnx
+
+    model = onnx.load(model_path)
+    for inp in model.graph.input:
+        for dim, value in zip(
+            inp.type.tensor_type.shape.dim, shapes.get(inp.name, ()), strict=False
+        ):
+            dim.dim_value = int(value)
+    for out in model.graph.output:  # symbolic output dims are inferred again from the inputs
+        for dim in out.type.tensor_type.shape.dim:
+            if not dim.HasField("dim_value"):
+                dim.Clear()
+    del model.graph.value_info[:]
+    onnx.save(model, str(target))
+    return str(target)
 
 
 def convert(job, state):
@@ -54,18 +79,23 @@ def convert(job, state):
 
     import onnx2tf
 
-    state.update(onnx2tf=version("onnx2tf"), tensorflow=version("tensorflow"))
+    state["versions"] = {"onnx2tf": version("onnx2tf"), "tensorflow": version("tensorflow")}
+    state["converter"] = f"onnx2tf {version('onnx2tf')}"
     work = Path(job["workdir"])
-    shapes = _static_shapes(job["source"], job["options"])
-    state["inputs"] = [{"name": n, "onnx_shape": s} for n, s in shapes.items()]
+    shapes, source = _static_shapes(job["source"], job["options"])
+    state["inputs"] = [{"name": n, "source_shape": source[n]} for n in shapes]
     np.save(
         work / _SAMPLE, np.random.default_rng(0).uniform(0, 1, (20, 128, 128, 3)).astype(np.float32)
     )
     start = time.perf_counter()
+    static = _fix_inputs(job["source"], shapes, work / "static_inputs.onnx")
     onnx2tf.convert(
-        input_onnx_file_path=job["source"],
+        input_onnx_file_path=static,
         output_folder_path=str(work / "onnx2tf"),
         overwrite_input_shape=[f"{n}:{','.join(map(str, s))}" for n, s in shapes.items()],
+        # Unrolled LSTM/GRU/RNN loops become builtin ops; rolled ones stay TensorList flex ops,
+        # which never run on the GPU (measured on openWakeWord's LSTM model).
+        enable_rnn_unroll=True,
         non_verbose=True,
     )
     state["convert_seconds"] = time.perf_counter() - start
@@ -79,7 +109,8 @@ def reference(job, state):
     work = Path(job["workdir"])
     session = ort.InferenceSession(job["source"], providers=["CPUExecutionProvider"])
     inputs = session.get_inputs()
-    state["onnxruntime"] = ort.__version__
+    state["versions"] = {"onnxruntime": ort.__version__}
+    state["framework"] = f"onnxruntime {ort.__version__}"
     arrays = {}
     with np.load(work / "feeds.npz") as npz:
         sets = int(npz["sets"])
@@ -101,6 +132,13 @@ def reference(job, state):
     np.savez(work / "outputs.npz", **arrays)
 
 
+def _one_line(exc):
+    """The line of a multi-line error that names it (TensorFlow wraps the cause in a trace)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    named = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception): ", ln)]
+    return (named[-1] if named else f"{type(exc).__name__}: {lines[0]}")[:500]
+
+
 def main():
     job = json.loads(Path(sys.argv[1]).read_text())
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -111,11 +149,13 @@ def main():
     except Exception as exc:
         text = str(exc)
         state.update(
-            error=text.removeprefix("usage: ")[:2000],
+            error=text.removeprefix("usage: ") if "\n" not in text else _one_line(exc),
             error_kind="usage" if text.startswith("usage: ") else job["step"],
         )
     result = Path(job["workdir"]) / "result.json"
-    result.write_text(json.dumps(state, default=str))
+    tmp = result.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, default=str))
+    os.replace(tmp, result)
     return 0
 
 

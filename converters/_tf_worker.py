@@ -32,10 +32,21 @@ _DETAIL = re.compile(r"^\s+(tf\.\w+\(.*)$", re.MULTILINE)
 _WHERE = re.compile(r'fused\["(\w+):", callsite\("([^"@]+)@')
 
 
-def _keras_source(path: Path) -> tuple[Any, list[tuple[str, Any]], Call, Any, str]:
+def _keras_source(
+    path: Path, unsafe: bool = False
+) -> tuple[Any, list[tuple[str, Any]], Call, Any, str]:
+    """Load a Keras file; ``unsafe`` lets Keras run the Python code of its Lambda layers."""
     import keras
 
-    model = keras.saving.load_model(path, compile=False)
+    try:
+        model = keras.saving.load_model(path, compile=False, safe_mode=not unsafe)
+    except ValueError as exc:
+        if "safe_mode" not in str(exc):
+            raise
+        raise UsageError(
+            f"{path.name} has a Lambda layer holding Python code, which Keras does not run from "
+            "a file by default: if you trust the file, pass --unsafe-deserialization"
+        ) from None
     return _keras_model(model)
 
 
@@ -248,7 +259,8 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         state["stage"] = "load"
         source = Path(job["source"])
         if job["kind"] == "keras":
-            trackable, dyn, body, ref, framework = _keras_source(source)
+            unsafe = bool(options.get("unsafe_deserialization"))
+            trackable, dyn, body, ref, framework = _keras_source(source, unsafe)
         else:
             trackable, dyn, body, ref, framework = _saved_model_source(source, options["signature"])
         state["framework"] = framework

@@ -57,20 +57,26 @@ def convert(
     label: str | None = None,
 ) -> ConvertReport:
     """Convert ``source`` into ``output`` (plus ``.provenance.json`` and ``.reference.npz``)."""
-    options = options or ConvertOptions()
+    options = (options or ConvertOptions()).resolved()
     options.validate()
-    src, out = Path(source), Path(output)
-    kind = detect_kind(src)
-    _check_output(src, out)
+    given_src, given_out = Path(source), Path(output)
+    kind = detect_kind(given_src)
+    _check_output(given_src, given_out)
+    # Workers run in scratch directories: from here on every path is absolute.
+    src, out = given_src.resolve(), Path(os.path.abspath(given_out))
     start = time.perf_counter()
     report = ConvertReport(
-        source=label or str(src),
+        source=label or str(given_src),
         kind=kind,
         source_sha256=hash_source(src),
-        output=str(out),
+        output=str(given_out),
         options=options.to_json(),
     )
     report.versions = {"tflkit": tool_version("tflkit") or "unknown"}
+    if options.unsafe_deserialization and kind == "keras":
+        report.notes.append(
+            "loaded with --unsafe-deserialization: Keras ran the Python code of Lambda layers"
+        )
     if kind in ("keras", "saved_model"):
         from .tf_common import convert_with_tensorflow, scratch_dir
 
@@ -86,14 +92,10 @@ def convert(
                 bundle_tmp=bundle if bundle.is_file() else None,
                 extra_notes=state.get("notes", []),
             )
-    elif kind == "onnx":
-        from .onnx import convert_onnx
-
-        convert_onnx(src, out, options, report)
     else:
-        from .torch import convert_exported_program
+        from .foreign import ONNX, TORCH, convert_foreign
 
-        convert_exported_program(src, out, options, report)
+        convert_foreign(ONNX if kind == "onnx" else TORCH, src, out, options, report)
     report.wall_seconds = time.perf_counter() - start
     return report
 

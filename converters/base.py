@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,9 @@ class ConvertOptions:
     ``batch``. ``quantize`` is ``none`` (float32, or float16 weights with ``fp16``), ``dynamic``
     (int8 weights, float activations) or ``int8`` (full integer, calibrated on
     ``representative``: an ``.npz`` or a folder of images). ``python`` is the interpreter of
-    the environment holding the ONNX or PyTorch converter (default: this one).
+    an environment holding the ONNX or PyTorch converter (default: the one tflkit provisions,
+    see :mod:`tflkit.converters.envs`). ``unsafe_deserialization`` lets Keras load Lambda
+    layers (their Python code runs: only for files you trust).
     """
 
     input_shapes: Mapping[str, Sequence[int]] = field(default_factory=dict)
@@ -84,6 +87,22 @@ class ConvertOptions:
     seed: int = 0
     timeout: float = 900.0
     python: Path | None = None
+    unsafe_deserialization: bool = False
+
+    def resolved(self) -> ConvertOptions:
+        """A copy whose paths are absolute, resolved against this process's working directory.
+
+        Workers run in a scratch directory: a relative ``--representative`` or ``--python``
+        must not be read from there.
+        """
+        rep = Path(self.representative).expanduser().resolve() if self.representative else None
+        python = None
+        if self.python is not None:
+            given = Path(self.python).expanduser()
+            found = shutil.which(str(given)) if given.parent == Path(".") else None
+            # not resolve(): a venv's bin/python is a symlink to the base interpreter
+            python = Path(found) if found else Path(os.path.abspath(given))
+        return replace(self, representative=rep, python=python)
 
     def validate(self) -> None:
         """Raise :class:`UsageError` for options that contradict each other."""
@@ -100,6 +119,8 @@ class ConvertOptions:
             raise UsageError("--representative is only used with --quantize int8")
         if self.representative is not None and not Path(self.representative).exists():
             raise UsageError(f"representative dataset {self.representative} does not exist")
+        if self.python is not None and not Path(self.python).exists():
+            raise UsageError(f"--python {self.python} does not exist")
         if self.int8_io and self.quantize != "int8":
             raise UsageError("--int8-io needs --quantize int8")
         if self.batch < 1 or self.reference_sets < 1 or self.calibration_steps < 1:

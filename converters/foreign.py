@@ -1,20 +1,61 @@
-"""Converters that may live in another Python environment (ONNX via onnx2tf, PyTorch via
-litert-torch): check the interpreter has the extra, run the worker there, finalize here."""
+"""Converters that live in their own Python environment: ONNX (onnx2tf) and PyTorch (litert-torch).
+
+Both run the same two steps as a plain script under the route's interpreter (the environment
+tflkit provisions, or the user's ``--python``): ``convert`` writes ``model.tflite``; this process
+then makes the seeded reference inputs from that model; ``reference`` runs the source framework
+(ONNX Runtime, torch) on them. The reference bundle, the CPU-vs-source figures and the provenance
+are made here.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+
+from tflkit import ir
+from tflkit.errors import UsageError
 from tflkit.report.convert_report import ConvertReport
 
-from ._runner import python_module_cmd, run_worker
-from .base import ConvertOptions, MissingExtraError
+from ._runner import run_worker
+from .base import ConversionError, ConvertOptions, MissingExtraError
+from .envs import ROUTES, ensure_env
 from .provenance import finalize, tool_version
 from .tf_common import _raise_for, scratch_dir
 
-__all__ = ["convert_in_env", "has_module"]
+__all__ = ["ONNX", "TORCH", "ForeignRoute", "convert_foreign", "has_module"]
+
+
+@dataclass(frozen=True)
+class ForeignRoute:
+    """A converter run as a script in its own environment."""
+
+    route: str
+    script: str
+    label: str
+
+
+ONNX = ForeignRoute("onnx", "_onnx_worker.py", "ONNX")
+TORCH = ForeignRoute("torch", "_torch_worker.py", "PyTorch")
+
+#: Options that only the TensorFlow route (Keras, SavedModel) knows.
+_TF_ONLY = {
+    "allow_flex": "--allow-flex",
+    "fp16": "--fp16",
+    "representative": "--representative",
+    "int8_io": "--int8-io",
+    "signature": "--signature",
+    "converter_options": "--converter-option",
+    "unsafe_deserialization": "--unsafe-deserialization",
+}
 
 
 def has_module(python: str, module: str) -> bool:
@@ -26,49 +67,141 @@ def has_module(python: str, module: str) -> bool:
         return False
 
 
-def convert_in_env(
-    *,
-    worker: str,
-    module: str,
-    install_hint: str,
-    converter: str,
+def _interpreter(route: ForeignRoute, options: ConvertOptions, report: ConvertReport) -> str:
+    """The user's ``--python`` (checked), else the provisioned environment (built if missing)."""
+    if options.python is None:
+        env = ensure_env(route.route)
+        report.converter_env = env.provenance()
+        return str(env.python)
+    python = str(options.python)
+    spec = ROUTES[route.route][0]
+    for module in spec.modules:
+        if not has_module(python, module):
+            raise MissingExtraError(
+                f"{route.label} conversion needs {module} in {python} (--python): install "
+                f"{' '.join(spec.packages)} there, or drop --python and tflkit builds its own "
+                f"environment (tflkit converters install {route.route})"
+            )
+    report.converter_env = {"route": route.route, "python": python, "user_supplied": True}
+    return python
+
+
+def _step(
+    python: str, route: ForeignRoute, step: str, source: Path, options: ConvertOptions, work: Path
+) -> dict[str, Any]:
+    job = {"step": step, "source": str(source), "options": options.to_json(), "workdir": str(work)}
+    (work / "job.json").write_text(json.dumps(job))
+    (work / "result.json").unlink(missing_ok=True)
+    script = Path(__file__).with_name(route.script)
+    outcome = run_worker(
+        [python, str(script), str(work / "job.json")], work, timeout=options.timeout
+    )
+    _raise_for(outcome)
+    return outcome.state
+
+
+def _cpu_vs_reference(
+    data: bytes, feeds: list[dict[str, np.ndarray]], refs: list[dict[str, np.ndarray]]
+) -> dict[str, float]:
+    """Max |.tflite on the CPU - source framework| per output over the reference sets."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    with _native_stderr_silenced():  # LiteRT logs "Created TensorFlow Lite XNNPACK delegate"
+        runner = Interpreter(model_content=data).get_signature_runner()
+    worst: dict[str, float] = {}
+    for feed, ref in zip(feeds, refs, strict=True):
+        for name, value in runner(**feed).items():
+            diff = np.abs(np.asarray(value, np.float64) - np.asarray(ref[name], np.float64))
+            worst[name] = max(worst.get(name, 0.0), float(diff.max()) if diff.size else 0.0)
+    return worst
+
+
+@contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Point fd 2 at /dev/null (native INFO lines) and restore it."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _static_inputs(data: bytes) -> bytes:
+    """onnx2tf keeps a -1 batch in ``shape_signature`` even with static input shapes: drop it."""
+    from tflkit.rewriter.shapes import dynamic_inputs, fix_input_shapes
+
+    model = ir.load(data)
+    dynamic = {t.name: t.shape for t in dynamic_inputs(model)}
+    if not dynamic:
+        return data
+    fix_input_shapes(model, dynamic)
+    return ir.dumps(model)
+
+
+def convert_foreign(
+    route: ForeignRoute,
     source: Path,
     output: Path,
     options: ConvertOptions,
     report: ConvertReport,
 ) -> ConvertReport:
-    """Run ``worker`` under ``options.python`` (default: this interpreter) and finalize."""
-    import sys
+    """Convert ``source`` through ``route`` and write ``output``, its provenance and bundle."""
+    from tflkit.delegates.tf_reference import match_outputs, save_bundle
+    from tflkit.inputs import entry_point, make_input_sets
 
-    python = str(options.python or sys.executable)
-    if not has_module(python, module):
-        raise MissingExtraError(
-            f"{report.kind} conversion needs {module} in {python}: {install_hint}"
+    given = [flag for name, flag in _TF_ONLY.items() if getattr(options, name)]
+    if options.quantize != "none":
+        given.append("--quantize")
+    if given:
+        raise UsageError(
+            f"{', '.join(given)}: only for Keras and SavedModel sources, not {route.label}"
         )
+    python = _interpreter(route, options, report)
     with scratch_dir(output) as tmp:
         work = Path(tmp).resolve()
-        job = {"source": str(source.resolve()), "options": options.to_json(), "workdir": str(work)}
-        (work / "job.json").write_text(json.dumps(job))
-        cmd = python_module_cmd(worker, str(work / "job.json"), python=python)
-        outcome = run_worker(cmd, work, timeout=options.timeout)
-        _raise_for(outcome)
-        state = outcome.state
-        report.converter = converter
-        for key in ("torch", "litert_torch", "onnx2tf", "tensorflow", "onnx", "onnxruntime"):
-            if state.get(key):
-                report.versions[key] = str(state[key])
-        report.versions["ai-edge-litert"] = tool_version("ai-edge-litert") or "unknown"
-        report.versions["framework"] = state.get("framework", "")
-        report.inputs = state.get("inputs", [])
-        report.outputs = state.get("output_names", [])
-        report.cpu_vs_reference_max_abs = state.get("cpu_vs_reference_max_abs", {})
-        report.convert_seconds = state.get("convert_seconds")
-        bundle = work / "reference.npz"
-        finalize(
-            (work / "model.tflite").read_bytes(),
-            report,
-            output,
-            bundle_tmp=bundle if bundle.is_file() else None,
-            extra_notes=state.get("notes", []),
+        state = _step(python, route, "convert", source, options, work)
+        data = _static_inputs((work / "model.tflite").read_bytes())
+        model = ir.load(data)
+        flex = sorted({op.type for sg in model.subgraphs for op in sg.ops if op.is_custom})
+        if flex:
+            raise ConversionError(
+                f"{state.get('converter', route.route)} left ops with no TFLite builtin: "
+                f"{', '.join(flex)}; they could only run on the CPU (flex/custom ops), never on "
+                "the GPU delegate"
+            )
+        _, _, ins, outs = entry_point(model)
+        sets = make_input_sets(model, count=options.reference_sets, seed=options.seed)
+        arrays = {f"s{k}_in_{i}": f[n] for k, f in enumerate(sets.feeds) for i, n in enumerate(ins)}
+        np.savez(work / "feeds.npz", sets=np.array(len(sets.feeds)), **arrays)
+        ref = _step(python, route, "reference", source, options, work)
+        wanted = {n: t.shape for n, t in outs.items()}
+        refs = []
+        with np.load(work / "outputs.npz") as npz:
+            for k in range(len(sets.feeds)):
+                produced = {n: npz[f"s{k}_out_{j}"] for j, n in enumerate(ref["output_names"])}
+                try:
+                    refs.append(match_outputs(produced, wanted)[0])
+                except ValueError as exc:
+                    raise ConversionError(str(exc)) from None
+        framework = str(ref.get("framework", ""))
+        save_bundle(
+            work / "reference.npz", sets.feeds, refs, source=str(source), framework=framework
         )
+        report.converter = str(state.get("converter", route.route))
+        report.versions.update({k: str(v) for k, v in state.get("versions", {}).items()})
+        report.versions.update({k: str(v) for k, v in ref.get("versions", {}).items()})
+        report.versions["framework"] = framework
+        report.versions["ai-edge-litert"] = tool_version("ai-edge-litert") or "unknown"
+        report.inputs = [
+            {**spec.to_json(), "source_shape": src.get("source_shape")}
+            for spec, src in zip(sets.specs, state.get("inputs", []), strict=False)
+        ]
+        report.outputs = list(outs)
+        report.convert_seconds = state.get("convert_seconds")
+        report.cpu_vs_reference_max_abs = _cpu_vs_reference(data, sets.feeds, refs)
+        finalize(data, report, output, bundle_tmp=work / "reference.npz")
     return report

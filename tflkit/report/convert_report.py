@@ -12,7 +12,9 @@ from rich.console import Console
 
 from tflkit.fsio import write_atomic
 
-__all__ = ["ConvertReport", "CpuOnlyOp", "PipelineStage", "render_convert", "write_json"]
+__all__ = ["SCHEMA", "ConvertReport", "CpuOnlyOp", "PipelineStage", "render_convert", "write_json"]
+
+SCHEMA = "tflkit.convert/1"
 
 FLEX_WHY = (
     "a flex op is a TensorFlow kernel run by the Select TF ops (flex) delegate on the CPU; the GPU "
@@ -52,6 +54,7 @@ class ConvertReport:
     sidecar: str | None = None
     reference_bundle: str | None = None
     converter: str = ""
+    converter_env: dict[str, Any] | None = None
     versions: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     inputs: list[dict[str, Any]] = field(default_factory=list)
@@ -74,9 +77,7 @@ class ConvertReport:
         return next(s for s in self.stages if s.name == name)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["format"] = "tflkit.convert-report/1"
-        return data
+        return {"schema": SCHEMA, **asdict(self)}
 
 
 def write_json(report: ConvertReport, path: str | os.PathLike[str]) -> Path:
@@ -100,6 +101,9 @@ def render_convert(report: ConvertReport, console: Console) -> None:
         f"  converter: {report.converter}; "
         + ", ".join(f"{k} {v}" for k, v in sorted(report.versions.items()))
     )
+    env = report.converter_env
+    if env and env.get("name"):
+        console.print(f"  converter environment: {env['name']} ({' '.join(env['packages'])})")
     opts = report.options
     weights = (
         "float16 weights"
