@@ -52,7 +52,8 @@ def _static_shapes(model_path, options):
 
 
 def _fix_inputs(model_path, shapes, target):
-    """Save a copy of the model whose inputs have the static ``shapes``.
+    """Save a copy of the model whose inputs have the static ``shapes``; onnx2tf converts the
+    copy (it writes its simplified model back to the file it is given: never the user's).
 
     onnx2tf's ``overwrite_input_shape`` left both dimensions of a fully dynamic input
     (openWakeWord's melspectrogram, ``[batch_size, samples]``) dynamic in the ``.tflite``.

@@ -74,6 +74,7 @@ def test_first_use_builds_once_and_converts(first_use):
         assert (root / name / "out" / "tiny.tflite").is_file()
         sidecar = json.loads((root / name / "out" / "tiny.provenance.json").read_text())
         assert sidecar["converter_env"] == report["converter_env"]
+    assert (root / "models" / "tiny.onnx").read_bytes() == EXAMPLE.read_bytes()
     waited = [err for _, _, err in first if "waiting for another tflkit process" in err]
     assert len(waited) == 1, "the lock did not make one process wait for the other"
     (env,) = installed_envs(cache)

@@ -129,7 +129,9 @@ def test_onnx_model(name, gpu, tmp_path):
     source = _fetch(model)
     output = tmp_path / f"{name}.tflite"
     options = ConvertOptions(input_shapes=model.input_shapes)
+    before = hashlib.sha256(source.read_bytes()).hexdigest()
     report = convert_gpu_ready(source, output, options)
+    assert hashlib.sha256(source.read_bytes()).hexdigest() == before, "the source was modified"
     assert report.converter == "onnx2tf 1.29.24"
     assert report.versions["framework"].startswith("onnxruntime 1.23")
     assert report.converter_env["packages"] == ["onnx2tf==1.29.24"]
