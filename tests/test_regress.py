@@ -195,3 +195,16 @@ def test_another_model_against_the_baseline_fails_on_its_inputs(recorded: Path) 
     assert result.verdict == "fail"
     (case,) = [c for c in result.failures if c.name == "inputs"]
     assert case.message.startswith("the model's inputs are")
+
+
+def test_latency_budget_on_the_same_device(face: Path, tmp_path: Path) -> None:
+    options = RecordOptions(runners=["cpu"], num_inputs=2, probe=False, latency=True)
+    baseline = write_baseline(record(face, options), tmp_path / "timed")
+    latency = json.loads((baseline / "latency.json").read_text())
+    assert latency["runners"]["cpu"]["device"].startswith("CPU ")
+    assert len(latency["runners"]["cpu"]["infer_seconds"]) == 2
+    for budget, status in ((1e6, "pass"), (1e-6, "fail")):
+        result = check(face, baseline, CheckOptions(probe=False, latency_budget=budget))
+        (case,) = [c for c in result.cases if c.kind == "latency"]
+        assert case.status == status, case.message
+        assert f"budget {budget:g}x) on CPU " in case.message
