@@ -257,6 +257,10 @@ def summarize(report: CheckReport) -> str:
 # --- fixes ----------------------------------------------------------------------------------------
 
 _RNN_CELL_OPS = frozenset({"FULLY_CONNECTED", "BATCH_MATMUL"})
+#: Ops of streaming state held in resource variables, and the opt-in rule that turns that state
+#: into explicit inputs and outputs.
+_STATE_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"})
+STREAMING_RULE = "streaming_state"
 _RNN_GATE_OPS = frozenset({"LOGISTIC", "TANH"})
 
 
@@ -317,7 +321,7 @@ def _is_rnn_loop(op: ir.Op) -> bool:
 def fix_hint(op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = "") -> FixHint | None:
     """What fixes ``op`` for these reasons: the first default rewrite rule that does, else an
     opt-in rule, ``--input-shape``, a conversion change; None when nothing is known."""
-    from tflkit.rewriter.run import catalog
+    from tflkit.rewriter.rules import catalog
 
     texts = [f"{r.code}: {r.message}" for r in reasons]
     rules = sorted(catalog(), key=lambda rule: rule.opt_in)
@@ -333,6 +337,11 @@ def fix_hint(op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = "") -> Fix
     if after_shapes is not None:
         return after_shapes
     codes = {r.code for r in reasons}
+    if op.type in _STATE_OPS:  # the rewrite takes the variables as a whole, not op by op
+        streaming = next((r for r in rules if r.name == STREAMING_RULE), None)
+        if streaming is not None:
+            return FixHint(streaming.name, streaming.summary, "opt_in_rule")
+        return FixHint(None, "none in this version: resource variables stay on the CPU", "none")
     if op.type == "WHILE" and _is_rnn_loop(op):
         return FixHint(
             None,
