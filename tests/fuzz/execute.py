@@ -81,6 +81,9 @@ def _child(argv: list[str], out: int, err: int) -> None:
         os.dup2(devnull, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
+        # Python-level streams onto the new fds (under pytest they are capture objects).
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         from tflkit.cli.main import main
 
         code = main(argv)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import collections
 import hashlib
+import multiprocessing
 import os
 import random
 import shutil
@@ -71,11 +72,14 @@ def load_seeds(real_only: bool = False) -> list[Seed]:
     return seeds
 
 
-def make_mutant(seeds: list[Seed], seed: int, index: int) -> tuple[Seed, bytes, str, str]:
-    rng = random.Random(f"{seed}:{index}")
+def make_mutant(
+    seeds: list[Seed], seed: int, index: int, only: str | None = None
+) -> tuple[Seed, bytes, str, str]:
+    """Mutant ``index`` of run ``seed``: deterministic, so any one can be rebuilt alone."""
+    rng = random.Random(f"{seed}:{index}:{only or ''}")
     base = seeds[index % len(seeds)]
     donor = rng.choice(seeds)
-    data, name, what = mutators.mutate(rng, base.data, donor.data)
+    data, name, what = mutators.mutate(rng, base.data, donor.data, only)
     return base, data, name, what
 
 
@@ -88,12 +92,19 @@ def _argv(command: str, model: Path, out: Path) -> list[str]:
 
 
 def run_one(
-    seeds: list[Seed], seed: int, index: int, work: Path, *, timeout: float, mode: str
+    seeds: list[Seed],
+    seed: int,
+    index: int,
+    work: Path,
+    *,
+    timeout: float,
+    mode: str = "fork",
+    only: str | None = None,
 ) -> Result:
-    base, data, name, what = make_mutant(seeds, seed, index)
+    """Make mutant ``index`` and run every command on it."""
+    base, data, name, what = make_mutant(seeds, seed, index, only)
     result = Result(index, base.name, name, what)
-    case = work / f"m{index}"
-    case.mkdir()
+    case = Path(tempfile.mkdtemp(prefix=f"m{index}-", dir=work))
     model, out = case / "mutant.tflite", case / "out.tflite"
     model.write_bytes(data)
     for command in COMMANDS:
@@ -183,7 +194,7 @@ def format_report(
         by_mutator[result.mutator]["loaded"] += "ok" in kinds
     command = (
         f"python -m tests.fuzz.run --count {args.count} --seed {args.seed} --mode {args.mode} "
-        f"--timeout {args.timeout:g} --report {args.report}"
+        f"--timeout {args.timeout:g} --jobs {args.jobs} --report {args.report}"
     )
     parts = [
         "# Fuzzing report",
@@ -251,11 +262,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", type=int, action="append", help="run only mutant N")
     parser.add_argument("--keep", type=Path, help="write bad (or --only) mutants here")
     parser.add_argument("--real-only", action="store_true", help="only the face models")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants run in parallel")
     args = parser.parse_args(argv)
     seeds = load_seeds(args.real_only)
     if args.mode == "fork":
         execute.preload()
     indices = args.only or list(range(args.count))
+    start = time.perf_counter()
+    if args.jobs > 1:
+        context = multiprocessing.get_context("fork")
+        shares = [(seeds, args, indices[k :: args.jobs]) for k in range(args.jobs)]
+        with context.Pool(args.jobs) as pool:
+            results = sorted(
+                (r for part in pool.starmap(_run_share, shares) for r in part),
+                key=lambda r: r.index,
+            )
+    else:
+        results = _run_share(seeds, args, indices)
+    seconds = time.perf_counter() - start
+    print(format_numbers(results, seconds))
+    if args.report is not None:
+        from tflkit.fsio import write_atomic
+
+        write_atomic(args.report, format_report(results, seeds, args, seconds))
+        print(f"report: {args.report}")
+    return 1 if any(r.bad for r in results) else 0
+
+
+def _run_share(seeds: list[Seed], args: argparse.Namespace, indices: list[int]) -> list[Result]:
+    """Run the mutants ``indices`` one after the other (one job's share)."""
     results: list[Result] = []
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tflkit-fuzz-") as tmp:
@@ -275,15 +310,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             if n % 50 == 0:
                 elapsed = time.perf_counter() - start
-                print(f"{n}/{len(indices)} mutants, {elapsed:.0f} s", flush=True)
-    seconds = time.perf_counter() - start
-    print(format_numbers(results, seconds))
-    if args.report is not None:
-        from tflkit.fsio import write_atomic
-
-        write_atomic(args.report, format_report(results, seeds, args, seconds))
-        print(f"report: {args.report}")
-    return 1 if any(r.bad for r in results) else 0
+                print(f"{n}/{len(indices)} mutants of this job, {elapsed:.0f} s", flush=True)
+    return results
 
 
 def _keep(folder: Path | None, seeds: list[Seed], seed: int, index: int) -> None:
