@@ -2,7 +2,9 @@
 # Debian packages tflkit needs, installed when run as root (a no-op with a note otherwise):
 #  - always: Mesa >= 25 lavapipe (software Vulkan GPU) from bookworm-backports, reusing the
 #    mirror of the system's own Debian apt source;
-#  - with --browser: Chromium, used by the tests to render the HTML reports headless.
+#  - with --browser (what ./dev.sh test passes): Chromium, used by the tests to render the HTML
+#    reports headless, the on-device tests' real peers (adb and adbd from bookworm-backports,
+#    OpenSSH server and client) and a JDK (javac) for the Android harness's protocol module.
 set -euo pipefail
 
 with_browser=0
@@ -26,8 +28,20 @@ fi
 
 mesa_version() { dpkg-query -W -f '${Version}' mesa-vulkan-drivers 2>/dev/null | sed -E 's/^[0-9]+://; s/[^0-9.].*//'; }
 current=$(mesa_version || true)
+mesa_ok=0
 if [ -n "$current" ] && [ "${current%%.*}" -ge 25 ] 2>/dev/null; then
   echo "install-system-packages: mesa-vulkan-drivers $current already installed"
+  mesa_ok=1
+fi
+need_adb=0
+missing=""
+if [ "$with_browser" = 1 ]; then
+  { command -v adb && { command -v adbd || [ -x /usr/sbin/adbd ]; }; } >/dev/null || need_adb=1
+  [ -x /usr/sbin/sshd ] || missing="$missing openssh-server"
+  command -v ssh >/dev/null || missing="$missing openssh-client"
+  command -v javac >/dev/null || missing="$missing openjdk-17-jdk-headless"
+fi
+if [ "$mesa_ok" = 1 ] && [ "$need_adb" = 0 ] && [ -z "$missing" ]; then
   exit 0
 fi
 
@@ -50,5 +64,16 @@ fi
 list=/etc/apt/sources.list.d/tflkit-backports.list
 echo "deb $mirror ${codename}-backports main" > "$list"
 apt-get update -qq
-apt-get install -y -qq -t "${codename}-backports" mesa-vulkan-drivers libvulkan1 >/dev/null
-echo "install-system-packages: mesa-vulkan-drivers $(mesa_version) installed"
+if [ "$mesa_ok" = 0 ]; then
+  apt-get install -y -qq -t "${codename}-backports" mesa-vulkan-drivers libvulkan1 >/dev/null
+  echo "install-system-packages: mesa-vulkan-drivers $(mesa_version) installed"
+fi
+if [ "$need_adb" = 1 ]; then
+  apt-get install -y -qq -t "${codename}-backports" adb adbd >/dev/null
+  echo "install-system-packages: adb and adbd installed"
+fi
+if [ -n "$missing" ]; then
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  echo "install-system-packages:$missing installed"
+fi
