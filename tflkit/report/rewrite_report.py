@@ -100,6 +100,9 @@ class RewriteReport:
     probe_before: Residency | None = None
     probe_after: Residency | None = None
     notes: list[str] = field(default_factory=list)
+    #: ``streaming_state``: per state, the input, the output fed back to it, shape, dtype and
+    #: initial value (the same plan is in the model's ``tflkit_streaming_state`` metadata).
+    streaming: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": REWRITE_SCHEMA, **asdict(self)}
@@ -155,6 +158,7 @@ def build_report(
         if probe_after is None
         else Residency.from_probe(probe_after, sum(after_hist.values())),
         notes=notes,
+        streaming=[asdict(b) for b in outcome.streaming or []],
     )
 
 
@@ -219,12 +223,26 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
     v = report.verification
     if v is not None:
         verdict = "[green]outputs match[/]" if v["ok"] else f"[red]{v['problem']}[/]"
-        console.print(f"verification (CPU, contract {report.contract}): {verdict}")
+        console.print(f"verification (CPU, contract {v['contract']}): {verdict}")
         for o in v["outputs"]:
             console.print(
                 f"  {o['name']}: max abs {o['max_abs']:.3g}, max rel {o['max_rel']:.3g}"
                 + (" (bit-identical)" if o["identical"] else "")
             )
+    if report.streaming:
+        console.print(
+            "state made explicit: feed each state output back as the next step's input "
+            "(plan also in the model metadata 'tflkit_streaming_state')"
+        )
+        for b in report.streaming[:_MAX_LINES]:
+            start = "zeros" if b["initial"] == "zeros" else "the initializer's constant"
+            source = (
+                f"{b['output']} of the previous step" if b["output"] else "the same value each step"
+            )
+            console.print(
+                f"  {b['input']} {b['shape']} {b['dtype']} <- {source}; first step: {start}"
+            )
+        _more(console, report.streaming, "states")
     for note in report.notes:
         console.print(f"note: {note}")
 

@@ -158,8 +158,8 @@ def int8_variant(model: ir.Model, seeds: Sequence[int] = (0, 1, 2)) -> ir.Model:
         raise ValueError(f"the float example does not run on the CPU: {exc}") from None
     variant = ir.load(ir.dumps(model))
     graph = variant.main
-    for op in graph.ops:  # PACK needs one encoding for its inputs and output: share a range
-        if op.type == "PACK":
+    for op in graph.ops:  # these need one encoding for inputs and output: share a range
+        if op.type in ("PACK", "CONCATENATION"):
             names = [t.name for t in (*op.inputs, *op.outputs) if t is not None]
             low = min(ranges.get(n, (0.0, 0.0))[0] for n in names)
             high = max(ranges.get(n, (0.0, 0.0))[1] for n in names)
@@ -172,7 +172,8 @@ def int8_variant(model: ir.Model, seeds: Sequence[int] = (0, 1, 2)) -> ir.Model:
     fixed = {id(op.outputs[0]): _FIXED_OUTPUT_QUANT[op.type] for op in graph.ops
              if op.type in _FIXED_OUTPUT_QUANT and op.outputs}  # fmt: skip
     float32 = ir.schema.tensor_type(np.float32)
-    for tensor in graph.tensors:
+    others = [t for sg in variant.subgraphs[1:] for t in sg.tensors if t.is_constant]
+    for tensor in [*graph.tensors, *others]:  # constants of other subgraphs (initializers) too
         if tensor.type != float32 or id(tensor) in biases:
             continue
         if tensor.is_constant:

@@ -11,11 +11,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tflkit.ir import schema
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Tensor
+
+if TYPE_CHECKING:
+    from tflkit.rewriter.verify import Verification
 
 fb = schema.fb
 
@@ -97,6 +100,8 @@ class Rule:
     required_inputs: ClassVar[tuple[int, ...]] = (0,)
     #: How many outputs the ops the rule rewrites have.
     num_outputs: ClassVar[int | None] = 1
+    #: The rewrite adds graph inputs/outputs (explicit state): ``verify_rewrite`` proves it.
+    changes_interface: ClassVar[bool] = False
 
     def pattern(self, op: Op) -> bool:
         """True for ops this rule is about (cheap, type-level).
@@ -118,6 +123,13 @@ class Rule:
     def examples(self) -> tuple[Example, ...]:
         """Models on which the rule must fire exactly once."""
         return ()
+
+    def verify_rewrite(
+        self, original: bytes, rewritten: bytes, contract: Contract, seeds: tuple[int, ...]
+    ) -> Verification | None:
+        """A proof of equivalence of the rule's own (e.g. over a sequence of steps for state
+        made explicit); None: the default one-shot comparison on the CPU is the proof."""
+        return None
 
     def addresses(self, rejection_reasons: Sequence[str]) -> bool:
         """Whether one of the target's rejection reasons for an op is one this rule fixes.

@@ -20,6 +20,7 @@ from tflkit.native_check import ensure_cpu_safe
 from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, RejectedOps, run_passes
 from tflkit.rewriter.rule import Contract, combine
 from tflkit.rewriter.rules import catalog
+from tflkit.rewriter.rules.streaming import StateBinding, read_plan
 from tflkit.rewriter.shapes import dynamic_inputs, fix_input_shapes
 from tflkit.rewriter.verify import Verification, verify
 
@@ -44,6 +45,8 @@ class RewriteOutcome:
     dynamic_inputs: list[str] = field(default_factory=list)
     rules_used: list[str] = field(default_factory=list)
     gated_by_checker: bool = False
+    #: State made explicit by ``streaming_state``: how the app feeds each state input.
+    streaming: list[StateBinding] | None = None
 
     @property
     def changed(self) -> bool:
@@ -108,7 +111,10 @@ def rewrite_model(
     if problems:  # a bug in a rule, not a problem of the input: an internal error (exit 3)
         raise RuntimeError(f"rewrite produced an invalid model: {problems[0][:200]}")
     verification = None
-    if check and rewritten != data:
+    own_proof = [r for r in rules if r.name in fired and r.changes_interface]
+    if check and rewritten != data and own_proof:  # e.g. state made explicit: a step sequence
+        verification = own_proof[0].verify_rewrite(data, rewritten, contract, tuple(seeds))
+    elif check and rewritten != data:
         verification = verify(
             data, rewritten, contract, seeds=seeds, inputs=inputs, input_shapes=tensor_shapes
         )
@@ -123,6 +129,7 @@ def rewrite_model(
         dynamic,
         [r.name for r in rules],
         gate is not None,
+        read_plan(model) if "streaming_state" in fired else [],
     )
 
 

@@ -176,3 +176,71 @@ def verify(
 def _first_line(exc: Exception) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
+
+
+def verify_sequence(
+    original: bytes,
+    rewritten: bytes,
+    contract: Contract,
+    *,
+    steps: int = 24,
+    seed: int = 0,
+) -> Verification:
+    """Run the stateful original and its explicit-state rewrite side by side over ``steps``.
+
+    The original keeps its state in resource variables inside one interpreter; the rewrite gets
+    each state input from the previous step's state output (the initial value on step one),
+    following the plan stored in its metadata. Every regular output is judged against
+    ``contract`` at every step; the worst step per output is reported.
+    """
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    from tflkit import ir
+    from tflkit.rewriter.rules.streaming import initial_state, read_plan
+
+    plan = read_plan(ir.load(rewritten)) or []
+    verdict = Verification(True, f"{contract.describe()} at each of {steps} steps", [seed], False)
+    resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    try:
+        old = Interpreter(model_content=original, experimental_op_resolver_type=resolver)
+        old.allocate_tensors()
+    except (RuntimeError, ValueError) as exc:
+        verdict.ok = False
+        verdict.problem = f"the original model does not run on the CPU ({_first_line(exc)})"
+        return verdict
+    old_in = old.get_input_details()
+    state = {b.input: initial_state(b) for b in plan}
+    next_of = {b.output: b.input for b in plan if b.output is not None}
+    rng_seeds = range(seed, seed + steps)
+    worst: dict[str, OutputCheck] = {}
+    for step, step_seed in enumerate(rng_seeds):
+        arrays = random_inputs(old_in, step_seed)
+        for detail, array in zip(old_in, arrays, strict=True):
+            old.set_tensor(detail["index"], array)
+        old.invoke()
+        old_out = {d["name"]: old.get_tensor(d["index"]) for d in old.get_output_details()}
+        feed = {d["name"]: a for d, a in zip(old_in, arrays, strict=True)}
+        feed.update(state)
+        try:
+            _, new_out = run_cpu(rewritten, feed)
+        except (RuntimeError, ValueError, UsageError) as exc:
+            verdict.ok = False
+            verdict.problem = f"step {step}: the rewritten model does not run ({_first_line(exc)})"
+            return verdict
+        state.update({next_of[name]: value for name, value in new_out.items() if name in next_of})
+        regular = {k: v for k, v in new_out.items() if k not in next_of}
+        if set(regular) != set(old_out):
+            verdict.ok = False
+            verdict.problem = f"output names changed: {sorted(old_out)} -> {sorted(regular)}"
+            return verdict
+        for name, value in old_out.items():
+            check = compare(name, value, regular[name], contract)
+            previous = worst.get(name)
+            if previous is None or (previous.ok, -previous.max_abs) > (check.ok, -check.max_abs):
+                worst[name] = check
+    verdict.outputs = list(worst.values())
+    verdict.ok = all(c.ok for c in verdict.outputs)
+    if not verdict.ok:
+        bad = [c.name for c in verdict.outputs if not c.ok]
+        verdict.problem = f"outputs {bad} differ beyond the contract within {steps} steps"
+    return verdict

@@ -37,6 +37,7 @@ from tflkit.rewriter.rules.slicing import (
     StridedSliceMasks,
     StridedSliceReverse,
 )
+from tflkit.rewriter.rules.streaming import StreamingState
 from tflkit.rewriter.ruleset import RuleSet
 
 RULES: tuple[Rule, ...] = (
@@ -74,6 +75,8 @@ RULES: tuple[Rule, ...] = (
     # ERF has no builtin: the exact GELU around it first, the opt-in approximation after
     ErfGelu(),
     ErfApprox(),
+    # opt-in: changes the interface (state inputs/outputs the app feeds back)
+    StreamingState(),
 )
 
 _CATALOG = RuleSet(RULES)
