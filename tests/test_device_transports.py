@@ -258,19 +258,21 @@ def test_two_devices_at_once_compare_with_each_other(
     assert len(kept) == 2 and all((tmp_path / "kept" / k / "result.json").is_file() for k in kept)
 
 
-def _slow_job(tmp_path: Path) -> Path:
-    """A CPU-only job that runs for several seconds (many timed runs of a tiny model)."""
-    x = np.linspace(0, 1, 28 * 28, dtype=np.float32).reshape(1, 28, 28, 1)
+def _example_feed() -> dict[str, np.ndarray]:
     from tflkit import ir
     from tflkit.inputs import entry_point
 
-    model = ir.load(EXAMPLE)
-    _, _, inputs, _ = entry_point(model)
-    name = next(iter(inputs))
-    shape = inputs[name].shape
-    feed = {name: np.resize(x, shape).astype(np.float32)}
+    _, _, inputs, _ = entry_point(ir.load(EXAMPLE))
+    name, tensor = next(iter(inputs.items()))
+    return {
+        name: np.linspace(0, 1, int(np.prod(tensor.shape)), dtype=np.float32).reshape(tensor.shape)
+    }
+
+
+def _slow_job(tmp_path: Path) -> Path:
+    """A CPU-only job that runs for several seconds (many timed runs of a tiny model)."""
     options = JobOptions(backends=("cpu",), timed_runs=400_000, warmup_runs=0)
-    return write_job(tmp_path / "slow.job", EXAMPLE.read_bytes(), [feed], options)
+    return write_job(tmp_path / "slow.job", EXAMPLE.read_bytes(), [_example_feed()], options)
 
 
 def _session_processes(sid: int) -> list[str]:
@@ -341,7 +343,7 @@ def test_unreachable_devices(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     )  # fmt: skip
     assert code == 4 and err.count("tflkit: error:") == 1 and "ssh failed" in err, err
     code, _, err = _cli(capsys, "device", "validate", str(EXAMPLE), "--device", "usb:1")
-    assert code == 2 and "--device takes local, adb:SERIAL or ssh:" in err
+    assert code == 2 and "--device takes local, adb:SERIAL, ssh:" in err
 
 
 def test_device_list_tells_linux_adb_devices(adb_env: Adbd, capsys) -> None:
@@ -350,3 +352,32 @@ def test_device_list_tells_linux_adb_devices(adb_env: Adbd, capsys) -> None:
     rows = {r["device"]: r for r in json.loads(out)["devices"]}
     assert rows[f"adb:{adb_env.serial}"]["kind"] == "linux"
     assert rows["local"]["kind"] == "linux"
+
+
+def test_configured_device_by_name(
+    sshd: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A board named in devices.toml: its identity, ssh config and Python come from the file."""
+    config = tmp_path / "config" / "tflkit" / "devices.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        f'[board]\ndevice = "{sshd["spec"]}"\nidentity = "{sshd["identity"]}"\n'
+        f'ssh_config = "{sshd["config"]}"\npython = "{PY}"\nworkdir = "{tmp_path / "jobs"}"\n'
+    )
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config.parent.parent))
+    code, out, err = _cli(capsys, "device", "list", "--json")
+    rows = {r["device"]: r for r in json.loads(out)["devices"]}
+    assert code == 0 and rows["board"]["state"] == "configured", err
+    job = write_job(
+        tmp_path / "job", EXAMPLE.read_bytes(), [_example_feed()], JobOptions(backends=("cpu",))
+    )
+    code, out, err = _cli(
+        capsys, "device", "run", str(job), "--device", "board", "-o", str(tmp_path / "r"),
+        "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    result = json.loads(out)["results"][0]
+    assert result["device"] == sshd["spec"] and result["result"]["backends"][0]["status"] == "ok"
+    assert not any((tmp_path / "jobs").iterdir())  # the job folder is removed from the device
+    code, _, err = _cli(capsys, "device", "run", str(job), "--device", "nope")
+    assert code == 2 and "board" in err

@@ -22,7 +22,8 @@ DeviceOption = Annotated[
     typer.Option(
         "--device",
         "-d",
-        help="local, adb:SERIAL or ssh:USER@HOST[:PORT] (repeat to run on several at once).",
+        help="local, adb:SERIAL, ssh:USER@HOST[:PORT] or a name from devices.toml (repeat to "
+        "run on several at once).",
     ),
 ]
 IdentityOption = Annotated[
@@ -75,9 +76,20 @@ def _devices(
 @app.command("list")
 def list_devices(json_output: JsonOption = False) -> None:
     """adb devices (Android or Linux) and this machine."""
+    from tflkit.harness.config import config_path, configured_devices
     from tflkit.harness.transport import AdbDevice, DeviceError, adb_devices
 
     rows = [{"device": "local", "kind": "linux", "state": "ready", "detail": "this machine"}]
+    for name, entry in configured_devices().items():
+        target = entry["device"]
+        rows.append(
+            {
+                "device": name,
+                "kind": None,
+                "state": "configured",
+                "detail": f"{target} ({config_path()})",
+            }
+        )
     for target in adb_devices():
         spec = f"adb:{target.serial}"
         row = {"device": spec, "kind": None, "state": target.state, "detail": ""}
@@ -102,7 +114,9 @@ def list_devices(json_output: JsonOption = False) -> None:
     for row in rows:
         table.add_row(row["device"], row["kind"] or "-", row["state"], row["detail"])
     console().print(table)
-    console().print("ssh devices are not listed: use --device ssh:USER@HOST[:PORT]")
+    console().print(
+        f"name devices (ssh boards, phones) in {config_path()} to use them as --device NAME"
+    )
 
 
 @app.command("run")

@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -415,8 +416,10 @@ def _spawn_backend(
         record.update(
             status="crashed", error=f"{how} during {state.get('stage')}: {detail}".rstrip(": ")
         )
-    if record["status"] != "ok":
+    if record["status"] != "ok":  # nothing half-written stays in the result folder
         record["outputs"], record["dumps"] = [], []
+        for folder in ("outputs", "dumps"):
+            shutil.rmtree(result_dir / folder / backend, ignore_errors=True)
     return record
 
 

@@ -98,6 +98,8 @@ def write_job(
     """Write a job folder at ``dest`` (which must not exist), atomically; return its path."""
     options = options or JobOptions()
     options.check()
+    if not feeds:
+        raise UsageError("a job needs at least one input set")
     dest = Path(dest)
     if dest.exists():
         raise UsageError(f"{dest} already exists; refusing to overwrite it")

@@ -534,12 +534,41 @@ def parse_device(
     ssh_config: Path | None = None,
     python: str | None = None,
 ) -> Device:
-    """``local``, ``adb:SERIAL`` or ``ssh:USER@HOST[:PORT]`` -> a :class:`Device`."""
+    """``local``, ``adb:SERIAL``, ``ssh:USER@HOST[:PORT]`` or a name from the devices file."""
+    settings: dict = {}
+    if ":" not in spec and spec != "local":
+        from tflkit.harness.config import config_path, configured_devices
+
+        named = configured_devices()
+        if spec not in named:
+            known = ", ".join(sorted(named)) or f"none configured in {config_path()}"
+            raise UsageError(
+                f"--device takes local, adb:SERIAL, ssh:USER@HOST[:PORT] or a configured name "
+                f"({known}), got {spec!r}"
+            )
+        settings = named[spec]
+        spec = settings["device"]
+
+    def path(value: object) -> Path | None:
+        return Path(str(value)).expanduser() if value else None
+
+    identity = identity or path(settings.get("identity"))
+    ssh_config = ssh_config or path(settings.get("ssh_config"))
+    python = python or settings.get("python")
+    workdir = settings.get("workdir")
     scheme, sep, rest = spec.partition(":")
     if spec == "local":
         return LocalDevice(python)
     if sep and scheme == "adb":
-        return AdbDevice(rest, python=python or "python3")
+        return AdbDevice(rest, python=python or "python3", workdir=workdir)
     if sep and scheme == "ssh":
-        return SshDevice(rest, identity=identity, ssh_config=ssh_config, python=python or "python3")
-    raise UsageError(f"--device takes local, adb:SERIAL or ssh:USER@HOST[:PORT], got {spec!r}")
+        return SshDevice(
+            rest,
+            identity=identity,
+            ssh_config=ssh_config,
+            python=python or "python3",
+            workdir=workdir or "/tmp/tflkit-jobs",
+        )
+    raise UsageError(
+        f"--device takes local, adb:SERIAL, ssh:USER@HOST[:PORT] or a configured name, got {spec!r}"
+    )

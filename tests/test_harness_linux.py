@@ -1,0 +1,74 @@
+"""The Linux harness survives what the runtime does: an accelerator abort, a backend that hangs.
+
+Each backend runs in its own child process with the job's timeout; a crash or a timeout is that
+backend's status, and the other backends still run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tflkit import ir
+from tflkit.harness.protocol import JobOptions, harness_source, read_result, write_job
+from tflkit.ir.builder import OpBuilder
+
+from .test_harness_protocol import PROTOCOL_DIR
+
+
+def _pack_twice() -> bytes:
+    """PACK taking the same tensor twice: the GPU accelerator aborts its process compiling it."""
+    model = ir.Model(description="tflkit harness crash test")
+    g = model.add_subgraph("main")
+    x = g.new_tensor("x", (1, 4), np.float32)
+    options = ir.schema.fb.PackOptionsT(valuesCount=2, axis=0)
+    y = OpBuilder(g, prefix="pack").PACK(x, x, options=options, shape=(2, 1, 4))
+    g.inputs, g.outputs = [x], [y]
+    model.signatures.append(ir.SignatureDef("serving_default", g, {"x": x}, {"y": y}))
+    return ir.dumps(model)
+
+
+def _run(job: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(harness_source()), "run", str(job), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.gpu
+def test_accelerator_abort_is_a_status(tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    feed = {"x": np.arange(4, dtype=np.float32).reshape(1, 4)}
+    options = JobOptions(backends=("gpu_fp16", "cpu"))
+    job = write_job(tmp_path / "job", _pack_twice(), [feed], options)
+    done = _run(job, tmp_path / "r")
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "r" / "result.json").read_text())
+    jsonschema.validate(document, json.loads((PROTOCOL_DIR / "result.schema.json").read_text()))
+    result = read_result(tmp_path / "r")
+    gpu = result.backends["gpu_fp16"]
+    assert gpu.status == "crashed" and gpu.outputs == []
+    assert "during compile" in gpu.error and "Check failed" in gpu.error
+    assert "Check failed" in gpu.record["delegate_log"]
+    cpu = result.backends["cpu"]  # the next backend still ran
+    assert cpu.status == "ok"
+    np.testing.assert_array_equal(cpu.outputs[0]["y"], np.stack([feed["x"], feed["x"]]))
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["outputs", "result.json"]
+
+
+def test_backend_timeout_is_a_status(tmp_path: Path) -> None:
+    feed = {"x": np.ones((1, 4), np.float32)}
+    options = JobOptions(backends=("cpu",), timed_runs=10_000_000, timeout_seconds=3)
+    job = write_job(tmp_path / "job", _pack_twice(), [feed], options)
+    done = _run(job, tmp_path / "r")
+    assert done.returncode == 0, done.stderr
+    cpu = read_result(tmp_path / "r").backends["cpu"]
+    assert cpu.status == "timeout" and "no result within 3 s (stage run)" in cpu.error
+    assert "cpu running (" in done.stdout  # the heartbeat the host relies on
