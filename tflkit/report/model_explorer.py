@@ -79,7 +79,8 @@ CPU_COLOR = "#ffcdd2"
 
 
 def check_node_data(report: CheckReport, model: Model) -> dict[str, Any]:
-    """Node data of a ``check`` report: "GPU", or "CPU: reason codes" (or "partition")."""
+    """Node data of a ``check`` report: "GPU", or "CPU: reason codes" (or the op's status:
+    "not_taken" outside the partition the delegate takes, "blocked" when compilation fails)."""
     verdicts = {(op.subgraph, op.index): op for op in report.ops}
     values: dict[Op, NodeValue] = {}
     for sg_index, subgraph in enumerate(model.subgraphs):
@@ -90,6 +91,6 @@ def check_node_data(report: CheckReport, model: Model) -> dict[str, Any]:
             if verdict.on_gpu:
                 values[op] = NodeValue("GPU", bg_color=GPU_COLOR)
             else:
-                codes = ",".join(r.code for r in verdict.reasons) or "partition"
+                codes = ",".join(r.code for r in verdict.reasons) or verdict.status
                 values[op] = NodeValue(f"CPU: {codes}", bg_color=CPU_COLOR)
     return node_data(model, values)
