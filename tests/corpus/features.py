@@ -360,3 +360,12 @@ CHECKS: dict[str, Callable[[View], None]] = {
 def check(name: str, data: bytes) -> None:
     """Raise ``FeatureMissing`` unless model ``name`` (its bytes) has its feature."""
     CHECKS[name](View(data))
+
+
+def check_streaming_kws(v: View) -> None:
+    check_resource_variables(v)
+    handles = [o for o in v.ops("VAR_HANDLE") if o.subgraph == 0]
+    _require(len(handles) >= 2, f"expected 2 state variables, found {len(handles)} VAR_HANDLE")
+
+
+CHECKS["streaming_kws"] = check_streaming_kws

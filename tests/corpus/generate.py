@@ -517,5 +517,55 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if errors else 0
 
 
+# --- streaming (appended: state in resource variables) ------------------------------------------
+
+KWS_FEATURES, KWS_WINDOW, KWS_CHANNELS, KWS_HIDDEN, KWS_CLASSES = 40, 8, 16, 32, 4
+
+
+def streaming_kws() -> bytes:
+    """A streaming keyword-spotting step as a wake-word app runs it: one 40-bin feature frame in,
+    class scores out; a ring buffer of the last 8 frames feeds a Conv1D over time, and a GRU-style
+    recurrent state carries context. Both states are tf.Variables, converted with resource
+    variables (VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE, zeros assigned by a CALL_ONCE)."""
+    tf = _tf()
+    rng = _rng()
+    f, t, c, h, k = KWS_FEATURES, KWS_WINDOW, KWS_CHANNELS, KWS_HIDDEN, KWS_CLASSES
+
+    def weight(*shape: int, std: float = 0.2) -> Any:
+        return tf.constant(rng.normal(0, std, shape).astype(np.float32))
+
+    conv, conv_bias = weight(t, f, c, std=0.1), weight(c, std=0.05)
+    wz, uz, wn, un = weight(c, h), weight(h, h), weight(c, h), weight(h, h)
+    wo, bo = weight(h, k), weight(k, std=0.05)
+
+    class Step(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.frames = tf.Variable(tf.zeros([1, t - 1, f]), name="frames")
+            self.hidden = tf.Variable(tf.zeros([1, h]), name="hidden")
+
+        @tf.function(input_signature=[_spec((1, 1, f), "frame")])
+        def __call__(self, frame: Any) -> dict[str, Any]:
+            window = tf.concat([self.frames, frame], axis=1)
+            self.frames.assign(window[:, 1:, :])
+            x = tf.nn.relu(tf.nn.conv1d(window, conv, stride=1, padding="VALID") + conv_bias)
+            x = tf.reshape(x, [1, c])
+            state = self.hidden.read_value()
+            z = tf.sigmoid(tf.matmul(x, wz) + tf.matmul(state, uz))
+            n = tf.tanh(tf.matmul(x, wn) + tf.matmul(state * z, un))
+            new_state = (1.0 - z) * state + z * n
+            self.hidden.assign(new_state)
+            return {"scores": tf.nn.softmax(tf.matmul(new_state, wo) + bo)}
+
+    def configure(converter: Any) -> None:
+        converter.experimental_enable_resource_variables = True
+
+    module = Step()
+    return _convert(module, module.__call__, configure=configure)
+
+
+GENERATORS["streaming_kws"] = streaming_kws
+
+
 if __name__ == "__main__":
     sys.exit(main())
