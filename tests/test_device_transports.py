@@ -114,13 +114,13 @@ def adb_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Adbd]:
             os.environ["ANDROID_ADB_SERVER_PORT"] = old
 
 
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """sshd on a free port with throw-away keys; yields the device spec, identity and config."""
+@contextlib.contextmanager
+def _ssh_peer(d: Path) -> Iterator[tuple[dict[str, str], subprocess.Popen]]:
+    """sshd on a free port with throw-away keys in ``d``: (device spec, identity, config), proc."""
     _need("/usr/sbin/sshd", "ssh", "ssh-keygen")
     if os.geteuid() != 0:
         pytest.skip("a throw-away sshd needs root (it does in CI)")
-    d = tmp_path_factory.mktemp("sshd")
+    d.mkdir(parents=True, exist_ok=True)
     for key in ("host", "user"):
         subprocess.run(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True
@@ -154,13 +154,31 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
             "Host 127.0.0.1\n  StrictHostKeyChecking yes\n"
             f"  UserKnownHostsFile {d / 'known_hosts'}\n"
         )
-        yield {
+        peer = {
             "spec": f"ssh:{getpass.getuser()}@127.0.0.1:{port}",
             "identity": str(d / "user"),
             "config": str(d / "config"),
         }
+        yield peer, proc
     finally:
-        _stop(proc)
+        _kill_sshd(proc)
+
+
+def _kill_sshd(proc: subprocess.Popen) -> None:
+    """The listener and its per-connection processes (each in a session of its own)."""
+    done = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        pid, ppid = (int(x) for x in line.split())
+        if ppid == proc.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    with _ssh_peer(tmp_path_factory.mktemp("sshd")) as (peer, _):
+        yield peer
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -310,6 +328,37 @@ def test_daemon_killed_mid_job(adb_env: Adbd, tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
     assert _session_processes(proc.pid) == []
     # the device side notices on its next heartbeat and stops its child
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _harness_running(job):
+        time.sleep(0.5)
+    assert not _harness_running(job)
+
+
+def test_ssh_connection_dropped_mid_job(tmp_path: Path) -> None:
+    """sshd and its connection die while the harness runs: one line, exit 4, nothing written."""
+    with _ssh_peer(tmp_path / "peer") as (peer, daemon):
+        job = _slow_job(tmp_path)
+        out = tmp_path / "out" / "result"
+        cmd = [PY, "-m", "tflkit", "device", "run", str(job), "-o", str(out)]
+        cmd += [*_ssh_args(peer), "--device-python", PY]
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                if "cpu starting" in line:
+                    break
+            _kill_sshd(daemon)
+            _, rest = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                _stop(proc)
+    errors = [line for line in rest.splitlines() if line.startswith("tflkit: error:")]
+    assert proc.returncode == 4 and len(errors) == 1, rest
+    assert "ssh failed" in errors[0] or "disconnected" in errors[0], errors
+    assert "Traceback" not in rest and not out.exists()
+    assert _session_processes(proc.pid) == []
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and _harness_running(job):
         time.sleep(0.5)
