@@ -170,7 +170,11 @@ def test_suite_runs_models_in_parallel_processes(
     assert (tmp_path / "baselines" / "none" / "manifest.json").is_file()
 
 
-def test_usage_errors_are_one_line(face: Path, recorded: Path, tmp_path: Path) -> None:
+def test_usage_errors_are_one_line(
+    face: Path, recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tflkit.cli.main import main
+
     cases = [
         (("regress", "check", face, "--baseline", tmp_path), "is not a baseline"),
         (("regress", "record", face, "-o", recorded), "already holds a baseline"),
@@ -179,14 +183,18 @@ def test_usage_errors_are_one_line(face: Path, recorded: Path, tmp_path: Path) -
         (("regress", "record", face, "-o", tmp_path / "x", "-r", "reference"), "cannot be"),
         (("regress", "check", face, "-b", recorded, "--latency-budget", "1.2"), "--latency"),
         (("regress", "check", tmp_path / "none.tflite", "-b", recorded), "no such file"),
+        (("regress", "check", "--suite", tmp_path / "none.toml", "-r", "cpu"), "per model"),
+        (("regress", "check", "--suite", tmp_path / "none.toml"), "does not exist"),
     ]
     for args, needle in cases:
-        done = tflkit_cli(*args)
-        assert done.returncode == 2, (args, done.stderr)
-        lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("tflkit: error: "), done.stderr
+        assert main([str(a) for a in args]) == 2, args
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tflkit: error: "), lines
         assert needle in lines[0], lines[0]
     assert not (tmp_path / "x").exists()
+    done = tflkit_cli("regress", "check", face, "--baseline", tmp_path)  # the installed command
+    assert done.returncode == 2 and done.stderr.startswith("tflkit: error: ")
+    assert "Traceback" not in done.stderr
 
 
 def test_another_model_against_the_baseline_fails_on_its_inputs(recorded: Path) -> None:
