@@ -75,7 +75,7 @@ def _devices(
 
 @app.command("list")
 def list_devices(json_output: JsonOption = False) -> None:
-    """adb devices (Android or Linux) and this machine."""
+    """This machine, named devices (devices.toml) and adb devices (Android or Linux)."""
     from tflkit.harness.config import config_path, configured_devices
     from tflkit.harness.transport import AdbDevice, DeviceError, adb_devices
 
