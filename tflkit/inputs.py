@@ -10,6 +10,7 @@ inputs; valid indices for inputs used as GATHER / EMBEDDING_LOOKUP / ONE_HOT ind
 from __future__ import annotations
 
 import re
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,9 +223,21 @@ def _from_arrays(
                 raise UsageError(
                     f"{where} has no array for input {spec.name!r} (it has {sorted(arrays)})"
                 )
+    names = {key for spec in specs for key in (spec.name, spec.tensor.name)}
+    extra = sorted(set(arrays) - names)
+    if extra and not (len(specs) == 1 and len(arrays) == 1):
+        raise UsageError(
+            f"{where} has arrays {extra} that are not model inputs (inputs: "
+            f"{[s.name for s in specs]})"
+        )
     counts = set()
     for spec in specs:
         array = by_name[spec.name]
+        if not _castable(array.dtype, spec.dtype):
+            raise UsageError(
+                f"{where}: {spec.name} holds {array.dtype} values; the input takes "
+                f"{spec.dtype} (convert them explicitly)"
+            )
         if array.shape == spec.shape:
             by_name[spec.name] = array[None]
         elif array.shape[1:] != spec.shape:
@@ -236,17 +249,27 @@ def _from_arrays(
     if len(counts) != 1:
         raise UsageError(f"{where}: inputs hold different numbers of sets {sorted(counts)}")
     count = counts.pop()
+    if count == 0:
+        raise UsageError(f"{where} holds 0 input sets (empty arrays)")
     return [
         {spec.name: np.ascontiguousarray(by_name[spec.name][k], spec.dtype) for spec in specs}
         for k in range(count)
     ]
 
 
+def _castable(have: np.dtype, want: np.dtype) -> bool:
+    """Whether values of ``have`` convert to ``want`` without changing kind (ints to floats ok)."""
+    return np.can_cast(have, want, "same_kind") or (have.kind in "biu" and want.kind == "f")
+
+
 def _from_file(path: Path, specs: Sequence[IoSpec]) -> list[dict[str, np.ndarray]]:
     try:
         loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read inputs {path}: {exc}") from exc
+        if not isinstance(loaded, np.ndarray):
+            with loaded:
+                return _from_arrays({k: loaded[k] for k in loaded.files}, specs, str(path))
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise UsageError(f"cannot read inputs {path}: {' '.join(str(exc).split())}") from None
     if isinstance(loaded, np.ndarray):
         if len(specs) != 1:
             raise UsageError(
@@ -254,8 +277,25 @@ def _from_file(path: Path, specs: Sequence[IoSpec]) -> list[dict[str, np.ndarray
                 f"with arrays named {[s.name for s in specs]}"
             )
         return _from_arrays({specs[0].name: loaded}, specs, str(path))
-    with loaded:
-        return _from_arrays({k: loaded[k] for k in loaded.files}, specs, str(path))
+    raise UsageError(f"cannot read inputs {path}: not a .npy or .npz file")
+
+
+def _nonfinite_notes(feeds: Sequence[Mapping[str, np.ndarray]]) -> list[str]:
+    """One note per input whose given values hold NaN or Inf (outputs will be labelled)."""
+    notes = []
+    for name in feeds[0] if feeds else ():
+        values = [np.asarray(feed[name]) for feed in feeds]
+        if values[0].dtype.kind != "f":
+            continue
+        nans = sum(int(np.isnan(v).sum()) for v in values)
+        infs = sum(int(np.isinf(v).sum()) for v in values)
+        if nans or infs:
+            total = sum(v.size for v in values)
+            notes.append(
+                f"input {name} holds {nans} NaN and {infs} Inf of {total} values: outputs "
+                "may be NaN/Inf too, and metrics count only finite pairs"
+            )
+    return notes
 
 
 def image_batches(folder: Path, shape: Sequence[int]) -> list[np.ndarray]:
@@ -282,8 +322,13 @@ def image_batches(folder: Path, shape: Sequence[int]) -> list[np.ndarray]:
     for start in range(0, len(images) - batch + 1, batch):
         pixels = []
         for path in images[start : start + batch]:
-            with Image.open(path) as image:
-                resized = image.convert(mode).resize((width, height), Image.Resampling.BILINEAR)
+            try:
+                with Image.open(path) as image:
+                    resized = image.convert(mode).resize(
+                        (width, height), Image.Resampling.BILINEAR
+                    )
+            except (OSError, ValueError) as exc:  # not an image, truncated, unsupported
+                raise UsageError(f"{path}: not a readable image ({exc})") from None
                 pixels.append(np.asarray(resized, np.float32).reshape(height, width, channels))
         batches.append(np.stack(pixels) / np.float32(255.0))
     if not batches:
@@ -337,4 +382,6 @@ def make_input_sets(
         return InputSets(feeds, specs, f"images:{path}", None, ranges, notes)
     if not path.is_file():
         raise UsageError(f"inputs {path} do not exist")
-    return InputSets(_from_file(path, specs), specs, f"file:{path}", None, {}, notes)
+    feeds = _from_file(path, specs)
+    notes += _nonfinite_notes(feeds)
+    return InputSets(feeds, specs, f"file:{path}", None, {}, notes)
