@@ -71,3 +71,19 @@ def test_plugin_on_a_user_project(pytester: pytest.Pytester, real_models: list[P
     ):
         result.stdout.fnmatch_lines([line])
     assert "Traceback" not in out
+
+
+def test_plugin_imports_nothing_heavy() -> None:
+    """It loads in every pytest run of every user: only pytest and the standard library."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tflkit.regress.pytest_plugin as p; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numpy', 'rich', 'typer', 'ai_edge_litert', 'tensorflow') or m.startswith('tflkit.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "['tflkit.regress', 'tflkit.regress.pytest_plugin']"
