@@ -28,6 +28,7 @@ GENERATOR = REPO / "bench" / "large_model.py"
 TASKS = (
     ("read", "Path.read_bytes (anchor)"),
     ("ir.load", "tflkit ir.load"),
+    ("structure", "tflkit structural verifier alone (part of ir.load)"),
     ("ir.save", "tflkit ir.save of the loaded model"),
     ("fbu.read_model", "flatbuffer_utils.read_model"),
     ("fbu.write_model", "flatbuffer_utils.write_model of the read model"),
@@ -41,6 +42,11 @@ def _prepare(task: str, model: Path) -> Callable[[Path], Any]:
     """Imports and untimed set-up for ``task``; returns the timed call (taking an output path)."""
     if task == "read":
         return lambda _out: model.read_bytes()
+    if task == "structure":
+        from tflkit.ir.structure import verify_bytes
+
+        data = model.read_bytes()
+        return lambda _out: verify_bytes(data)
     if task.startswith("ir."):
         from tflkit import ir
 

@@ -229,3 +229,25 @@ def test_native_crash_is_refused_not_suffered(corpus: Corpus, tmp_path: Path) ->
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert "the LiteRT CPU interpreter crashes on this model" in last, done.stderr
+
+
+def test_file_larger_than_memory_is_refused_before_reading(tmp_path: Path) -> None:
+    big = tmp_path / "big.tflite"
+    with open(big, "wb") as f:  # sparse: no disk used
+        f.truncate(6 << 30)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, resource.RLIM_INFINITY))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tflkit", "inspect", str(big)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"tflkit: error: {big}: 6.0 GiB, more than the 4.0 GiB of memory this process may use"
+    )

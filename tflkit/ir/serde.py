@@ -42,6 +42,12 @@ def read_model_bytes(source: ModelSource) -> tuple[bytes | bytearray | memoryvie
         if path.is_dir():
             raise ModelLoadError(f"{path}: is a directory, not a .tflite file")
         with open(path, "rb") as f:
+            size, limit = os.fstat(f.fileno()).st_size, structure.max_tensor_bytes()
+            if size > limit:  # refused before reading: the bytes would not fit in memory
+                raise ModelLoadError(
+                    f"{path}: {size / 2**30:.1f} GiB, more than the {limit / 2**30:.1f} GiB of "
+                    "memory this process may use"
+                )
             return f.read(), str(path)
     except FileNotFoundError:
         raise ModelLoadError(f"{path}: no such file") from None
