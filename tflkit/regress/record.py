@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RecordOptions", "record", "run_models", "runner_tolerance", "versions"]
 
-#: Runners a baseline can hold: they rerun from the model file alone (plus a delegate .so).
-RECORDABLE = ("cpu", "cpu-ref", "gpu-fp16", "gpu-fp32", "delegate")
 DEFAULT_RUNNERS = ("cpu", "gpu-fp16", "gpu-fp32")
 _STORED = ("rtol", "atol", "min_cosine")
 
@@ -106,13 +104,16 @@ def versions(adapter: str | None) -> dict[str, Any]:
 
 def check_runners(names: Sequence[str], delegate: Path | None) -> list[str]:
     """The runners to record, validated; a usage error names the ones a baseline cannot hold."""
+    from tflkit.validation import RUNNERS
+
+    recordable = [n for n in RUNNERS if n != "reference"]  # rerun from the model file alone
     chosen = list(dict.fromkeys(names or DEFAULT_RUNNERS))
     if delegate is not None and "delegate" not in chosen:
         chosen.append("delegate")
-    bad = [n for n in chosen if n not in RECORDABLE]
+    bad = [n for n in chosen if n not in recordable]
     if bad:
         raise UsageError(
-            f"runner(s) {bad} cannot be recorded in a baseline; choose from {', '.join(RECORDABLE)}"
+            f"runner(s) {bad} cannot be recorded in a baseline; choose from {', '.join(recordable)}"
         )
     if "delegate" in chosen and delegate is None:
         raise UsageError("the delegate runner needs --delegate path/to/delegate.so")
@@ -138,15 +139,16 @@ def run_models(
     with tempfile.TemporaryDirectory(prefix="tflkit-regress-") as tmp:
         path = Path(tmp) / "inputs.npz"
         path.write_bytes(npz_bytes(arrays))
-        options = ValidateOptions(
-            runners=list(runners),
-            inputs=path,
-            signature=signature,
-            input_shapes=dict(input_shapes),
-            delegate=delegate,
-            timeout=timeout,
-        )
-        return validate(model_path, options)
+        wanted = {
+            "runners": list(runners),
+            "inputs": path,
+            "signature": signature,
+            "input_shapes": dict(input_shapes),
+            "delegate": delegate,
+            "timeout": timeout,
+            "calibrate": False,  # regress compares each runner with itself, not runner pairs
+        }
+        return validate(model_path, ValidateOptions(**_supported(ValidateOptions, wanted)))
 
 
 def output_specs(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -167,6 +169,22 @@ def output_specs(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return specs
+
+
+def _supported(target: Any, wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments ``target`` (a dataclass or a function) takes.
+
+    ``validate``'s options and ``make_input_sets`` grow while the realistic inputs and the
+    calibrated verdicts land; regress asks for them (realistic inputs, no calibration) and works
+    with or without.
+    """
+    import inspect
+
+    if hasattr(target, "__dataclass_fields__"):
+        names = set(target.__dataclass_fields__)
+    else:
+        names = set(inspect.signature(target).parameters)
+    return {k: v for k, v in wanted.items() if k in names}
 
 
 def _executed(executed: Mapping[str, Any]) -> dict[str, Any]:
@@ -228,19 +246,20 @@ def record(
     model = ir.load(data, label=label)
     key, _, _, outs = entry_point(model, options.signature)
     if feeds is None:
-        sets = make_input_sets(
-            model,
-            signature=options.signature,
-            source=options.inputs,
-            count=options.num_inputs,
-            seed=options.seed,
-            shapes=options.input_shapes,
-        )
+        wanted = {
+            "signature": options.signature,
+            "source": options.inputs,
+            "count": options.num_inputs,
+            "seed": options.seed,
+            "shapes": options.input_shapes,
+            "kind": "realistic",  # what validate feeds by default
+        }
+        sets = make_input_sets(model, **_supported(make_input_sets, wanted))
         feeds = sets.feeds
         source = (
             f"file:{options.inputs.name}"
             if options.inputs is not None
-            else f"random (seed {options.seed})"
+            else f"{sets.source} (seed {options.seed})"
         )
         if sets.source.startswith("images:"):
             source = f"images:{Path(sets.source[7:]).name}"
