@@ -139,8 +139,9 @@ def compare_probe(now: dict[str, Any] | None, before: dict[str, Any]) -> tuple[b
         return True, f"the GPU accelerator no longer compiles the model ({what})"
     if now["status"] != "ok":
         return False, f"not compared: the accelerator reports {now['status']} (as in the baseline)"
+    # The accelerator prints no summary line when it takes every op: None means "all on GPU".
     cpu_now, cpu_before = now["ops_on_cpu"] or 0, before["ops_on_cpu"] or 0
-    gpu_now, gpu_before = now["ops_on_gpu"] or 0, before["ops_on_gpu"] or 0
+    gpu_now, gpu_before = _count(now["ops_on_gpu"]), _count(before["ops_on_gpu"])
     if cpu_now > cpu_before:
         lines = _fallback_lines(now["rejected"], before["rejected"])
         return True, (
@@ -152,6 +153,10 @@ def compare_probe(now: dict[str, Any] | None, before: dict[str, Any]) -> tuple[b
         f"{gpu_now} ops on the GPU, {cpu_now} on the CPU (baseline {gpu_before}/{cpu_before}), "
         f"adapter {now['adapter']}"
     )
+
+
+def _count(ops: int | None) -> str:
+    return "all" if ops is None else str(ops)
 
 
 def compare_residency(
