@@ -72,3 +72,18 @@ def test_backend_timeout_is_a_status(tmp_path: Path) -> None:
     cpu = read_result(tmp_path / "r").backends["cpu"]
     assert cpu.status == "timeout" and "no result within 3 s (stage run)" in cpu.error
     assert "cpu running (" in done.stdout  # the heartbeat the host relies on
+
+
+def test_device_python_without_numpy_is_one_line(tmp_path: Path, capsys) -> None:
+    """A device Python without numpy (here: this one without site-packages) is named plainly."""
+    from tflkit.cli.main import main
+
+    bare = tmp_path / "bare-python"
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare.chmod(0o755)
+    job = write_job(tmp_path / "job", _pack_twice(), [{"x": np.ones((1, 4), np.float32)}])
+    code = main(["device", "run", str(job), "--device", "local", "--device-python", str(bare)])
+    err = capsys.readouterr().err
+    assert code == 4 and err.count("\n") == 1, err
+    assert "has no numpy" in err and "--device-python" in err
+    assert not (tmp_path / "job.result").exists()

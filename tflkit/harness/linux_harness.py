@@ -5,7 +5,6 @@ needs only the standard library, numpy and ai-edge-litert (never tflkit). Protoc
 ``android_harness/PROTOCOL.md``.
 
     python3 linux_harness.py run JOB_DIR RESULT_DIR
-    python3 linux_harness.py info
 
 ``run`` runs each backend of the job in its own child process (the GPU accelerator can abort its
 process) with the job's timeout, captures the runtime's native log, and writes RESULT_DIR with
@@ -29,7 +28,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # say it in one line: the host shows it as the device's error
+    print(
+        f"tflkit-harness: error: {sys.executable} has no numpy: install numpy and ai-edge-litert "
+        "there, or give the host --device-python with a Python that has them",
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
 HARNESS_VERSION = "1"
 JOB_SCHEMA = "tflkit.device-job/1"
@@ -459,6 +466,15 @@ def device_info() -> dict[str, Any]:
 def run(job_dir: Path, result_dir: Path, python: str) -> int:
     """Run every backend of the job and write RESULT_DIR (result.json last)."""
     start = time.perf_counter()
+    import importlib.util
+
+    if importlib.util.find_spec("ai_edge_litert") is None:
+        print(
+            f"tflkit-harness: error: {sys.executable} has no ai-edge-litert: install it there, "
+            "or give the host --device-python with a Python that has it",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_JOB
     try:
         job = load_job(job_dir)
         input_sets(job_dir, job)
@@ -517,9 +533,6 @@ def run(job_dir: Path, result_dir: Path, python: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["info"]:
-        print(json.dumps({"harness": HARNESS_VERSION, "device": device_info()}))
-        return 0
     if argv[:1] == ["_backend"] and len(argv) == 5:
         return run_backend(Path(argv[1]), Path(argv[2]), Path(argv[3]), argv[4])
     if argv[:1] == ["run"] and len(argv) == 3:
