@@ -126,7 +126,10 @@ def check_model(
     verdicts = {(v.subgraph_index, v.op_index): v for v in result.verdicts}
     roles = static.subgraph_roles(model)
     dynamic = _dynamic_input_hint(model)
-    unprepared = _stored_shape_issue(model, dynamic) if result.compiles and dynamic else None
+    placeholders = any(  # a dynamic batch stored as 1 is a real batch; other dims may not be
+        d < 0 for t in model.main.inputs for d in (t.shape_signature or ())[1:]
+    )
+    unprepared = _stored_shape_issue(model, dynamic) if result.compiles and placeholders else None
     compiles = result.compiles and unprepared is None
 
     ops: list[OpCheck] = []
@@ -280,32 +283,33 @@ def _stored_shape_issue(model: ir.Model, hint: str) -> IssueInfo | None:
     """A fatal issue when the model does not even prepare on the CPU at the shapes stored for
     its dynamic inputs. Measured: wyoming-openwakeword's melspectrogram stores [1, 1] for its
     ?x? audio input; its CONV_2D (a 512-wide kernel) fails to prepare, and the accelerator
-    answers "Failed to modify graph with delegate" for the whole model."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    answers "Failed to modify graph with delegate" for the whole model. The CPU interpreter
+    runs in a child process (``tflkit._cpu_smoke_worker``): a native crash there is no claim."""
+    import sys
+    import tempfile
 
-    try:
-        interpreter = Interpreter(
-            model_content=ir.dumps(model),
-            experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+    from tflkit.worker import run_worker
+
+    with tempfile.TemporaryDirectory(prefix="tflkit-prepare-") as tmp:
+        path = Path(tmp) / "model.tflite"
+        path.write_bytes(ir.dumps(model))
+        done = run_worker(
+            [sys.executable, "-m", "tflkit._cpu_smoke_worker", str(path)], cwd=tmp, timeout=120
         )
-    except (RuntimeError, ValueError):
-        return None  # a model the runtime cannot load: the op verdicts say why
-    try:
-        interpreter.allocate_tensors()
-    except (RuntimeError, ValueError) as exc:
-        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
-        stored = ", ".join(
-            f"{t.name} {list(t.shape)}" for t in model.main.inputs if t.is_dynamic
-        )
-        return IssueInfo(
-            str(Reason.DYNAMIC_INPUT),
-            f"At the shapes stored for its dynamic inputs ({stored}) the model does not "
-            f"prepare ({first}), so GPU compilation fails as a whole; give the real shapes.",
-            fatal=True,
-            subgraph=0,
-            fix=FixHint(None, hint, "input_shape"),
-        )
-    return None
+    lines = done.output.splitlines()
+    stages = [line for line in lines if line.startswith("stage: ")]
+    error = next((line[7:] for line in lines if line.startswith("error: ")), None)
+    if done.returncode != 1 or error is None or not stages or "allocate" not in stages[-1]:
+        return None
+    stored = ", ".join(f"{t.name} {list(t.shape)}" for t in model.main.inputs if t.is_dynamic)
+    return IssueInfo(
+        str(Reason.DYNAMIC_INPUT),
+        f"At the shapes stored for its dynamic inputs ({stored}) the model does not prepare "
+        f"({error}), so GPU compilation fails as a whole; give the real shapes.",
+        fatal=True,
+        subgraph=0,
+        fix=FixHint(None, hint, "input_shape"),
+    )
 
 
 def _is_rnn_loop(op: ir.Op) -> bool:
