@@ -58,6 +58,9 @@ def test_cpu_ops_are_exactly_the_accelerators(
     assert probe_info["disagreements"] == [] and probe_info["agree"] == probe_info["compared"]
     rejected = {(op["subgraph"], op["index"]) for op in report["ops"] if not op["supported"]}
     assert rejected == _cpu_ops(report, "probe_on_gpu"), name
+    if name == "resource_variables":  # the state, initialiser included, has one fix
+        fixes = {(op["fix"]["kind"], op["fix"]["rule"]) for op in report["ops"] if op["fix"]}
+        assert fixes == {("opt_in_rule", "streaming_state")}
     if name == "keras_gru":
         loop = next(op for op in report["ops"] if op["type"] == "WHILE")
         assert loop["fix"]["kind"] == "convert" and "RNN as WHILE" in loop["fix"]["summary"]

@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tflkit import ir
 from tflkit.compat import agreement, partition, static
@@ -36,6 +37,9 @@ from tflkit.report.check_report import (
     SubgraphInfo,
     TransferInfo,
 )
+
+if TYPE_CHECKING:
+    from tflkit.rewriter.rule import Rule
 
 #: The default for ``max_partitions``: whatever the target's delegate does by default.
 TARGET_DEFAULT = -1
@@ -312,6 +316,20 @@ def _stored_shape_issue(model: ir.Model, hint: str) -> IssueInfo | None:
     )
 
 
+def _streaming_hint(op: ir.Op, rules: Sequence[Rule]) -> FixHint:
+    """The streaming-state rewrite for every op of the state it removes (initialiser included),
+    when it can take this model; else why not."""
+    streaming = next((r for r in rules if r.name == STREAMING_RULE), None)
+    model = op.subgraph.model if op.subgraph is not None else None
+    if streaming is None or model is None:
+        return FixHint(None, "none in this version: resource variables stay on the CPU", "none")
+    anchor = next((o for o in model.main.ops if streaming.pattern(o)), None)
+    why_not = streaming.check(anchor) if anchor is not None else "no state in the main graph"
+    if why_not is None:
+        return FixHint(streaming.name, streaming.summary, "opt_in_rule")
+    return FixHint(None, f"none: the {STREAMING_RULE} rewrite cannot take it ({why_not})", "none")
+
+
 def _is_rnn_loop(op: ir.Op) -> bool:
     """A WHILE whose body computes a recurrent cell (matmuls and sigmoid/tanh gates)."""
     model = op.subgraph.model if op.subgraph is not None else None
@@ -342,10 +360,7 @@ def fix_hint(op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = "") -> Fix
         return after_shapes
     codes = {r.code for r in reasons}
     if op.type in _STATE_OPS:  # the rewrite takes the variables as a whole, not op by op
-        streaming = next((r for r in rules if r.name == STREAMING_RULE), None)
-        if streaming is not None:
-            return FixHint(streaming.name, streaming.summary, "opt_in_rule")
-        return FixHint(None, "none in this version: resource variables stay on the CPU", "none")
+        return _streaming_hint(op, rules)
     if op.type == "WHILE" and _is_rnn_loop(op):
         return FixHint(
             None,

@@ -55,7 +55,7 @@ class FixHint:
         if self.kind == "rule":
             return f"rule {self.rule}"
         if self.kind == "opt_in_rule":
-            return f"opt-in rule {self.rule} (rewrite --rule {self.rule})"
+            return f"opt-in: rewrite --rule {self.rule}"
         return self.summary
 
 
