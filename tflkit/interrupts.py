@@ -4,8 +4,7 @@ Python turns SIGINT into ``KeyboardInterrupt``; a plain SIGTERM would kill the p
 spot, leaving temporary files and worker processes. :func:`exit_on_signals` makes SIGTERM and
 SIGHUP raise :class:`Interrupted` (a ``KeyboardInterrupt``) instead, so every ``finally`` and
 ``except BaseException`` runs: :mod:`tflkit.fsio` removes its temporary file, and
-:func:`tflkit.worker.run_worker` kills the worker's process group. The first signal starts the
-unwinding; repeats are ignored until it is done so they cannot cut the cleanup short.
+:func:`tflkit.worker.run_worker` kills the worker's process group.
 """
 
 from __future__ import annotations
@@ -32,8 +31,8 @@ class Interrupted(KeyboardInterrupt):
 
 
 def _raise(signum: int, _frame: FrameType | None) -> None:
-    for sig in _SIGNALS:  # one unwinding: later signals must not interrupt the cleanup
-        signal.signal(sig, signal.SIG_IGN)
+    # Every signal raises: ignoring repeats would also ignore the user's second Ctrl-C when
+    # the first was swallowed (Python drops exceptions raised in fork hooks or __del__).
     raise Interrupted(signum)
 
 

@@ -3,14 +3,13 @@
 The child gets its own session so a timeout kills it and everything it started; its stdout and
 stderr (where the native runtime logs) come back as one text. Nothing outlives the call: on a
 timeout and on an exception in the parent (Ctrl-C, the CLI's SIGTERM exit) the child's whole
-process group is killed before it is reaped, and on Linux the child is also killed if tflkit
-itself dies (``PR_SET_PDEATHSIG``).
+process group is killed before it is reaped. (No ``preexec_fn``: it would make every spawn run
+Python's fork hooks, where an interrupt is silently dropped.)
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import signal
 import subprocess
@@ -54,7 +53,6 @@ def run_worker(cmd: Sequence[str], *, cwd: str | Path, timeout: float) -> Worker
         env=child_env(),
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=functools.partial(_die_with_parent, os.getpid()),
     )
     timed_out = False
     try:
@@ -80,15 +78,3 @@ def kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
 
-
-def _die_with_parent(parent: int) -> None:
-    """In the child, before exec: get SIGKILL when the parent dies (Linux; elsewhere a no-op)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)

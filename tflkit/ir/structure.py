@@ -137,12 +137,8 @@ def _fields(table: str) -> dict[str, tuple[int, str, int]]:
     kind is ``scalar`` (size in bytes), ``struct``, ``offset`` (string, table or union) or
     ``vector`` (element size in bytes).
     """
-    prefix = f"{table}Add"
     found: dict[str, tuple[int, str, int]] = {}
-    for name, function in vars(fb).items():
-        if not name.startswith(prefix) or not callable(function):
-            continue
-        field = name[len(prefix) :]
+    for field, function in _adders().get(table, ()):
         recorder = _Recorder()
         function(recorder, 0)
         method, args = recorder.calls[0]
@@ -162,6 +158,21 @@ def _fields(table: str) -> dict[str, tuple[int, str, int]]:
                 method[len("Prepend") : -len("Slot")], 8 if "64" in method else 4
             )
             found[field] = (slot, "scalar", size)
+    return found
+
+
+@functools.cache
+def _adders() -> dict[str, list[tuple[str, Callable[..., Any]]]]:
+    """Table name -> [(field, ``<Table>Add<Field>`` builder function)], in one pass."""
+    names = vars(fb)
+    found: dict[str, list[tuple[str, Callable[..., Any]]]] = {}
+    for name, function in names.items():
+        at = name.find("Add", 1)
+        while at > 0 and callable(function):
+            if isinstance(names.get(name[:at]), type):
+                found.setdefault(name[:at], []).append((name[at + 3 :], function))
+                break
+            at = name.find("Add", at + 1)
     return found
 
 
