@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from tflkit import ir
+from tflkit.errors import UsageError
 from tflkit.input_shapes import resolve_input_shapes
 from tflkit.ir.graph import Model, Tensor
 
@@ -21,23 +24,23 @@ def dynamic_inputs(model: Model) -> list[Tensor]:
 
 
 def fix_input_shapes(model: Model, shapes: Mapping[str, Sequence[int]]) -> list[str]:
-    """Give the named inputs static shapes and propagate them; returns the tensors changed."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    """Give the named inputs static shapes and propagate them; returns the tensors changed.
 
+    Shapes the runtime computes only while it runs (TFLite's dynamic tensors: a RESHAPE fed by
+    SHAPE arithmetic, a RANGE) are read after two invocations on different inputs; a tensor
+    whose shape differs between them depends on the data and stays dynamic.
+    """
     targets = {id(r.tensor): list(r.shape) for r in resolve_input_shapes(model, shapes)}
     graph = model.main
-    interpreter = Interpreter(
-        model_content=ir.dumps(model),
-        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-    )
-    for position, tensor in enumerate(graph.inputs):
-        dims = targets.get(id(tensor))
-        if dims is not None:
-            interpreter.resize_tensor_input(
-                interpreter.get_input_details()[position]["index"], dims, strict=True
-            )
-    interpreter.allocate_tensors()
-    computed = {d["index"]: [int(x) for x in d["shape"]] for d in interpreter.get_tensor_details()}
+    spec = ", ".join(f"{name}={','.join(map(str, dims))}" for name, dims in shapes.items())
+    try:
+        first, second = (_computed_shapes(model, targets, seed) for seed in (None, 0))
+    except (RuntimeError, ValueError) as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        raise UsageError(
+            f"the model does not run with --input-shape {spec}: {lines[0] if lines else exc}"
+        ) from None
+    computed = {i: dims for i, dims in first.items() if second.get(i) == dims}
     changed = []
     for index, tensor in enumerate(graph.tensors):
         dims = computed.get(index)
@@ -48,3 +51,32 @@ def fix_input_shapes(model: Model, shapes: Mapping[str, Sequence[int]]) -> list[
             tensor.shape_signature = None
             changed.append(tensor.name)
     return changed
+
+
+def _computed_shapes(
+    model: Model, targets: dict[int, list[int]], seed: int | None
+) -> dict[int, list[int]]:
+    """Tensor index -> shape after one CPU invocation (zeros, or seeded values) at ``targets``."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    from tflkit.rewriter.verify import random_inputs
+
+    interpreter = Interpreter(
+        model_content=ir.dumps(model),
+        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+    )
+    details = interpreter.get_input_details()
+    for position, tensor in enumerate(model.main.inputs):
+        dims = targets.get(id(tensor))
+        if dims is not None:
+            interpreter.resize_tensor_input(details[position]["index"], dims, strict=True)
+    interpreter.allocate_tensors()
+    details = interpreter.get_input_details()
+    if seed is None:
+        arrays = [np.zeros(d["shape"], d["dtype"]) for d in details]
+    else:
+        arrays = random_inputs(details, seed)
+    for detail, array in zip(details, arrays, strict=True):
+        interpreter.set_tensor(detail["index"], array)
+    interpreter.invoke()
+    return {d["index"]: [int(x) for x in d["shape"]] for d in interpreter.get_tensor_details()}
