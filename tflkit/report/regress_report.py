@@ -180,6 +180,7 @@ def _junit_tree(report: RegressReport) -> ET.Element:
         suite.set("time", f"{model.wall_seconds:.3f}")
     for key, value in totals.items():
         root.set(key, str(value))
+    root.set("time", f"{sum(m.wall_seconds for m in report.models):.3f}")
     return root
 
 
