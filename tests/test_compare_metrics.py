@@ -9,7 +9,13 @@ import pytest
 
 from tflkit.compare.comparator import OutputInfo, compare_pair, default_pairs
 from tflkit.compare.metrics import compute, error_histogram, is_classifier_shaped
-from tflkit.compare.tolerances import DEFAULTS, parse_overrides, precision_of, tolerance_for
+from tflkit.compare.tolerances import (
+    DEFAULTS,
+    NOISE_FACTOR,
+    parse_overrides,
+    precision_of,
+    tolerance_for,
+)
 from tflkit.delegates.base import RunResult
 from tflkit.errors import UsageError
 
@@ -87,14 +93,24 @@ def test_shape_mismatch_raises():
 
 def test_tolerances_depend_on_precision_and_can_be_overridden():
     assert precision_of("gpu-fp16") == "fp16" and precision_of("gpu-fp32") == "fp32"
-    assert tolerance_for("gpu-fp16", "cpu") == DEFAULTS["fp16"]
-    assert tolerance_for("gpu-fp32", "cpu") == DEFAULTS["fp32"]
-    assert tolerance_for("cpu", "reference") == DEFAULTS["fp32"]
+    fp16, fp32 = tolerance_for("gpu-fp16", "cpu"), tolerance_for("gpu-fp32", "cpu")
+    assert (fp16.rtol, fp16.precision, fp16.noise_factor) == (
+        DEFAULTS["fp16"].rtol,
+        "fp16",
+        NOISE_FACTOR["fp16"],
+    )
+    assert (fp32.rtol, fp32.precision) == (DEFAULTS["fp32"].rtol, "fp32")
+    assert tolerance_for("cpu", "reference").precision == "fp32"
+    assert tolerance_for("cpu", "reference", quantized=True).precision == "int8"
+    assert tolerance_for("gpu-fp32", "cpu", quantized=True).precision == "int8"
+    assert tolerance_for("cpu-ref", "cpu", quantized=True).precision == "fp32"
+    assert tolerance_for("cpu-fp16", "cpu").precision == "fp16"
     assert DEFAULTS["fp16"].rtol > 100 * DEFAULTS["fp32"].rtol
     overrides = parse_overrides(["gpu-fp16:cpu@rtol=0.5,cosine=0.9", "fp32@atol=1"])
     assert overrides == {"gpu-fp16:cpu": {"rtol": 0.5, "min_cosine": 0.9}, "fp32": {"atol": 1.0}}
     t = tolerance_for("gpu-fp16", "cpu", overrides=overrides)
     assert (t.rtol, t.min_cosine, t.atol) == (0.5, 0.9, DEFAULTS["fp16"].atol)
+    assert t.noise_factor == 0.0  # an explicit bound replaces the calibrated one
     assert tolerance_for("gpu-fp32", "cpu", overrides=overrides).atol == 1.0
     with pytest.raises(UsageError):
         parse_overrides(["gpu-fp16:cpu@speed=3"])

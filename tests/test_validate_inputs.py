@@ -184,3 +184,56 @@ def test_cli_json_and_exit_codes(corpus, capsys):
     assert main(["validate", model, "-r", "tpu"]) == 2
     assert main(["validate", model + ".missing"]) == 2
     assert main(["validate", model, "-r", "cpu", "--tolerance", "rtol=x"]) == 2
+
+
+def _cast_gather_model() -> ir.Model:
+    """ids int64 (1, 8) -> CAST int32 -> GATHER into a (1000, 4) table: an embedding lookup."""
+    model = ir.Model(description="cast gather")
+    graph = model.add_subgraph("main")
+    ids = graph.new_tensor("ids", (1, 8), np.int64)
+    b = OpBuilder(graph, prefix="e")
+    options = fb.CastOptionsT()
+    options.inDataType = ir.schema.tensor_type(np.int64)
+    options.outDataType = ir.schema.tensor_type(np.int32)
+    cast = b.CAST(ids, options=options, shape=(1, 8), dtype=np.int32)
+    table = np.arange(4000, dtype=np.float32).reshape(1000, 4)
+    rows = b.GATHER(table, cast, options=fb.GatherOptionsT(), shape=(1, 8, 4), dtype=np.float32)
+    graph.inputs, graph.outputs = [ids], [rows]
+    return model
+
+
+def test_realistic_inputs_photos_metadata_audio_and_indices(world_models):
+    # a float image model with normalization options in its metadata: (pixel - 127.5) / 127.5
+    deeplab = make_input_sets(
+        ir.load(world_models["simple-cv/deeplabv3"]), count=2, kind="realistic"
+    )
+    (name,) = deeplab.kinds
+    x = deeplab.feeds[0][name]
+    assert deeplab.kinds[name] == "photo" and deeplab.source == "realistic"
+    assert x.min() >= -1.0 and x.max() <= 1.0 and x.min() < -0.9 and x.max() > 0.9
+    assert any("metadata normalization" in n for n in deeplab.notes)
+    # a photograph, not noise: neighbouring pixels are strongly correlated
+    row = x[0, :, :, 0]
+    assert np.corrcoef(row[:, :-1].ravel(), row[:, 1:].ravel())[0, 1] > 0.8
+    assert not np.array_equal(deeplab.feeds[0][name], deeplab.feeds[1][name])
+    # a uint8 model takes raw pixels
+    effnet = make_input_sets(
+        ir.load(world_models["simple-cv/efficientnet_lite0"]), count=1, kind="realistic"
+    )
+    pixels = next(iter(effnet.feeds[0].values()))
+    assert pixels.dtype == np.uint8 and pixels.max() > 200 and pixels.min() < 30
+    # a waveform input of dynamic length gets one second of speech-like audio
+    mel = make_input_sets(
+        ir.load(world_models["openwakeword/melspectrogram"]), count=1, kind="realistic"
+    )
+    wave = next(iter(mel.feeds[0].values()))
+    assert mel.source == "realistic" and wave.shape == (1, 16000)
+    assert 0.4 < np.abs(wave).max() <= 0.5 and abs(float(wave.mean())) < 0.05
+    # an integer input that reaches a GATHER through a CAST indexes the whole 1,000-row table
+    ids = make_input_sets(_cast_gather_model(), count=50, kind="realistic")
+    values = np.stack([f["ids"] for f in ids.feeds])
+    assert ids.kinds == {"ids": "index"} and values.max() > 900 and values.min() >= 0
+    # random stays available, and the report says which data each input got
+    random = make_input_sets(_gather_model(), count=1, kind="random")
+    assert random.kinds == {"ids": "random", "x": "random"}
+    assert random.to_json()["inputs"][0]["data"] == "random"

@@ -1,10 +1,18 @@
-"""Input sets for running a model: seeded random data per dtype, files, or a folder of images.
+"""Input sets for running a model: realistic or seeded random data, files, or a folder of images.
 
 Every runner gets the same input sets. A feed maps the entry point's input names (signature
-names, or tensor names for a model without signatures) to arrays. Random data follows what the
-model says about each input: floats in [0, 1] (images), [-1, 1] when the name says so, or the
-float range a following QUANTIZE op can represent; the full range of int8/uint8 for quantized
-inputs; valid indices for inputs used as GATHER / EMBEDDING_LOOKUP / ONE_HOT indices.
+names, or tensor names for a model without signatures) to arrays.
+
+``kind="realistic"`` gives each input the most plausible data we have (:mod:`tflkit.sample_data`):
+photographs for image-shaped inputs (normalised with the model's metadata when it has
+normalization options, else mapped onto the input's value range), a speech-like signal for
+audio-shaped inputs, valid indices for integer inputs that index a table; everything else falls
+back to random data, and :attr:`InputSets.kinds` says what each input got.
+
+Random data follows what the model says about each input: floats in [0, 1] (images), [-1, 1]
+when the name says so, the metadata's value range, or the float range a following QUANTIZE op
+can represent; the full range of int8/uint8 for quantized inputs; valid indices for inputs used
+(directly or through CAST/RESHAPE) as GATHER / EMBEDDING_LOOKUP / ONE_HOT indices.
 """
 
 from __future__ import annotations
@@ -21,6 +29,15 @@ import numpy as np
 from tflkit import ir
 from tflkit.errors import UsageError
 from tflkit.input_shapes import by_feed_name, parse_input_shapes
+from tflkit.sample_data import (
+    InputMetadata,
+    audio_clip,
+    channels_first_image,
+    channels_last_image,
+    input_metadata,
+    photo_paths,
+    photos,
+)
 
 __all__ = [
     "InputSets",
@@ -34,6 +51,11 @@ __all__ = [
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".tif", ".tiff")
 _SIGNED_HINT = re.compile(r"norm|signed|audio|wave|pcm|sample|centered|minus", re.IGNORECASE)
 _INDEX_OPS = {"GATHER": 1, "GATHER_ND": 1, "EMBEDDING_LOOKUP": 0, "ONE_HOT": 0}
+_PASS_THROUGH = {"CAST", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "IDENTITY"}
+_AUDIO_HINT = re.compile(r"audio|wav|pcm|signal|speech|waveform", re.IGNORECASE)
+KINDS = ("realistic", "random")
+#: samples of an audio input whose length is dynamic (one second at 16 kHz)
+AUDIO_SAMPLES = 16000
 
 
 @dataclass(frozen=True)
@@ -84,18 +106,28 @@ class InputSets:
     seed: int | None = None
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: per input, what it got: "photo", "audio", "index", "random" (or "file", "images")
+    kinds: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def realistic(self) -> bool:
+        """True when no input fell back to random data."""
+        return bool(self.kinds) and "random" not in self.kinds.values()
 
     def to_json(self) -> dict[str, Any]:
+        inputs = []
+        for spec in self.specs:
+            entry = spec.to_json()
+            if spec.name in self.ranges:
+                entry["range"] = list(self.ranges[spec.name])
+            if spec.name in self.kinds:
+                entry["data"] = self.kinds[spec.name]
+            inputs.append(entry)
         return {
             "count": len(self.feeds),
             "source": self.source,
             "seed": self.seed,
-            "inputs": [
-                {**spec.to_json(), "range": list(self.ranges[spec.name])}
-                if spec.name in self.ranges
-                else spec.to_json()
-                for spec in self.specs
-            ],
+            "inputs": inputs,
             "notes": self.notes,
         }
 
@@ -143,6 +175,9 @@ def _resolve_shapes(
                 )
         elif tensor.is_dynamic:
             shape = tuple(d if d >= 0 else 1 for d in signature)
+            axis = _samples_axis(signature)
+            if _audio_shaped(name, tensor, signature) and axis is not None and signature[axis] < 0:
+                shape = (*shape[:axis], AUDIO_SAMPLES, *shape[axis + 1 :])
             notes.append(
                 f"input {name} has dynamic shape {tensor.display_shape}; using {shape} "
                 "(set it with --input-shape)"
@@ -153,7 +188,48 @@ def _resolve_shapes(
     return specs
 
 
-def value_range(spec: IoSpec) -> tuple[float, float]:
+def _samples_axis(signature: Sequence[int]) -> int | None:
+    """The samples axis of a waveform-shaped input: [N], [B, N] or [B, N, 1]."""
+    rank = len(signature)
+    if rank == 3 and signature[-1] == 1:
+        return 1
+    return rank - 1 if rank in (1, 2) else None
+
+
+def _audio_shaped(name: str, tensor: ir.Tensor, signature: Sequence[int]) -> bool:
+    """A float or int16 waveform: [N], [B, N] or [B, N, 1] with N >= 8000 samples or dynamic,
+    or a short one whose name says audio."""
+    if tensor.dtype is None or np.dtype(tensor.dtype) not in (np.float32, np.int16):
+        return False
+    axis = _samples_axis(signature)
+    if axis is None or (axis == 1 and signature[0] > 1):
+        return False
+    samples = signature[axis]
+    return samples < 0 or samples >= 8000 or bool(_AUDIO_HINT.search(name))
+
+
+def index_limit(tensor: ir.Tensor) -> int | None:
+    """How many rows the table this integer tensor indexes has (through CAST/RESHAPE...)."""
+    seen: set[int] = set()
+    todo = [tensor]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for op, slot in current.uses:
+            if op.type in _PASS_THROUGH and slot == 0:
+                todo.extend(op.outputs[:1])
+                continue
+            want = _INDEX_OPS.get(op.type)
+            if want is not None and want == slot:
+                limit = _index_limit(op)
+                if limit:
+                    return limit
+    return None
+
+
+def value_range(spec: IoSpec, meta: InputMetadata | None = None) -> tuple[float, float]:
     """The range random values for ``spec`` are drawn from (inclusive for integers)."""
     dtype = spec.dtype
     tensor = spec.tensor
@@ -163,14 +239,12 @@ def value_range(spec: IoSpec) -> tuple[float, float]:
         info = np.iinfo(dtype)
         if spec.quant is not None:
             return info.min, info.max
-        for op, slot in tensor.uses:
-            want = _INDEX_OPS.get(op.type)
-            if want is None or want != slot:
-                continue
-            limit = _index_limit(op)
-            if limit:
-                return 0, limit - 1
+        limit = index_limit(tensor)
+        if limit:
+            return 0, limit - 1
         return max(info.min, 0), min(info.max, 9)
+    if meta is not None and meta.value_min is not None and meta.value_max is not None:
+        return meta.value_min, max(meta.value_max, meta.value_min)
     for op in tensor.consumers:
         if op.type == "QUANTIZE" and op.outputs and op.outputs[0].is_quantized:
             out = op.outputs[0]
@@ -204,6 +278,81 @@ def _random(spec: IoSpec, rng: np.random.Generator, low: float, high: float) -> 
     if dtype.kind == "b":
         return rng.integers(0, 2, spec.shape).astype(bool)
     return rng.integers(int(low), int(high), spec.shape, endpoint=True).astype(dtype)
+
+
+def _photo_feed(
+    spec: IoSpec, images: list[np.ndarray], low: float, high: float, meta: InputMetadata
+) -> tuple[list[np.ndarray], str]:
+    """Photos (HxWxC in [0, 1]) as values of ``spec``: normalised, quantized or range-mapped."""
+    first = not channels_last_image(spec.shape)
+    how = ""
+    out = []
+    for unit in images:
+        if spec.dtype.kind == "f":
+            normalized = meta.normalize(unit)
+            if normalized is not None:
+                value, how = normalized, "metadata normalization (x - mean) / std"
+            else:
+                value, how = low + unit * (high - low), f"mapped to [{low:g}, {high:g}]"
+        else:
+            info = np.iinfo(spec.dtype)
+            value = np.clip(np.round(unit * 255.0 + max(info.min, -128)), info.min, info.max)
+            how = "raw pixels" if info.min == 0 else "pixels - 128"
+        if first:
+            value = np.transpose(value, (2, 0, 1))
+        out.append(value.astype(spec.dtype))
+    return out, how
+
+
+def _realistic(
+    specs: Sequence[IoSpec],
+    metas: Sequence[InputMetadata],
+    ranges: Mapping[str, tuple[float, float]],
+    count: int,
+    seed: int,
+    notes: list[str],
+) -> tuple[list[dict[str, np.ndarray]], dict[str, str]]:
+    rng = np.random.default_rng(seed)
+    columns: dict[str, list[np.ndarray]] = {}
+    kinds: dict[str, str] = {}
+    names = [p.name for p in photo_paths()]
+    for spec, meta in zip(specs, metas, strict=True):
+        shape = spec.shape
+        image = channels_last_image(shape) or channels_first_image(shape)
+        if image and (spec.dtype.kind == "f" or spec.quant is not None or spec.dtype == np.uint8):
+            n, h, w, c = (
+                shape if channels_last_image(shape) else (shape[0], shape[2], shape[3], shape[1])
+            )
+            pictures = photos(count * n, h, w, c)
+            if pictures is not None:
+                values, how = _photo_feed(spec, pictures, *ranges[spec.name], meta)
+                columns[spec.name] = [np.stack(values[k * n : (k + 1) * n]) for k in range(count)]
+                kinds[spec.name] = "photo"
+                shown = ", ".join(names[k % len(names)] for k in range(min(count * n, 4)))
+                notes.append(f"input {spec.name}: photographs ({shown}), {how}")
+                continue
+            notes.append(
+                f"input {spec.name} looks like an image but no sample photographs are installed "
+                "(pip install 'tflkit[images]'): random data"
+            )
+        if _audio_shaped(spec.name, spec.tensor, shape) or meta.content == "audio":
+            scale = 16384.0 if spec.dtype == np.int16 else 1.0
+            columns[spec.name] = [
+                (audio_clip(int(np.prod(shape)), seed + k) * scale)
+                .reshape(shape)
+                .astype(spec.dtype)
+                for k in range(count)
+            ]
+            kinds[spec.name] = "audio"
+            notes.append(f"input {spec.name}: a speech-like 16 kHz signal, peak 0.5 full scale")
+            continue
+        if spec.dtype.kind in "iu" and spec.quant is None and index_limit(spec.tensor):
+            kinds[spec.name] = "index"
+        else:
+            kinds[spec.name] = "random"
+        columns[spec.name] = [_random(spec, rng, *ranges[spec.name]) for _ in range(count)]
+    feeds = [{spec.name: columns[spec.name][k] for spec in specs} for k in range(count)]
+    return feeds, kinds
 
 
 def _from_arrays(
@@ -329,7 +478,7 @@ def image_batches(folder: Path, shape: Sequence[int]) -> list[np.ndarray]:
                     )
             except (OSError, ValueError) as exc:  # not an image, truncated, unsupported
                 raise UsageError(f"{path}: not a readable image ({exc})") from None
-                pixels.append(np.asarray(resized, np.float32).reshape(height, width, channels))
+            pixels.append(np.asarray(resized, np.float32).reshape(height, width, channels))
         batches.append(np.stack(pixels) / np.float32(255.0))
     if not batches:
         raise UsageError(f"{folder}: {len(images)} images do not fill one batch of {batch}")
@@ -353,6 +502,22 @@ def _from_images(folder: Path, specs: Sequence[IoSpec]) -> list[dict[str, np.nda
     return feeds
 
 
+def _metadata(
+    model: ir.Model, subgraph: ir.Subgraph, specs: Sequence[IoSpec]
+) -> list[InputMetadata]:
+    """The metadata of each input (matched by position in subgraph 0's inputs)."""
+    entry = model.metadata_entry("TFLITE_METADATA")
+    raw = entry.buffer.data if entry is not None else None
+    main_inputs = list(model.main.inputs)
+    per_input = input_metadata(bytes(raw) if raw is not None else None, len(main_inputs))
+    out = []
+    for spec in specs:
+        position = next((i for i, t in enumerate(main_inputs) if t is spec.tensor), None)
+        usable = subgraph is model.main and position is not None
+        out.append(per_input[position] if usable else InputMetadata())
+    return out
+
+
 def make_input_sets(
     model: ir.Model,
     *,
@@ -361,21 +526,31 @@ def make_input_sets(
     count: int = 4,
     seed: int = 0,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
+    kind: str = "random",
 ) -> InputSets:
-    """``count`` seeded random feeds, or the feeds in ``source`` (.npy, .npz or image folder)."""
+    """``count`` generated feeds (``kind`` "realistic" or seeded "random"), or the feeds in
+    ``source`` (.npy, .npz or image folder)."""
     if count < 1:
         raise UsageError(f"the number of input sets must be at least 1, got {count}")
-    _, _, inputs, _ = entry_point(model, signature)
+    if kind not in KINDS:
+        raise UsageError(f"input kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    _, subgraph, inputs, _ = entry_point(model, signature)
     notes: list[str] = []
     specs = _resolve_shapes(inputs, by_feed_name(model, shapes, signature), notes)
-    ranges = {spec.name: value_range(spec) for spec in specs}
+    metas = _metadata(model, subgraph, specs)
+    ranges = {spec.name: value_range(spec, meta) for spec, meta in zip(specs, metas, strict=True)}
+    if source is None and kind == "realistic":
+        feeds, kinds = _realistic(specs, metas, ranges, count, seed, notes)
+        source_name = "realistic" if "random" not in kinds.values() else "realistic+random"
+        return InputSets(feeds, specs, source_name, seed, ranges, notes, kinds)
     if source is None:
         rng = np.random.default_rng(seed)
         feeds = [
             {spec.name: _random(spec, rng, *ranges[spec.name]) for spec in specs}
             for _ in range(count)
         ]
-        return InputSets(feeds, specs, "random", seed, ranges, notes)
+        kinds = {spec.name: "random" for spec in specs}
+        return InputSets(feeds, specs, "random", seed, ranges, notes, kinds)
     path = Path(source)
     if path.is_dir():
         feeds = _from_images(path, specs)

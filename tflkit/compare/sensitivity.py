@@ -1,0 +1,137 @@
+"""How much a model's outputs move on their own: the yardstick every verdict is scaled by.
+
+A GPU (or any other runner) stores values at some precision; the first thing it does is round
+the inputs to it, and every op's output is rounded again. So the CPU's response to a random
+relative perturbation of the inputs of the size of that precision's rounding (``eps``) is the
+smallest error a correct runner at that precision makes on this model, on these inputs: an
+ill-conditioned model (deep, with cancellation, with steep activations) moves a lot, a
+well-conditioned one hardly at all. For fp32 the spread between the two CPU paths (XNNPACK and
+the reference kernels) is a second witness and the larger of the two counts.
+
+``noise`` holds, per output and per precision, the element-wise largest response over
+``trials`` perturbations (arrays stacked over input sets like the comparator's), and summary
+figures for the report. Integer outputs have no noise (they are compared exactly, or in steps).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EPS", "OutputNoise", "measure", "perturb"]
+
+#: relative perturbation per precision: the unit roundoff of fp32 (2^-24) and fp16 (2^-11), and
+#: one step of an 8-bit grid (2^-8) for quantized models.
+EPS = {"fp32": 2.0**-24, "fp16": 2.0**-11, "int8": 2.0**-8}
+
+
+@dataclass
+class OutputNoise:
+    """One output's own movement at one precision (figures pooled over input sets)."""
+
+    precision: str
+    eps: float
+    rms: float
+    max_abs: float
+    witnesses: list[str] = field(default_factory=list)
+    elements: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "precision": self.precision,
+            "eps": self.eps,
+            "rms": _finite(self.rms),
+            "max_abs": _finite(self.max_abs),
+            "witnesses": self.witnesses,
+        }
+
+
+def _finite(value: float) -> float | str:
+    return value if math.isfinite(value) else "inf"
+
+
+def perturb(
+    feeds: Sequence[Mapping[str, np.ndarray]],
+    eps: float,
+    seed: int,
+    quant: Mapping[str, tuple[float, int]] | None = None,
+) -> list[dict[str, np.ndarray]]:
+    """Feeds with every float value scaled by ``1 + eps*u``, ``u`` uniform in [-1, 1].
+
+    Quantized integer inputs (``quant`` names them) move by one step on a random half of their
+    elements when ``eps`` is the 8-bit grid's; other integer inputs (indices) are left alone.
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    for feed in feeds:
+        moved = {}
+        for name, value in feed.items():
+            value = np.asarray(value)
+            if value.dtype.kind == "f":
+                factor = 1.0 + eps * rng.uniform(-1.0, 1.0, value.shape)
+                moved[name] = (value.astype(np.float64) * factor).astype(value.dtype)
+            elif quant and name in quant and eps >= EPS["int8"]:
+                info = np.iinfo(value.dtype)
+                step = rng.integers(-1, 2, value.shape)
+                moved[name] = np.clip(value.astype(np.int64) + step, info.min, info.max).astype(
+                    value.dtype
+                )
+            else:
+                moved[name] = value
+        out.append(moved)
+    return out
+
+
+def measure(
+    base: Sequence[Mapping[str, np.ndarray]],
+    moved: Sequence[Sequence[Mapping[str, np.ndarray]]],
+    precision: str,
+    *,
+    spread: Sequence[Mapping[str, np.ndarray]] | None = None,
+    dequantize: Mapping[str, tuple[float, int]] | None = None,
+) -> dict[str, OutputNoise]:
+    """Per output, the element-wise largest |moved - base| (and |spread - base|) over trials.
+
+    ``base``/``moved``/``spread``: one dict of outputs per input set. Quantized outputs named in
+    ``dequantize`` are measured in steps (integer differences).
+    """
+    noise: dict[str, OutputNoise] = {}
+    if not base:
+        return noise
+    for name in base[0]:
+        ref = np.stack([np.asarray(b[name]) for b in base])
+        steps = ref.dtype.kind in "iu" and name in (dequantize or {})
+        if ref.dtype.kind != "f" and not steps:
+            continue
+        ref64 = ref.astype(np.float64)
+        worst = np.zeros_like(ref64)
+        witnesses = []
+        for trial in moved:
+            if any(name not in t for t in trial):
+                continue
+            other = np.stack([np.asarray(t[name]) for t in trial]).astype(np.float64)
+            worst = np.fmax(worst, _abs_diff(ref64, other))
+            witnesses.append(f"inputs x(1+{EPS.get(precision, 0):.3g}u)")
+        if spread is not None and all(name in s for s in spread):
+            other = np.stack([np.asarray(s[name]) for s in spread]).astype(np.float64)
+            worst = np.fmax(worst, _abs_diff(ref64, other))
+            witnesses.append("XNNPACK vs reference kernels")
+        finite = worst[np.isfinite(worst)]
+        noise[name] = OutputNoise(
+            precision,
+            EPS[precision],
+            rms=float(np.sqrt(np.mean(finite**2))) if finite.size else 0.0,
+            max_abs=float(finite.max()) if finite.size else 0.0,
+            witnesses=list(dict.fromkeys(witnesses)),
+            elements=worst,
+        )
+    return noise
+
+
+def _abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    both = np.isfinite(a) & np.isfinite(b)
+    return np.where(both, np.abs(np.where(both, a - b, 0.0)), 0.0)
