@@ -93,3 +93,13 @@ def test_sparse_face_detector_ends_on_the_gpu(world_models: dict[str, Path], gpu
     after = _residency(outcome.rewritten, len(outcome.model.main.ops))
     _show("face_detection_full_range_sparse", before, after, ["fold_densify"] * 46)
     assert before.ops_on_cpu and after.status == "ok" and after.fully_accelerated
+
+
+def test_input_shape_fixes_shapes_known_only_at_run_time(world_models: dict[str, Path]) -> None:
+    """BirdNET computes RESHAPE shapes from SHAPE/RANGE arithmetic that TFLite resolves only
+    while running: fixed at --input-shape INPUT=1,144000 they must come from a real run (a
+    RESHAPE to 2 elements broke the rewritten model before)."""
+    data = world_models["birdnet/BirdNET_GLOBAL_6K_V2.4_Model_FP32"].read_bytes()
+    outcome = rewrite_model(data, input_shapes={"INPUT": [1, 144000]}, seeds=(0,))
+    _verified(outcome)
+    assert outcome.changed and outcome.dynamic_inputs == []

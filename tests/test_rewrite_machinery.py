@@ -223,33 +223,6 @@ def test_examples_are_proper_examples() -> None:
             assert ir.verify_model(example.build()) == []
 
 
-def _dynamic_reshape_model() -> ir.Model:
-    """x [-1, 8] -> RESHAPE(x, concat(shape(x)[0:1], [2, 4])): a shape known only at run time."""
-    from tflkit.rewriter.example import graph_model, i32, options
-
-    def body(b: OpBuilder, x):
-        dims = b.SHAPE(x, shape=(2,), dtype=np.int32, options=options("ShapeOptions", outType=2))
-        batch = b.STRIDED_SLICE(
-            dims, i32(0), i32(1), i32(1), shape=(1,), options=options("StridedSliceOptions")
-        )
-        new_shape = b.CONCATENATION(
-            batch, i32(2, 4), shape=(3,), options=options("ConcatenationOptions", axis=0)
-        )
-        return b.RESHAPE(x, new_shape, shape=(1, 2, 4))
-
-    model = graph_model([((1, 8), F32)], body)
-    model.main.inputs[0].shape_signature = (-1, 8)
-    model.main.outputs[0].shape_signature = (-1, 2, 4)
-    return model
-
-
-def test_fix_input_shapes_reads_shapes_computed_at_run_time() -> None:
-    model = _dynamic_reshape_model()
-    fix_input_shapes(model, {"x0": [3, 8]})
-    out = model.main.outputs[0]
-    assert out.shape == (3, 2, 4) and not out.is_dynamic
-
-
 def test_fix_input_shapes_that_cannot_run_is_a_usage_error() -> None:
     from tflkit.rewriter.example import graph_model, i32
 
