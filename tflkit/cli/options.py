@@ -14,6 +14,7 @@ InputShapeOption = Annotated[
     typer.Option(
         "--input-shape",
         help="Fix a dynamic input: NAME=D1,D2,... by signature or tensor name (repeatable).",
+        metavar="NAME=D1,D2",
         show_default=False,
     ),
 ]

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from tflkit.cli.options import JsonOption, ModelArgument
+from tflkit.cli.options import InputShapeOption, JsonOption, ModelArgument
 from tflkit.errors import UsageError
 
 
@@ -98,9 +98,7 @@ def validate(
     ] = None,
     num_inputs: Annotated[int, typer.Option("--num-inputs", "-n", help="Input sets.")] = 4,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the generated inputs.")] = 0,
-    input_shape: Annotated[
-        list[str], typer.Option("--input-shape", help="NAME=D1,D2,... for dynamic dims.")
-    ] = [],  # noqa: B006
+    input_shape: InputShapeOption = None,
     signature: Annotated[str | None, typer.Option("--signature", help="Signature key.")] = None,
     tolerance: Annotated[
         list[str],
