@@ -119,7 +119,7 @@ def _check_interrupted(code: int, err: str, sig: int, survivors: list[str]) -> b
     return False
 
 
-MOMENTS = (0.0, 0.5, 1.5)
+MOMENTS = (0.0, 1.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def test_rewrite_interrupted_at_several_moments(tmp_path: Path) -> None:
 def test_validate_html_interrupted_at_several_moments(tmp_path: Path) -> None:
     landed = 0
     for sig in (signal.SIGINT, signal.SIGTERM):
-        for delay in (0.5, 3.0, 7.0):
+        for delay in (0.5, 4.0):
             out_dir = tmp_path / f"{sig.name}-{delay}"
             out_dir.mkdir()
             html = out_dir / "report.html"
@@ -169,7 +169,7 @@ def test_validate_html_interrupted_at_several_moments(tmp_path: Path) -> None:
             if html.exists():
                 assert html.read_text().rstrip().endswith("</html>"), "partial HTML report"
                 assert html.stat().st_mode & 0o777 == file_mode()
-    assert landed >= 3
+    assert landed >= 2
 
 
 # --------------------------------------------------------------------------------------------
