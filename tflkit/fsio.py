@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_output", "file_mode", "is_temporary", "write_atomic"]
+__all__ = ["atomic_output", "dir_mode", "file_mode", "is_temporary", "write_atomic"]
 
 TEMP_SUFFIX = ".tmp"
 
@@ -39,6 +39,11 @@ def _umask() -> int:
 def file_mode() -> int:
     """Permissions a new regular file gets from the umask (0644 under the usual 022)."""
     return 0o666 & ~_umask()
+
+
+def dir_mode() -> int:
+    """Permissions a new folder gets from the umask (0755 under the usual 022)."""
+    return 0o777 & ~_umask()
 
 
 def is_temporary(name: str) -> bool:

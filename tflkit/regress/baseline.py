@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from tflkit.errors import UsageError
+from tflkit.fsio import dir_mode
 
 __all__ = ["BASELINE_SCHEMA", "Baseline", "read_baseline", "write_baseline"]
 
@@ -110,7 +111,7 @@ def write_baseline(baseline: Baseline, directory: str | os.PathLike[str]) -> Pat
         (tmp / MANIFEST).write_bytes(dumps_manifest(manifest))
         if baseline.latency is not None:
             (tmp / LATENCY).write_bytes(dumps_manifest(baseline.latency))
-        os.chmod(tmp, 0o755)
+        os.chmod(tmp, dir_mode())  # mkdtemp makes 0700
         if target.exists():
             old = target.with_name(f".{target.name}.old-{os.getpid()}")
             os.rename(target, old)

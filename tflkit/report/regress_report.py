@@ -9,11 +9,12 @@ pull-request comment.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
+
+from tflkit.fsio import write_atomic
 
 __all__ = [
     "REGRESS_SCHEMA",
@@ -102,18 +103,8 @@ class RegressReport:
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same directory."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``text`` to ``path`` atomically (:func:`tflkit.fsio.write_atomic`)."""
+    write_atomic(path, text)
 
 
 def _label(model: ModelResult) -> str:
