@@ -198,6 +198,10 @@ def render_check(report: CheckReport, console: Console, *, all_ops: bool = False
             console.print(line)
         return
     used = sum(_height(line, width) for line in [*head, *tail])
+    if used > MAX_LINES - 8:  # keep room for the groups: one line per issue and probe finding
+        head = [_one_line(x, width) for x in head]
+        tail = [_one_line(x, width) for x in tail]
+        used = sum(_height(line, width) for line in [*head, *tail])
     groups = group_cpu_ops(report)
     footer = "[dim]--all lists every op; --json has every op and field[/dim]"
     budget = MAX_LINES - used - (_height(footer, width) if groups else 0)
@@ -224,6 +228,14 @@ def render_check(report: CheckReport, console: Console, *, all_ops: bool = False
         console.print(line)
     if groups:
         console.print(footer)
+
+
+def _one_line(line: RenderableType, width: int) -> RenderableType:
+    """``line`` cut to ``width`` columns with an ellipsis (--json keeps the whole text)."""
+    text = Text.from_markup(line) if isinstance(line, str) else line
+    if isinstance(text, Text):
+        text.truncate(width, overflow="ellipsis")
+    return text
 
 
 def _all_ops_table(report: CheckReport) -> Table:
