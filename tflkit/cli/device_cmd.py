@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tflkit.cli.options import JsonOption, ModelArgument
+from tflkit.cli.options import InputShapeOption, JsonOption, ModelArgument
 from tflkit.cli.output import console, print_json
 from tflkit.errors import UsageError
 
@@ -215,9 +215,7 @@ def validate(
             "--input-kind", help="realistic (images, audio, valid indices) or random inputs."
         ),
     ] = "realistic",
-    input_shape: Annotated[
-        list[str], typer.Option("--input-shape", help="NAME=D1,D2,... for dynamic dims.")
-    ] = [],  # noqa: B006
+    input_shape: InputShapeOption = None,
     signature: Annotated[str | None, typer.Option("--signature", help="Signature key.")] = None,
     tolerance: Annotated[
         list[str],

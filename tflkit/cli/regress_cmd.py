@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tflkit.cli.options import JsonOption
+from tflkit.cli.options import InputShapeOption, JsonOption
 from tflkit.errors import UsageError
 
 app = typer.Typer(
@@ -108,9 +108,7 @@ def record(
     ] = None,
     num_inputs: Annotated[int, typer.Option("--num-inputs", "-n", help="Random input sets.")] = 4,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
-    input_shape: Annotated[
-        list[str], typer.Option("--input-shape", help="NAME=D1,D2,... for dynamic dims.")
-    ] = [],  # noqa: B006
+    input_shape: InputShapeOption = None,
     signature: Annotated[str | None, typer.Option("--signature", help="Signature key.")] = None,
     tolerance: ToleranceOption = [],  # noqa: B006
     probe: ProbeOption = None,
@@ -128,7 +126,7 @@ def record(
 ) -> None:
     """Run MODEL on each runner and store inputs, outputs, residency and versions in -o DIR."""
     from tflkit.compare.tolerances import parse_overrides
-    from tflkit.inputs import parse_input_shapes
+    from tflkit.input_shapes import parse_input_shapes
 
     _model_and_suite(model, suite, output)
     if suite is not None:
