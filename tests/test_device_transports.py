@@ -287,9 +287,9 @@ def _example_feed() -> dict[str, np.ndarray]:
     }
 
 
-def _slow_job(tmp_path: Path) -> Path:
+def _slow_job(tmp_path: Path, runs: int = 400_000) -> Path:
     """A CPU-only job that runs for several seconds (many timed runs of a tiny model)."""
-    options = JobOptions(backends=("cpu",), timed_runs=400_000, warmup_runs=0)
+    options = JobOptions(backends=("cpu",), timed_runs=runs, warmup_runs=0)
     return write_job(tmp_path / "slow.job", EXAMPLE.read_bytes(), [_example_feed()], options)
 
 
@@ -372,6 +372,34 @@ def _harness_running(job: Path) -> bool:
     )
 
 
+def test_interrupt_leaves_no_process(adb_env: Adbd, tmp_path: Path) -> None:
+    """Ctrl-C mid-job: tflkit stops its adb commands (each in a session of its own) and exits."""
+    job = _slow_job(tmp_path, runs=4_000_000)  # a minute or more of work on the device
+    cmd = [PY, "-m", "tflkit", "device", "run", str(job), "-o", str(tmp_path / "r")]
+    cmd += ["--device", f"adb:{adb_env.serial}", "--device-python", PY]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "cpu starting" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        _, rest = proc.communicate(timeout=60)
+        assert time.monotonic() - start < 10  # it did not wait for the job
+    finally:
+        if proc.poll() is None:
+            _stop(proc)
+    assert proc.returncode == 130 and "Traceback" not in rest, rest
+    ps = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
+    assert f"adb -s {adb_env.serial} shell" not in ps
+    assert not (tmp_path / "r").exists()
+    deadline = time.monotonic() + 15  # the device side stops on its next heartbeat
+    while time.monotonic() < deadline and _harness_running(job):
+        time.sleep(0.5)
+    assert not _harness_running(job)
+
+
 def test_timeout_stops_everything(adb_env: Adbd, tmp_path: Path, capsys) -> None:
     job = _slow_job(tmp_path)
     out = tmp_path / "res"
@@ -404,7 +432,11 @@ def test_device_list_tells_linux_adb_devices(adb_env: Adbd, capsys) -> None:
 
 
 def test_configured_device_by_name(
-    sshd: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+    adb_env: Adbd,  # device list asks adb: our own adb server, never the default one
+    sshd: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A board named in devices.toml: its identity, ssh config and Python come from the file."""
     config = tmp_path / "config" / "tflkit" / "devices.toml"

@@ -25,7 +25,7 @@ from tflkit.delegates.base import Feed, RunResult
 from tflkit.delegates.device import RUNNER_OF, device_run_results, runner_name
 from tflkit.errors import UsageError
 from tflkit.harness.protocol import DeviceResult, JobOptions, write_job
-from tflkit.harness.transport import Device, DeviceError
+from tflkit.harness.transport import Device, DeviceError, stop_all
 from tflkit.report.validate_report import ValidateReport
 
 __all__ = ["DeviceValidateOptions", "device_slug", "device_validate", "run_on_devices"]
@@ -81,7 +81,11 @@ def run_on_devices(
             return exc
 
     with ThreadPoolExecutor(max_workers=max(len(devices), 1)) as pool:
-        outcomes = list(pool.map(one, zip(devices, dests, strict=True)))
+        try:
+            outcomes = list(pool.map(one, zip(devices, dests, strict=True)))
+        except BaseException:  # Ctrl-C, SIGTERM: stop the transfers so the threads end now
+            stop_all()
+            raise
     errors = [o for o in outcomes if isinstance(o, DeviceError)]
     if errors:
         for outcome in outcomes:

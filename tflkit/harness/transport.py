@@ -67,6 +67,19 @@ class Completed:
     timed_out: bool
 
 
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_all() -> None:
+    """Kill every host command still running (their whole sessions): on Ctrl-C or SIGTERM."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for proc in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def run_command(
     cmd: Sequence[str],
     *,
@@ -90,6 +103,8 @@ def run_command(
         )
     except FileNotFoundError:
         raise DeviceError(f"{cmd[0]} is not installed (needed to reach the device)") from None
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
     lines: list[str] = []
     errors: list[bytes] = []
 
@@ -118,6 +133,8 @@ def run_command(
             proc.wait()
         for reader in readers:
             reader.join(timeout=5)
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
     err = b"".join(errors).decode("utf-8", "replace")
     return Completed(proc.returncode, "\n".join(lines), err, timed_out)
 
@@ -359,9 +376,19 @@ class SshDevice(ShellDevice):
             local.mkdir(parents=True)
             try:
                 with tarfile.open(fileobj=archive, mode="r") as tar:
-                    tar.extractall(local, filter="data")
+                    _safe_extract(tar, local)
             except (tarfile.TarError, OSError) as exc:
                 raise DeviceError(f"{self.spec}: the result archive is damaged: {exc}") from None
+
+
+def _safe_extract(tar: tarfile.TarFile, dest: Path) -> None:
+    """Extract regular files and folders that stay inside ``dest`` (a result is nothing else)."""
+    for member in tar.getmembers():
+        target = (dest / member.name).resolve()
+        if not (member.isfile() or member.isdir()) or not target.is_relative_to(dest.resolve()):
+            raise DeviceError(f"the result archive holds an unexpected entry {member.name!r}")
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    tar.extractall(dest, **safe)  # every member was checked above
 
 
 @dataclass
