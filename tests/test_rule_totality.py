@@ -43,7 +43,12 @@ def _predicates() -> list[tuple[str, object]]:
 PREDICATES = _predicates()
 
 
-def _exercise(op: ir.Op) -> list[str]:
+#: Op types the edge cases run every predicate of every table on (predicates look at tensors,
+#: rarely at the op type; these cover the ones that do). Their own tables run on every op.
+PREDICATE_SAMPLE = frozenset({"ADD", "EQUAL", "CAST", "CONV_2D", "STRIDED_SLICE", "PACK", "MEAN"})
+
+
+def _exercise(op: ir.Op, predicates: bool = True) -> list[str]:
     """Run everything that must be total on ``op``; returns the failures as text."""
     failures = []
     for rule in RULES:
@@ -61,7 +66,7 @@ def _exercise(op: ir.Op) -> list[str]:
             check_signature(sig, target)
         except Exception as exc:
             failures.append(f"{target} verdict on {op!r}: {type(exc).__name__}: {exc}")
-    for name, check in PREDICATES:
+    for name, check in PREDICATES if predicates else ():
         try:
             check(sig)  # type: ignore[operator]
         except Exception as exc:
@@ -181,7 +186,7 @@ def test_edge_cases_are_total() -> None:
     for model in _edge_models():
         for op in model.iter_ops():
             ops += 1
-            failures.extend(_exercise(op))
+            failures.extend(_exercise(op, predicates=op.type in PREDICATE_SAMPLE))
     assert ops == len(_op_types()) * len(LAYOUTS) * (len(OUTPUTS) + 1)
     assert failures == [], "\n".join(failures[:30]) + f"\n... {len(failures)} failures"
 
