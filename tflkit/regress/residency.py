@@ -22,7 +22,7 @@ __all__ = ["compare_residency", "snapshot"]
 def _reasons(op: Any, probed: bool) -> list[str]:
     if probed and op.probe_reasons:
         return list(op.probe_reasons)
-    return [f"{r.code}: {r.message}" for r in op.reasons] or ["left on the CPU by partitioning"]
+    return [f"{r.code}: {r.message}" for r in op.reasons] or [op.why]
 
 
 def _from_report(report: CheckReport) -> dict[str, Any]:
