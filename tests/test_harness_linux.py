@@ -87,3 +87,26 @@ def test_device_python_without_numpy_is_one_line(tmp_path: Path, capsys) -> None
     assert code == 4 and err.count("\n") == 1, err
     assert "has no numpy" in err and "--device-python" in err
     assert not (tmp_path / "job.result").exists()
+
+
+def test_device_job_then_run_locally(tmp_path: Path, capsys) -> None:
+    """`device job` writes a job the schema accepts; `device run --device local` runs it."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from tflkit.cli.main import main
+    from tflkit.gpu_env import project_root
+
+    example = project_root() / "tflkit" / "examples" / "tiny_classifier.tflite"
+    job = tmp_path / "job"
+    args = ["device", "job", str(example), "-o", str(job), "--raw", "-b", "cpu", "-n", "2"]
+    assert main(args) == 0, capsys.readouterr().err
+    document = json.loads((job / "job.json").read_text())
+    jsonschema.validate(document, json.loads((PROTOCOL_DIR / "job.schema.json").read_text()))
+    assert document["input_format"] == "raw" and len(document["input_sets"]) == 2
+    assert main(args) == 2 and "already exists" in capsys.readouterr().err
+    out = tmp_path / "out"
+    code = main(["device", "run", str(job), "--device", "local", "-o", str(out), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    result = json.loads(captured.out)["results"][0]["result"]
+    assert result["backends"][0]["status"] == "ok" and result["job_id"] == document["id"]
+    assert (out / "result.json").is_file()

@@ -119,6 +119,86 @@ def list_devices(json_output: JsonOption = False) -> None:
     )
 
 
+@app.command("job")
+def make_job(
+    model: ModelArgument,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="The job folder to write (must not exist).")
+    ],
+    backend: BackendOption = [],  # noqa: B006
+    inputs: Annotated[
+        Path | None,
+        typer.Option(
+            "--inputs", help=".npy / .npz (N sets on a leading axis).", show_default=False
+        ),
+    ] = None,
+    num_inputs: Annotated[
+        int, typer.Option("--num-inputs", "-n", help="Generated input sets.")
+    ] = 4,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the generated inputs.")] = 0,
+    input_kind: Annotated[
+        str, typer.Option("--input-kind", help="realistic or random generated inputs.")
+    ] = "realistic",
+    input_shape: Annotated[
+        list[str], typer.Option("--input-shape", help="NAME=D1,D2,... for dynamic dims.")
+    ] = [],  # noqa: B006
+    signature: Annotated[str | None, typer.Option("--signature", help="Signature key.")] = None,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Inputs as raw little-endian buffers, not .npy.")
+    ] = False,
+    threads: Annotated[
+        int | None, typer.Option("--threads", help="CPU threads on the device.")
+    ] = None,
+    runs: Annotated[int, typer.Option("--runs", help="Timed runs per input set.")] = 1,
+    warmup: Annotated[int, typer.Option("--warmup", help="Warm-up runs.")] = 1,
+    timeout: TimeoutOption = 300.0,
+    json_output: JsonOption = False,
+) -> None:
+    """Write a job folder (model, input sets, job.json) for `device run` or a harness by hand."""
+    from tflkit import ir
+    from tflkit.harness.protocol import JobOptions, write_job
+    from tflkit.input_shapes import parse_input_shapes
+    from tflkit.inputs import entry_point, make_input_sets
+
+    data, label = ir.serde.read_model_bytes(model)
+    loaded = ir.load(data, label=label)
+    key, _, _, _ = entry_point(loaded, signature)
+    sets = make_input_sets(
+        loaded,
+        signature=signature,
+        source=inputs,
+        count=num_inputs,
+        seed=seed,
+        shapes=parse_input_shapes(input_shape),
+        kind=input_kind,
+    )
+    options = JobOptions(
+        backends=tuple(backend) or ("cpu", "gpu_fp16", "gpu_fp32"),
+        signature=key,
+        threads=threads,
+        warmup_runs=warmup,
+        timed_runs=runs,
+        timeout_seconds=timeout,
+        input_format="raw" if raw else "npy",
+    )
+    path = write_job(output, data, sets.feeds, options)
+    if json_output:
+        import json
+
+        print_json(
+            {
+                "schema": "tflkit.device-job/1",
+                "path": str(path),
+                "job": json.loads((path / "job.json").read_text()),
+            }
+        )
+        return
+    console().print(
+        f"{path}: {len(sets.feeds)} input sets ({sets.source}), backends "
+        f"{', '.join(options.backends)}; run it with `tflkit device run {path} --device ...`"
+    )
+
+
 @app.command("run")
 def run(
     job: Annotated[
@@ -176,7 +256,9 @@ def run(
             comp = rec.get("compile_seconds")
             ops = (
                 f"{rec['ops_delegated']}/{rec['ops_total']}"
-                if rec.get("ops_total") is not None and rec.get("ops_delegated") is not None
+                if b.backend != "cpu"
+                and rec.get("ops_total") is not None
+                and rec.get("ops_delegated") is not None
                 else "-"
             )
             status = b.status if b.status == "ok" else f"[red]{b.status}[/red]: {b.error or ''}"
