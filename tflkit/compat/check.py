@@ -409,6 +409,15 @@ def claimed_verdicts(report: CheckReport) -> list[static.OpVerdict]:
     return claims
 
 
+def _probe_error(result: ProbeResult) -> str | None:
+    """The accelerator's error, with the op the runtime names when a kernel failed to prepare
+    (the exception only says "Failed to modify graph with delegate")."""
+    culprit = next((e for e in result.log.errors if "failed to prepare" in e), None)
+    if result.error and culprit and culprit not in result.error:
+        return f"{result.error}: {culprit}"
+    return result.error
+
+
 def model_agrees(compiles: bool, result: ProbeResult) -> bool | None:
     """Whether the static "compiles" claim matches the accelerator (None: it crashed or hung,
     which says nothing about compilation)."""
@@ -444,7 +453,7 @@ def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> N
         ops_on_gpu=result.log.ops_on_gpu,
         ops_on_cpu=result.log.ops_on_cpu,
         crash=crash,
-        error=result.error,
+        error=_probe_error(result),
         from_cache=result.from_cache,
         compile_seconds=result.compile_seconds,
         agree=compared.agree,
