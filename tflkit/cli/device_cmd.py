@@ -217,7 +217,14 @@ def run(
     identity: IdentityOption = None,
     ssh_config: SshConfigOption = None,
     device_python: PythonOption = None,
-    timeout: TimeoutOption = 600.0,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            help="Seconds for the whole job on each device (push, run, pull); the job's own "
+            "timeout_seconds still bounds each backend there.",
+        ),
+    ] = 1200.0,
     json_output: JsonOption = False,
 ) -> None:
     """Run a job folder on the device(s) and write the result folder(s)."""
