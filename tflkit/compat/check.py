@@ -419,9 +419,10 @@ def _probe_error(result: ProbeResult) -> str | None:
 
 
 def model_agrees(compiles: bool, result: ProbeResult) -> bool | None:
-    """Whether the static "compiles" claim matches the accelerator (None: it crashed or hung,
-    which says nothing about compilation)."""
-    if result.status in ("crashed", "timeout", "worker_error"):
+    """Whether the static "compiles" claim matches the accelerator: a crash while compiling is
+    a failure to compile (the table predicts those as CRASH); None when it hung or the worker
+    never started, which says nothing about the model."""
+    if result.status in ("timeout", "worker_error"):
         return None
     compiled = result.status in _COMPILED and result.compiled
     return compiled == compiles
@@ -470,7 +471,7 @@ def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> N
             )
             for d in compared.disagreements
         ],
-        compiled=None if result.status in ("crashed", "timeout") else result.compiled,
+        compiled=None if result.status in ("timeout", "worker_error") else result.compiled,
         model_agrees=model_agrees(report.compiles, result),
     )
     if crash is not None:
