@@ -116,6 +116,7 @@ def test_crash_is_reported_with_its_op(
     assert code == EXIT_OK  # tflkit survives; the crash is a finding
     assert report["probe"]["status"] == "crashed"
     assert report["probe"]["crash"]["op_type"] == "PACK"
+    assert report["probe"]["model_agrees"] is True  # the table predicts the crash as fatal
     assert "crashes" in report["summary"] and not report["gpu_ready"]
     assert main(["check", "--probe", "--strict", str(corpus.path("pack_same_tensor"))]) == 1
 
