@@ -159,6 +159,30 @@ def render(runs: Path, out: Path) -> None:
             counts[kind][verdict] = counts[kind].get(verdict, 0) + 1
             row += [verdict, _why(report).replace("|", "/")]
         lines.append("| " + " | ".join(row) + " |")
+    agree = total = 0
+    differ = []
+    for name, kinds in sorted(by_model.items()):
+        for kind, report in kinds.items():
+            pairs = {p["pair"]: p for p in report.get("comparisons", [])}
+            emu, gpu = pairs.get("cpu-fp16:cpu"), pairs.get("gpu-fp16:cpu")
+            if not emu or not gpu or "skipped" in (emu["verdict"], gpu["verdict"]):
+                continue
+            for e_out, g_out in zip(emu["outputs"], gpu["outputs"], strict=True):
+                if "unverified" in (e_out["verdict"], g_out["verdict"]):
+                    continue
+                total += 1
+                if e_out["verdict"] == g_out["verdict"]:
+                    agree += 1
+                else:
+                    differ.append(
+                        f"{name} ({kind}) {e_out['name']}: emulation {e_out['verdict']}, "
+                        f"GPU {g_out['verdict']}"
+                    )
+    lines += [
+        "",
+        f"fp16 emulation vs the software GPU's fp16 run: same verdict on {agree} of {total} "
+        "outputs compared by both" + (": differ on " + "; ".join(differ) if differ else "."),
+    ]
     lines += ["", "Totals: " + "; ".join(
         f"{kind}: " + ", ".join(f"{v} {c}" for v, c in sorted(counts[kind].items()))
         for kind in KINDS

@@ -42,14 +42,14 @@ def test_one_element_off_in_a_330_op_model_passes_when_the_model_moves_that_much
     actual[0, 7, 3] += 2.95
     info = OutputInfo("regressors", "float32", (1, 2304, 16))
     tolerance = tolerance_for("gpu-fp32", "cpu")
-    # its own noise: the CPU paths and a 2^-24 input perturbation moved it by 0.1
-    out = compare_output(info, expected, actual, tolerance, _noise("fp32", 0.1))
-    assert out.verdict == "pass" and out.bound == NOISE_FACTOR["fp32"] * 0.1
+    # its own noise: the CPU paths and a 2^-24 input perturbation moved it by 0.25
+    out = compare_output(info, expected, actual, tolerance, _noise("fp32", 0.25))
+    assert out.verdict == "pass" and out.bound == NOISE_FACTOR["fp32"] * 0.25
     # the fixed fp32 bound (no measurement) is what cried wolf
     assert compare_output(info, expected, actual, tolerance).verdict == "fail"
     # an error far beyond the model's own noise still fails
     actual[0, 8, 3] += 100.0
-    assert compare_output(info, expected, actual, tolerance, _noise("fp32", 0.1)).verdict == "fail"
+    assert compare_output(info, expected, actual, tolerance, _noise("fp32", 0.25)).verdict == "fail"
 
 
 def test_quantized_outputs_are_judged_in_steps_for_fp32_and_fp16_alike():

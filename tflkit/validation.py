@@ -380,6 +380,13 @@ def validate(
         if o.verdict == "not-meaningful"
     ]
     report.notes = _notes(results, comparisons, optional)
+    dynamic = [s.name for s in sets.specs if s.tensor.is_dynamic]
+    if dynamic and any(r.status == "compile_error" and r.runner.startswith("gpu") for r in results):
+        report.notes.append(
+            f"inputs {', '.join(dynamic)} have dynamic dimensions, which the GPU accelerator may "
+            "refuse: fix them with tflkit rewrite --input-shape NAME=D1,D2,... and validate the "
+            "result"
+        )
     _verdict(report, comparisons, optional)
     if options.localize:
         _say(options, "localizing: running every op on its own")
@@ -412,6 +419,13 @@ def _notes(
         real.verdict,
     ):
         for e_out, g_out in zip(emulated.outputs, real.outputs, strict=True):
+            if e_out.verdict == g_out.verdict == "fail":
+                notes.append(
+                    f"output {g_out.name}: the fp16 emulation fails too, so fp16 storage itself "
+                    "costs this much on this model, not this GPU's kernels: run it in fp32 on "
+                    "the GPU, or accept the loss (--tolerance gpu-fp16:cpu@noise_factor=N)"
+                )
+                continue
             if e_out.verdict == g_out.verdict or "unverified" in (e_out.verdict, g_out.verdict):
                 continue
             if e_out.verdict == "fail":
@@ -468,12 +482,9 @@ def _localize(
     if runner is None:
         failing = [p.actual for p in comparisons if p.verdict == "fail"]
         failing += [p.expected for p in comparisons if p.verdict == "fail"]
-        candidates = [n for n in failing if n in _LOCALIZABLE or _reference_tflite(n, options)]
-        runner = (
-            candidates[0]
-            if candidates
-            else next((n for n in names if n.startswith("gpu")), "gpu-fp16")
-        )
+        ran = [n for n in names if n in _LOCALIZABLE or _reference_tflite(n, options)]
+        candidates = [n for n in failing if n in ran] or ran or ["gpu-fp16"]
+        runner = candidates[0]
     reference = None
     if runner == "reference":
         if not _is_tflite(options.reference):

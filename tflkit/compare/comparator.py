@@ -172,14 +172,12 @@ def _degenerate(expected: np.ndarray, allowed: float) -> str | None:
     if spread <= allowed:
         return (
             f"the expected output varies by only {spread:.3g}, within the {allowed:.3g} the pair "
-            "may differ by (~0 on these inputs)"
+            "may differ by"
         )
     return None
 
 
-ADVICE = (
-    "give inputs that exercise the model (--inputs with real data, or --input-kind realistic)"
-)
+ADVICE = "give inputs that exercise the model: --inputs with real data (a .npz or an image folder)"
 
 
 def compare_output(

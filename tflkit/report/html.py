@@ -106,7 +106,9 @@ def _output_row(pair: PairComparison, out: OutputComparison) -> str:
         f'<tr data-pair="{_e(pair.key)}" data-output="{_e(out.name)}">'
         f'<td class="l">{_e(out.name)}</td><td class="l">{_verdict(out.verdict)}</td>'
         f'<td data-metric="bound">{_num(out.bound)}</td>{cells}'
-        f'<td class="l note">{_e("; ".join(out.reasons))}</td></tr>'
+        f'<td class="l note">{_e("; ".join(out.reasons))}'
+        + (f" (kind {_e(out.kind)}; bound: {_e(out.basis)})" if out.basis else "")
+        + "</td></tr>"
     )
 
 
@@ -239,6 +241,8 @@ def render_html(report: ValidateReport) -> str:
     """The whole page as a string."""
     findings = "".join(f"<li>{_e(f)}</li>" for f in report.findings)
     unverified = "".join(f"<li>{_e(u)}</li>" for u in report.unverified)
+    meaningless = "".join(f"<li>{_e(u)}</li>" for u in report.not_meaningful)
+    notes = "".join(f"<li>{_e(n)}</li>" for n in [*report.inputs.get("notes", []), *report.notes])
     inputs = report.inputs
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
@@ -250,6 +254,8 @@ def render_html(report: ValidateReport) -> str:
         f"sha256 {_e(report.model_sha256[:16])} &middot; wall {report.wall_seconds:.1f} s</p>"
         + (f"<h2>Findings</h2><ul>{findings}</ul>" if findings else "")
         + (f"<h2>Unverified</h2><ul>{unverified}</ul>" if unverified else "")
+        + (f"<h2>Not meaningful on these inputs</h2><ul>{meaningless}</ul>" if meaningless else "")
+        + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "")
         + "<h2>Runners</h2>"
         + _runners(report)
         + "<h2>Comparisons</h2>"
