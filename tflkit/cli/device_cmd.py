@@ -139,9 +139,7 @@ def make_job(
     input_kind: Annotated[
         str, typer.Option("--input-kind", help="realistic or random generated inputs.")
     ] = "realistic",
-    input_shape: Annotated[
-        list[str], typer.Option("--input-shape", help="NAME=D1,D2,... for dynamic dims.")
-    ] = [],  # noqa: B006
+    input_shape: InputShapeOption = None,
     signature: Annotated[str | None, typer.Option("--signature", help="Signature key.")] = None,
     raw: Annotated[
         bool, typer.Option("--raw", help="Inputs as raw little-endian buffers, not .npy.")
