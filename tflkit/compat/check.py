@@ -130,6 +130,7 @@ def check_model(
     verdicts = {(v.subgraph_index, v.op_index): v for v in result.verdicts}
     roles = static.subgraph_roles(model)
     dynamic = _dynamic_input_hint(model)
+    memo: dict[str, FixHint] = {}  # model-wide fix hints
     placeholders = any(  # a dynamic batch stored as 1 is a real batch; other dims may not be
         d < 0 for t in model.main.inputs for d in (t.shape_signature or ())[1:]
     )
@@ -195,7 +196,7 @@ def check_model(
                     supported=bool(verdict and verdict.ok),
                     on_gpu=op.index in on_gpu,
                     reasons=reasons,
-                    fix=fix_hint(op, reasons, dynamic) if reasons else None,
+                    fix=fix_hint(op, reasons, dynamic, memo) if reasons else None,
                     not_taken=op.index in not_taken,
                     status=status,
                 )
@@ -340,13 +341,24 @@ def _is_rnn_loop(op: ir.Op) -> bool:
     return bool(types & _RNN_CELL_OPS) and bool(types & _RNN_GATE_OPS)
 
 
-def fix_hint(op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = "") -> FixHint | None:
+def fix_hint(
+    op: ir.Op,
+    reasons: Sequence[ReasonInfo],
+    dynamic: str = "",
+    memo: dict[str, FixHint] | None = None,
+) -> FixHint | None:
     """What fixes ``op`` for these reasons: the first default rewrite rule that does, else an
-    opt-in rule, ``--input-shape``, a conversion change; None when nothing is known."""
+    opt-in rule, ``--input-shape``, a conversion change; None when nothing is known. ``memo``
+    keeps model-wide answers (the streaming rewrite) across the ops of one model."""
     from tflkit.rewriter.rules import catalog
 
-    texts = [f"{r.code}: {r.message}" for r in reasons]
     rules = sorted(catalog(), key=lambda rule: rule.opt_in)
+    if op.type in _STATE_OPS:  # the rewrite takes the variables as a whole, not op by op
+        memo = {} if memo is None else memo
+        if STREAMING_RULE not in memo:
+            memo[STREAMING_RULE] = _streaming_hint(op, rules)
+        return memo[STREAMING_RULE]
+    texts = [f"{r.code}: {r.message}" for r in reasons]
     after_shapes = None
     for rule in rules:
         if not rule.pattern(op) or not rule.addresses(texts):
@@ -359,8 +371,6 @@ def fix_hint(op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = "") -> Fix
     if after_shapes is not None:
         return after_shapes
     codes = {r.code for r in reasons}
-    if op.type in _STATE_OPS:  # the rewrite takes the variables as a whole, not op by op
-        return _streaming_hint(op, rules)
     if op.type == "WHILE" and _is_rnn_loop(op):
         return FixHint(
             None,
