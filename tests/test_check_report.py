@@ -108,6 +108,22 @@ def test_native_log_lines_only_with_verbose(verbose: bool) -> None:
     assert ("Created TensorFlow Lite XNNPACK delegate" in done.stderr) is verbose, done.stderr
 
 
+@pytest.mark.gpu
+def test_verbose_shows_the_accelerators_own_log(gpu: Any) -> None:
+    """The probe's child process logs natively too: with --verbose its log is shown."""
+    quiet = _tflkit("check", "--probe", str(EXAMPLE))
+    loud = _tflkit("check", "--probe", str(EXAMPLE), "--verbose")
+    assert quiet.returncode == loud.returncode == EXIT_OK
+    assert "Selected adapter" not in quiet.stderr and "INFO:" not in quiet.stderr
+    assert "Selected adapter" in loud.stderr
+
+
+def _tflkit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tflkit", *args], capture_output=True, text=True, timeout=300
+    )
+
+
 def test_verbose_anywhere_and_errors_still_shown(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", str(EXAMPLE), "--verbose"]) == EXIT_OK
     assert main(["--verbose", "check", "/no/such/model.tflite"]) == 2

@@ -45,7 +45,7 @@ def check(
     ] = False,
 ) -> None:
     """Per-op GPU verdicts with reasons and fixes, partitions, CPU<->GPU copies, FLOP share."""
-    from tflkit.cli.output import console, print_json, spinner
+    from tflkit.cli.output import console, echo_native_log, print_json, spinner
     from tflkit.compat.check import TARGET_DEFAULT, check_path
     from tflkit.input_shapes import parse_input_shapes
     from tflkit.report.check_terminal import render_check
@@ -60,6 +60,7 @@ def check(
         probe_timeout=timeout,
         input_shapes=parse_input_shapes(input_shape),
         progress=spinner,
+        native_log=echo_native_log,
     )
     if model_explorer is not None:
         write_node_data(model_explorer, check_node_data(report, loaded))

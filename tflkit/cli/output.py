@@ -9,6 +9,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from rich.console import Console
@@ -60,6 +61,15 @@ def spinner(message: str, delay: float = SPINNER_DELAY_S) -> Iterator[None]:
                 status.stop()
 
 
+_VERBOSE: ContextVar[bool] = ContextVar("tflkit_verbose", default=False)
+
+
+def echo_native_log(text: str) -> None:
+    """With ``--verbose``: a child process's native log (the GPU probe's) on stderr."""
+    if _VERBOSE.get() and text.strip():
+        sys.stderr.write(text if text.endswith("\n") else text + "\n")
+
+
 @contextmanager
 def native_log(verbose: bool = False) -> Iterator[None]:
     """Keep what native libraries (LiteRT, XNNPACK, TensorFlow) write on file descriptor 2 off
@@ -68,11 +78,22 @@ def native_log(verbose: bool = False) -> Iterator[None]:
     fd 2 points at a scratch file for the duration; when ``sys.stderr`` is the process's real
     stderr it is rebound to a copy of the original descriptor (a replaced ``sys.stderr``, e.g.
     under pytest's capture, is left alone). Child processes inherit the scratch file, but the
-    tflkit worker runner captures their output anyway.
+    tflkit worker runner captures their output anyway; with ``verbose`` a command shows a
+    child's log with :func:`echo_native_log`.
     """
-    if verbose:
-        yield
-        return
+    token = _VERBOSE.set(verbose)
+    try:
+        if verbose:
+            yield
+        else:
+            with _quiet_fd2():
+                yield
+    finally:
+        _VERBOSE.reset(token)
+
+
+@contextmanager
+def _quiet_fd2() -> Iterator[None]:
     try:
         real = sys.stderr.fileno() == 2
     except (AttributeError, OSError, ValueError):

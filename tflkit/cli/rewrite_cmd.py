@@ -27,7 +27,7 @@ def rewrite(
     json_output: JsonOption = False,
 ) -> None:
     """Rewrite the ops the GPU delegate rejects into equivalents it takes, and prove it."""
-    from tflkit.cli.output import console, print_json, spinner
+    from tflkit.cli.output import console, echo_native_log, print_json, spinner
     from tflkit.input_shapes import parse_input_shapes
     from tflkit.report.rewrite_report import build_report, render_rewrite
     from tflkit.rewriter.run import RewriteRefused, rewrite_file
@@ -44,6 +44,7 @@ def rewrite(
             before = run_probe(outcome.original)
         with spinner(f"compiling {output.name} on the GPU accelerator (probe, after)"):
             after = run_probe(outcome.rewritten)
+        echo_native_log(before.log_text + after.log_text)
     report = build_report(
         outcome, str(model), str(output), written, probe_before=before, probe_after=after
     )

@@ -60,12 +60,14 @@ def check_path(
     cache_dir: str | Path | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     progress: Progress | None = None,
+    native_log: Callable[[str], None] | None = None,
 ) -> tuple[CheckReport, ir.Model]:
     """Check the model at ``path``; returns the report and the loaded model.
 
     ``input_shapes`` (``--input-shape``, by signature or tensor name) fixes dynamic inputs
     first, so verdicts, copies and the probe are those of the model at that shape. ``progress``
-    wraps the probe (e.g. a spinner: it compiles shaders for seconds).
+    wraps the probe (e.g. a spinner: it compiles shaders for seconds); ``native_log`` gets the
+    accelerator's own log (``--verbose``).
     """
     data, label = ir.serde.read_model_bytes(path)
     model = ir.load(data, label=label)
@@ -86,6 +88,8 @@ def check_path(
         what = f"compiling {Path(label).name} on the GPU accelerator (probe)"
         with progress(what) if progress is not None else contextlib.nullcontext():
             result = probe(probed, timeout=probe_timeout, cache_dir=cache_dir)
+        if native_log is not None:
+            native_log(result.log_text)
         attach_probe(report, model, result)
     return report, model
 
