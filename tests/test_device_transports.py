@@ -254,7 +254,8 @@ def test_validate_over_ssh_second_signature_with_html(
     for backend in ("cpu", "gpu-fp16", "gpu-fp32"):
         assert f"{backend}@{spec} vs cpu: pass" in out, out
     assert "verdict: pass" in out
-    assert html.read_text().lstrip().lower().startswith("<!doctype html>")
+    page = html.read_text()
+    assert page.lstrip().lower().startswith("<!doctype html>") and f"gpu-fp16@{spec}" in page
 
 
 @pytest.mark.gpu
