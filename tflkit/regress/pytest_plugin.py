@@ -44,6 +44,7 @@ class Tflkit:
 
         res = snapshot(path, target=target, probe=probe)
         static, probed = res["static"], res["probe"]
+        fallbacks = static["cpu_ops"]
         lines = []
         if not static["compiles"]:
             lines.append("the GPU delegate cannot compile the model at all")
@@ -57,16 +58,17 @@ class Tflkit:
                     f"the GPU accelerator: {probed['status']}{where}: "
                     f"{probed.get('error') or (crash or {}).get('message') or ''}".rstrip(": ")
                 )
-            seen = {(op["type"], op["index"]) for op in static["ops_on_cpu"]}
+            seen = {(op["subgraph"], op["index"]) for op in static["ops_on_cpu"]}
             for op in probed["rejected"]:
-                if (op["type"], op["index"]) not in seen:
+                if (op["subgraph"], op["index"]) not in seen:
+                    fallbacks += 1
                     lines.append(
                         f"{op['type']} (op {op['index']}), said the accelerator: "
                         f"{'; '.join(op['reasons'])}"
                     )
         if lines:
             head = (
-                f"{Path(path).name} is not GPU-ready: {static['cpu_ops']} of "
+                f"{Path(path).name} is not GPU-ready: {fallbacks} of "
                 f"{static['total_ops']} ops fall back to the CPU"
             )
             raise TflkitAssertion(head + "".join(f"\n  {line}" for line in lines))
