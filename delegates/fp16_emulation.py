@@ -190,9 +190,9 @@ class Fp16EmulationRunner:
             raw = np.array(interpreter.get_tensor(slot))
             rounded = round_fp16(raw)
             values[tensor] = rounded
-            if step.index in hazards or raw.dtype.kind != "f":
-                continue
-            if finite_in and not np.isfinite(raw).all():
+            if step.index in hazards or raw.dtype.kind != "f" or not finite_in:
+                continue  # an op fed inf/NaN inherits them (kernels may clamp them to 3.4e38)
+            if not np.isfinite(raw).all():
                 hazards[step.index] = Fp16Hazard(
                     step.index, step.op_type, "makes inf/NaN from finite fp16 inputs"
                 )

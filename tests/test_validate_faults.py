@@ -35,28 +35,34 @@ def _float_output(model: ir.Model) -> tuple[str, ir.Tensor]:
 
 
 def plant_fp16_overflow(src: Path, dst: Path, *, peak: float, merged: bool) -> str:
-    """Append ``y = x*k (+1) *1/k`` to the first float output, ``k`` large enough that ``x*k``
-    leaves fp16's range (4 x 65504 / the output's peak); returns the overflowing op's output."""
+    """Append ``y*a*b (+1) *1/b*1/a`` to the first float output; returns the output name of the
+    ``*b`` MUL, whose output leaves fp16's range (4 x 65504 at the output's peak) while every
+    constant and the ``*a`` product (half of 65504 at most) stay representable in fp16."""
     model = ir.load(src)
     _, out = _float_output(model)
     graph = out.subgraph
     assert graph is not None
-    factor = np.float32(max(1e5, 4 * 65504.0 / max(peak, 1e-6)))
+    pre = min(60000.0, 0.5 * 65504.0 / max(peak, 1e-30))
+    up = 4 * 65504.0 / (max(peak, 1e-30) * pre)
+    if up > 60000.0:
+        raise ValueError(f"output peak {peak:.3g} too small to overflow fp16 with fp16 constants")
     build = OpBuilder(graph, after=out.producer, prefix="planted")
-    up = build.MUL(out, np.array(factor, np.float32), options=fb.MulOptionsT(), name="scale_up")
-    y = up
+
+    def mul(x: ir.Tensor, k: float, name: str) -> ir.Tensor:
+        return build.MUL(x, np.array(k, np.float32), options=fb.MulOptionsT(), name=name)
+
+    y = mul(mul(out, pre, "pre_scale"), up, "scale_up")
+    planted = y.name
     if not merged:
         y = build.ADD(y, np.array(1.0, np.float32), options=fb.AddOptionsT(), name="plus_one")
-    down = build.MUL(
-        y, np.array(1.0 / factor, np.float32), options=fb.MulOptionsT(), name="scale_down"
-    )
+    down = mul(mul(y, 1.0 / up, "scale_down"), 1.0 / pre, "unscale")
     graph.outputs = [down if t is out else t for t in graph.outputs]
     for signature in model.signatures:
         for key, tensor in signature.outputs.items():
             if tensor is out:
                 signature.outputs[key] = down
     ir.save(model, dst)
-    return up.name
+    return planted
 
 
 def _weight_constant(op: ir.Op) -> ir.Tensor | None:

@@ -24,9 +24,10 @@ import numpy as np
 
 __all__ = ["EPS", "OutputNoise", "measure", "perturb"]
 
-#: relative perturbation per precision: the unit roundoff of fp32 (2^-24) and fp16 (2^-11), and
-#: one step of an 8-bit grid (2^-8) for quantized models.
-EPS = {"fp32": 2.0**-24, "fp16": 2.0**-11, "int8": 2.0**-8}
+#: relative perturbation per precision: fp16's unit roundoff (2^-11: what rounding an fp32 input
+#: to fp16 does), one ulp of fp32 (2^-23: its unit roundoff, 2^-24, would round back to the same
+#: float32 for most values) and one step of an 8-bit grid (2^-8) for quantized models.
+EPS = {"fp32": 2.0**-23, "fp16": 2.0**-11, "int8": 2.0**-8}
 
 
 @dataclass
