@@ -104,6 +104,21 @@ def convert(job, state):
     os.replace(found, work / "model.tflite")
 
 
+def _fits(shape, want):
+    return len(shape) == len(want) and all(
+        not isinstance(w, int) or w == d for d, w in zip(shape, want, strict=True)
+    )
+
+
+def to_onnx_layout(value, want):
+    """A ``.tflite`` feed in the ONNX input's layout: onnx2tf makes channels-first inputs of rank
+    3 and more channels-last (NWC, NHWC), so move the last axis back to 1 when only that fits."""
+    if value.ndim < 3 or _fits(value.shape, want):
+        return value
+    moved = np.moveaxis(value, -1, 1)
+    return moved if _fits(moved.shape, want) else value
+
+
 def reference(job, state):
     import onnxruntime as ort
 
@@ -118,15 +133,7 @@ def reference(job, state):
         for k in range(sets):
             feed = {}
             for i, spec in enumerate(inputs):
-                value = npz[f"s{k}_in_{i}"]
-                want = [d if isinstance(d, int) else None for d in spec.shape]
-                if (
-                    value.ndim == 4
-                    and list(value.shape) != want
-                    and value.shape[-1] == (want[1] or value.shape[-1])
-                ):
-                    value = np.transpose(value, (0, 3, 1, 2))  # NHWC (.tflite) -> NCHW (ONNX)
-                feed[spec.name] = value
+                feed[spec.name] = to_onnx_layout(npz[f"s{k}_in_{i}"], spec.shape)
             for j, out in enumerate(session.run(None, feed)):
                 arrays[f"s{k}_out_{j}"] = np.asarray(out, np.float32)
     state["output_names"] = [o.name for o in session.get_outputs()]

@@ -130,6 +130,25 @@ def _native_stderr_silenced() -> Iterator[None]:
         os.close(saved)
 
 
+def _channels_last(
+    produced: dict[str, np.ndarray], shapes: list[tuple[int, ...]]
+) -> dict[str, np.ndarray]:
+    """The source's outputs in the ``.tflite``'s layout where onnx2tf moved channels last.
+
+    Output by output in order (the converters keep it); an output whose shape already matches,
+    or whose channels-last shape does not, is left alone.
+    """
+    if len(produced) != len(shapes):
+        return produced
+    out = {}
+    for (name, value), shape in zip(produced.items(), shapes, strict=True):
+        if value.ndim >= 3 and tuple(value.shape) != tuple(shape):
+            moved = np.moveaxis(value, 1, -1)
+            value = moved if tuple(moved.shape) == tuple(shape) else value
+        out[name] = value
+    return out
+
+
 def _static_inputs(data: bytes) -> bytes:
     """onnx2tf keeps a -1 batch in ``shape_signature`` even with static input shapes: drop it."""
     from tflkit.rewriter.shapes import dynamic_inputs, fix_input_shapes
@@ -183,6 +202,7 @@ def convert_foreign(
         with np.load(work / "outputs.npz") as npz:
             for k in range(len(sets.feeds)):
                 produced = {n: npz[f"s{k}_out_{j}"] for j, n in enumerate(ref["output_names"])}
+                produced = _channels_last(produced, list(wanted.values()))
                 try:
                     refs.append(match_outputs(produced, wanted)[0])
                 except ValueError as exc:
