@@ -298,6 +298,12 @@ def _both(*checks: Callable[[View], None]) -> Callable[[View], None]:
     return check
 
 
+def check_deep_600_ops(v: View) -> None:
+    count = len(list(v.ops()))
+    _require(count > 600, f"only {count} ops")
+    _require(len(list(v.ops("LOG_SOFTMAX"))) == 5, "expected 5 LOG_SOFTMAX ops")
+
+
 def check_keras_gru(v: View) -> None:
     v.one("WHILE")
     _require(not list(v.ops("UNIDIRECTIONAL_SEQUENCE_RNN")), "GRU got fused")
@@ -343,6 +349,7 @@ CHECKS: dict[str, Callable[[View], None]] = {
     "dynamic_audio": check_dynamic_audio,
     "lstm": check_lstm,
     "keras3_lstm": check_keras3_lstm,
+    "deep_600_ops": check_deep_600_ops,
     "keras_gru": check_keras_gru,
     "keras_bilinear_resize": _plain("RESIZE_BILINEAR"),
     "keras_conv2d_transpose": _plain("TRANSPOSE_CONV"),

@@ -432,6 +432,33 @@ def keras3_lstm() -> bytes:
     return bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
 
 
+DEEP_BLOCKS, DEEP_WIDTH, DEEP_REJECT_EVERY = 200, 16, 40
+
+
+def deep_600_ops() -> bytes:
+    """A deep chain of 600+ ops (long reports, partitions): 200 gated blocks
+    ``x * sigmoid(x @ W_i)`` (FULLY_CONNECTED, LOGISTIC, MUL) with a LOG_SOFTMAX, which the GPU
+    rejects, after every 40th block."""
+    tf = _tf()
+    rng = _rng()
+    weights = [
+        tf.constant(rng.normal(0, 0.3, (DEEP_WIDTH, DEEP_WIDTH)).astype(np.float32))
+        for _ in range(DEEP_BLOCKS)
+    ]
+
+    class Deep(tf.Module):
+        @tf.function(input_signature=[_spec((1, DEEP_WIDTH), "x")])
+        def __call__(self, x: Any) -> dict[str, Any]:
+            for i, w in enumerate(weights):
+                x = x * tf.sigmoid(tf.matmul(x, w))
+                if (i + 1) % DEEP_REJECT_EVERY == 0:
+                    x = tf.nn.log_softmax(x)
+            return {"y": x}
+
+    module = Deep()
+    return _convert(module, module.__call__)
+
+
 GENERATORS: dict[str, Callable[[], bytes]] = {
     "conv_dense": conv_dense,
     "fp16_weights": fp16_weights,
@@ -457,6 +484,7 @@ GENERATORS: dict[str, Callable[[], bytes]] = {
     "dynamic_audio": dynamic_audio,
     "lstm": lstm,
     "keras3_lstm": keras3_lstm,
+    "deep_600_ops": deep_600_ops,
     **KERAS_GENERATORS,
 }
 
