@@ -11,6 +11,7 @@ of the loaded file, so loading a large model does not copy its weights.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import struct
@@ -46,7 +47,7 @@ class OpCode:
     custom_code: str | None = None
     version: int = 1
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
         """``CONV_2D`` for builtins, the custom code for custom and flex ops."""
         if self.builtin_code == schema.BuiltinOperator.CUSTOM:
@@ -357,8 +358,11 @@ class Op:
         """Subgraph indices named by control-flow options (IF, WHILE, CALL_ONCE, composites)."""
         found: dict[str, int] = {}
         for options in (self.options, self.options2):
+            fields = getattr(options, "__dict__", None)
+            if not fields:
+                continue
             for attr in _CONTROL_FLOW_OPTION_FIELDS:
-                value = getattr(options, attr, None)
+                value = fields.get(attr)
                 if isinstance(value, int | np.integer):
                     found[attr] = int(value)
         return found
