@@ -167,9 +167,14 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
     state = "written" if report.written else "NOT written"
     console.print(f"[bold]{report.model}[/] -> {report.output} ({state})")
     if report.fired:
-        table = Table("rule", "op", "index", "outputs", title="rules fired")
+        from tflkit.report.check_report import index_ranges
+
+        fired: dict[tuple[str, str], list[int]] = {}
         for f in report.fired:
-            table.add_row(f["rule"], f["op_type"], str(f["op_index"]), ", ".join(f["op_outputs"]))
+            fired.setdefault((f["rule"], f["op_type"]), []).append(f["op_index"])
+        table = Table("rule", "op", "times", "at op", title="rules fired")
+        for (rule, op_type), indices in fired.items():
+            table.add_row(rule, op_type, str(len(indices)), index_ranges(indices))
         console.print(table)
     else:
         console.print("no rule fired")
