@@ -6,8 +6,10 @@ type, status and reason, with a count and op index ranges.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from tflkit.report.plain import plain
 
 CHECK_SCHEMA = "tflkit.check/2"
 
@@ -203,7 +205,7 @@ class CheckReport:
         return [op for op in self.ops if not op.on_gpu]
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = plain(self)
         data["cpu_ops"] = self.cpu_ops
         data["gpu_flops_share"] = self.flops_gpu / self.flops_total if self.flops_total else None
         for op, entry in zip(self.ops, data["ops"], strict=True):
