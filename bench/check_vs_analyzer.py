@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,7 +77,45 @@ def worker(task: str, model: Path) -> dict[str, float]:
     return {"seconds": seconds, "output_chars": size}
 
 
+#: Whole processes, timed from the outside: (name, command). The first is the anchor.
+PROCESSES = (
+    (
+        "analyzer process",
+        [
+            sys.executable,
+            "-c",
+            "import sys; from ai_edge_litert import _pywrap_analyzer_wrapper as a; "
+            "a.ModelAnalyzer(sys.argv[1], True, True)",
+        ],
+    ),
+    ("tflkit check --json", [sys.executable, "-m", "tflkit", "check", "--json"]),
+)
+
+
+def run_processes(model: Path, repeats: int) -> None:
+    """Whole-process wall time (start-up, imports, reading, checking, printing), alternating
+    the commands so machine load hits them alike."""
+    samples: dict[str, list[float]] = {name: [] for name, _ in PROCESSES}
+    for _ in range(repeats):
+        for name, command in PROCESSES:
+            start = time.perf_counter()
+            subprocess.run(
+                [*command, str(model)], check=True, stdout=subprocess.DEVNULL, cwd=REPO
+            )
+            samples[name].append(time.perf_counter() - start)
+    anchor = statistics.median(samples[PROCESSES[0][0]])
+    print(f"whole processes, median of {repeats}; ratio = seconds / analyzer process")
+    header = f"{'process':<22} {'seconds':>9} {'ratio':>7}"
+    print(header)
+    print("-" * len(header))
+    for name, times in samples.items():
+        seconds = statistics.median(times)
+        print(f"{name:<22} {seconds:>9.3f} {seconds / anchor:>7.2f}")
+    print()
+
+
 def run(model: Path, repeats: int) -> None:
+    run_processes(model, repeats)
     rows = []
     for task, label in TASKS:
         runs = [
