@@ -1,7 +1,9 @@
 """Differential test of the IR reader: tflkit's hand-written table reader against the schema's
 generated object API, field by field, on every corpus model and on its round trip through
 LiteRT's own ``flatbuffer_utils`` writer (which renumbers buffers, drops empty ones and leaves
-the deprecated ``metadata_buffer`` stale). Then ``ir.dumps`` of each must load in LiteRT.
+the deprecated ``metadata_buffer`` stale), and, for models up to 5 MB, in two more layouts:
+every default written explicitly, and buffer data after the flatbuffer named by offset/size
+(the converter's large-model layout). Then ``ir.dumps`` of each must load in LiteRT.
 
 Both sides become the plain values of ``tests.ir_compare.normalize`` (buffer and opcode indices
 resolved to bytes and ``(builtin, custom, version)``); the tflkit side is built from the IR
@@ -14,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import flatbuffers
 import numpy as np
 import pytest
 from ai_edge_litert import schema_py_generated as fb
@@ -191,6 +194,42 @@ def model_bytes(request: pytest.FixtureRequest) -> Any:
     return get
 
 
+def _pack(model: Any, force_defaults: bool = False) -> bytes:
+    builder = flatbuffers.Builder(1024)
+    builder.ForceDefaults(force_defaults)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def _explicit_defaults(data: bytes) -> bytes:
+    """The model re-packed with every scalar field written, defaults included."""
+    return _pack(fb.ModelT.InitFromPackedBuf(data, 0), force_defaults=True)
+
+
+def _data_after_flatbuffer(data: bytes) -> bytes:
+    """The large-model layout: each buffer's bytes after the flatbuffer, named by offset/size."""
+    model = fb.ModelT.InitFromPackedBuf(data, 0)
+    moved = []
+    for buffer in model.buffers or []:
+        if buffer.data is not None and len(buffer.data):
+            moved.append((buffer, np.asarray(buffer.data, np.uint8).tobytes()))
+            buffer.data, buffer.offset, buffer.size = None, 1 << 40, len(moved[-1][1])
+    size = len(_pack(model))  # offsets are fixed-size fields: the final size is the same
+    position, tail = size, []
+    for buffer, blob in moved:
+        pad = -position % ALIGNMENT
+        tail += [b"\0" * pad, blob]
+        buffer.offset = position + pad
+        position += pad + len(blob)
+    head = _pack(model)
+    assert len(head) == size
+    return head + b"".join(tail)
+
+
+ALIGNMENT = 16
+SMALL = 5_000_000  # bytes: the re-packed layouts are built for models up to this size
+
+
 def _flatbuffer_utils_roundtrip(data: bytes, tmp_path: Path) -> bytes:
     model = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
     out = tmp_path / "roundtrip.tflite"
@@ -205,10 +244,16 @@ def test_reader_agrees_with_object_api(name: str, model_bytes: Any, tmp_path: Pa
         Interpreter(model_content=data)  # LiteRT reads the original
     # Allocating at the stored shape may fail (dynamic shapes): then it must fail the same way.
     expected_error = _litert_error(data)
-    for variant, blob in (
+    variants = [
         ("original", data),
         ("flatbuffer_utils", _flatbuffer_utils_roundtrip(data, tmp_path)),
-    ):
+    ]
+    if len(data) <= SMALL:
+        variants += [
+            ("explicit defaults", _explicit_defaults(data)),
+            ("data after the flatbuffer", _data_after_flatbuffer(data)),
+        ]
+    for variant, blob in variants:
         label = f"{name} ({variant})"
         assert _litert_error(blob) == expected_error, f"{label}: LiteRT loads it differently"
         model = _assert_same(blob, label)
@@ -217,9 +262,6 @@ def test_reader_agrees_with_object_api(name: str, model_bytes: Any, tmp_path: Pa
 
 def test_stale_metadata_buffer_is_dropped() -> None:
     """The layout flatbuffer_utils leaves: metadata_buffer naming buffers that do not exist."""
-    import flatbuffers
-
-    builder = flatbuffers.Builder(256)
     model_t = fb.ModelT()
     model_t.version = 3
     model_t.buffers = [fb.BufferT()]
@@ -229,7 +271,5 @@ def test_stale_metadata_buffer_is_dropped() -> None:
     subgraph.tensors, subgraph.inputs, subgraph.outputs, subgraph.operators = [tensor], [0], [0], []
     model_t.subgraphs = [subgraph]
     model_t.metadataBuffer = [0, 7]
-    builder.Finish(model_t.Pack(builder), file_identifier=b"TFL3")
-    data = bytes(builder.Output())
-    model = _assert_same(data, "stale metadata_buffer")
+    model = _assert_same(_pack(model_t), "stale metadata_buffer")
     assert model.metadata_buffer is not None and len(model.metadata_buffer) == 1

@@ -117,7 +117,7 @@ class _Reader:
         model.version = root.Version()
         description = root.Description()
         model.description = description.decode("utf-8", "replace") if description else None
-        buffers = [self._buffer(root.Buffers(i)) for i in range(root.BuffersLength())]
+        buffers = [self._buffer(p) for p in Fields(self.data, root._tab.Pos).table_vector(4)]
         sentinel = buffers[0] if buffers and buffers[0].nbytes == 0 else None
         model.buffers = [b for b in buffers if b is not sentinel]
 
@@ -159,17 +159,18 @@ class _Reader:
             ]
         return model
 
-    def _buffer(self, table: Any) -> Buffer:
-        offset, size = table.Offset(), table.Size()
+    def _buffer(self, position: int) -> Buffer:
+        fields = Fields(self.data, position)  # Buffer: data=0, offset=1, size=2
+        offset, size = fields.u64(1), fields.u64(2)
         if offset > 1:
             # Large-model layout: the data lives after the flatbuffer, at an absolute offset.
             if offset + size > len(self.file_view):
                 raise ValueError(f"buffer data [{offset}, {offset + size}) beyond end of file")
             return _buffer_from_view(self.file_view[offset : offset + size])
-        if table.DataIsNone():
+        found = fields.vector(0)
+        if found is None:
             return Buffer(None)
-        start = table._tab.Vector(4)
-        length = table.DataLength()
+        start, length = found
         if start + length > len(self.file_view):
             raise ValueError("buffer data beyond end of file")
         return _buffer_from_view(self.file_view[start : start + length])
