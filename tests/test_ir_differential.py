@@ -13,6 +13,7 @@ objects, never from ``ir.dumps``, so a misread field cannot hide behind a symmet
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -207,19 +208,35 @@ def _explicit_defaults(data: bytes) -> bytes:
 
 
 def _data_after_flatbuffer(data: bytes) -> bytes:
-    """The large-model layout: each buffer's bytes after the flatbuffer, named by offset/size."""
+    """The large-model layout: buffer bytes and custom options after the flatbuffer, named by
+    offset/size (``Buffer.offset``, ``Operator.large_custom_options_offset``)."""
     model = fb.ModelT.InitFromPackedBuf(data, 0)
-    moved = []
+    moved: list[tuple[bytes, Callable[[int], None]]] = []
+
+    def move_buffer(buffer: Any) -> None:
+        blob = np.asarray(buffer.data, np.uint8).tobytes()
+        buffer.data, buffer.offset, buffer.size = None, 1 << 40, len(blob)
+        moved.append((blob, lambda at: setattr(buffer, "offset", at)))
+
+    def move_options(op: Any) -> None:
+        blob = np.asarray(op.customOptions, np.uint8).tobytes()
+        op.customOptions, op.largeCustomOptionsOffset = None, 1 << 40
+        op.largeCustomOptionsSize = len(blob)
+        moved.append((blob, lambda at: setattr(op, "largeCustomOptionsOffset", at)))
+
     for buffer in model.buffers or []:
         if buffer.data is not None and len(buffer.data):
-            moved.append((buffer, np.asarray(buffer.data, np.uint8).tobytes()))
-            buffer.data, buffer.offset, buffer.size = None, 1 << 40, len(moved[-1][1])
+            move_buffer(buffer)
+    for subgraph in model.subgraphs or []:
+        for op in subgraph.operators or []:
+            if op.customOptions is not None and len(op.customOptions):
+                move_options(op)
     size = len(_pack(model))  # offsets are fixed-size fields: the final size is the same
     position, tail = size, []
-    for buffer, blob in moved:
+    for blob, place in moved:
         pad = -position % ALIGNMENT
         tail += [b"\0" * pad, blob]
-        buffer.offset = position + pad
+        place(position + pad)
         position += pad + len(blob)
     head = _pack(model)
     assert len(head) == size
