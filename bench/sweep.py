@@ -217,7 +217,8 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
     rows, totals = [], {"internal": 0, "hangs": 0, "runs": 0}
     model_votes = [0, 0]  # agreeing, compared
     ops = [0, 0]
-    residency = [0, 0, 0]  # ops on GPU before, after (static), total
+    residency = [0, 0, 0, 0]  # static: GPU ops and all ops before rewrite, then after
+    full = [0, 0]  # models with every op on the GPU (static), before and after rewrite
     for model in models:
         entries = {c: runs.get(model, c) for c in COMMANDS}
         present = [e for e in entries.values() if e is not None]
@@ -234,8 +235,11 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
         before, after = _static(rewrite, "static_before"), _static(rewrite, "static_after")
         if rewrite.get("static_before") and rewrite.get("static_after"):
             residency[0] += rewrite["static_before"]["gpu_ops"]
-            residency[1] += rewrite["static_after"]["gpu_ops"]
-            residency[2] += rewrite["static_before"]["total_ops"]
+            residency[1] += rewrite["static_before"]["total_ops"]
+            residency[2] += rewrite["static_after"]["gpu_ops"]
+            residency[3] += rewrite["static_after"]["total_ops"]
+            for i, key in enumerate(("static_before", "static_after")):
+                full[i] += rewrite[key]["gpu_ops"] == rewrite[key]["total_ops"]
         validate = (entries["validate"] or {}).get("report") or {}
         wall = sum(e["seconds"] for e in present)
         rows.append(
@@ -280,8 +284,9 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
         f"- model verdict agreement with the accelerator (`check --probe`, `model_agrees`): "
         f"{model_votes[0]}/{model_votes[1]} = **{model_rate}**",
         f"- per-op agreement with the accelerator: {ops[0]}/{ops[1]} = **{op_rate}**",
-        f"- GPU residency (static checker, all models): {residency[0]}/{residency[2]} ops before "
-        f"`rewrite`, {residency[1]}/{residency[2]} after",
+        f"- GPU residency (static checker, all models): {residency[0]}/{residency[1]} ops on the "
+        f"GPU before `rewrite`, {residency[2]}/{residency[3]} after; fully on the GPU: "
+        f"{full[0]} models before, {full[1]} after",
         "",
         "## Per model",
         "",
