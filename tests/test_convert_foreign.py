@@ -50,11 +50,13 @@ MODELS = {
         rewrites=("relu_0_to_1",),
     ),
     # openWakeWord 0.4.0 (Apache-2.0 code; models CC BY-NC-SA 4.0, used here only as test input).
-    # Two LSTM layers with a dynamic batch: unrolled into builtin ops.
+    # Two LSTM layers with a dynamic batch: unrolled into 1,099 builtin ops (rolled, onnx2tf
+    # leaves TensorList flex ops); one STRIDED_SLICE needs the canonical form the GPU takes.
     "hey_mycroft_lstm": OnnxModel(
         "openwakeword==0.4.0",
         "2c353f49a35d384507403efde3db439353d8281a52d08a0e42a5b493e5145075",
         "openwakeword/resources/models/hey_mycroft_v0.1.onnx",
+        rewrites=("strided_slice_canonical",),
     ),
     # Fully dynamic audio input [batch_size, samples]: 1,280 samples (80 ms at 16 kHz).
     "melspectrogram": OnnxModel(
@@ -62,6 +64,13 @@ MODELS = {
         "2c353f49a35d384507403efde3db439353d8281a52d08a0e42a5b493e5145075",
         "openwakeword/resources/models/melspectrogram.onnx",
         input_shapes={"input": [1, 1280]},
+    ),
+    # A ConvTranspose2d exported from PyTorch, shipped in onnx 1.19.1's backend test data
+    # (Apache-2.0; the wheel is the CPython 3.11 manylinux one).
+    "torch_convtranspose": OnnxModel(
+        "onnx==1.19.1",
+        "1839af08ab4a909e4af936b8149c27f8c64b96138981024e251906e0539d8bf9",
+        "onnx/backend/test/data/pytorch-converted/test_ConvTranspose2d/model.onnx",
     ),
 }
 
@@ -140,6 +149,28 @@ def test_onnx_model(name, gpu, tmp_path):
     for rule in model.rewrites:
         assert rule in fired, report.stages
     _assert_against_source(report, output, model.gpu_ready)
+
+
+#: A model onnx2tf 1.29.24 cannot convert (magika 1.0.3's file-type classifier, Apache-2.0: a
+#: broadcast its layout heuristics get wrong). The user gets one line, and nothing is written.
+REFUSED = OnnxModel(
+    "magika==1.0.3",
+    "3e9b49134e8116ee40b431664dcbed9e199413efddcce1a173c734b4e0521529",
+    "magika/models/standard_v3_3/model.onnx",
+)
+
+
+def test_onnx_converter_failure_is_one_line(tmp_path):
+    from tflkit.converters.api import convert
+    from tflkit.converters.base import ConversionError
+
+    source = _fetch(REFUSED)
+    with pytest.raises(ConversionError) as caught:
+        convert(source, tmp_path / "magika.tflite")
+    message = str(caught.value)
+    assert message.startswith("convert failed: ValueError: Exception encountered when calling")
+    assert "\n" not in message and len(message) < 600
+    assert not list(tmp_path.iterdir()), "something was written"
 
 
 TORCH_MODULES = '''
