@@ -23,6 +23,7 @@ from tflkit.rewriter.rules.constant import (
     FoldFill,
     FoldRange,
     FoldShape,
+    FoldShapeInputs,
     FoldZerosLike,
 )
 from tflkit.rewriter.rules.conv import TransposeConvVersion
@@ -47,6 +48,7 @@ RULES: tuple[Rule, ...] = (
     FoldShape(),
     FoldZerosLike(),
     FoldDensify(),
+    FoldShapeInputs(),
     ReshapeStaticShape(),
     ExpandDimsToReshape(),
     SqueezeToReshape(),

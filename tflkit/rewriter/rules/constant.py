@@ -6,9 +6,13 @@ model would use), so the folded constant is bit-identical to what the op produce
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from tflkit import ir
+from tflkit.compat.targets.common import SHAPE_DEFINING_INPUTS
+from tflkit.errors import ModelLoadError
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
 from tflkit.rewriter.example import graph_model, i32, options, scale
@@ -33,14 +37,18 @@ def evaluate_chain(ops: list[Op], wanted: list[ir.Tensor]) -> list[np.ndarray]:
     missing = [t.name for t in wanted if t.name not in position]
     if missing:
         raise ValueError(f"{missing} are not outputs of the cut-out ops")
-    interpreter = Interpreter(
-        model_content=ir.dumps(model),
-        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-    )
-    interpreter.allocate_tensors()
-    for detail in interpreter.get_input_details():
-        interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], detail["dtype"]))
-    interpreter.invoke()
+    try:
+        interpreter = Interpreter(
+            model_content=ir.dumps(model),
+            experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+        )
+        interpreter.allocate_tensors()
+        for detail in interpreter.get_input_details():
+            interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], detail["dtype"]))
+        interpreter.invoke()
+    except (RuntimeError, ValueError) as exc:  # the model's own op fails: an input problem
+        what = " ".join(str(exc).split())[:300]
+        raise ModelLoadError(f"the CPU interpreter cannot run {ops[0].type}: {what}") from None
     # by position: the interpreter renames some outputs (DENSIFY's becomes "Densify_output")
     indices = [d["index"] for d in interpreter.get_output_details()]
     return [interpreter.get_tensor(indices[position[t.name]]).copy() for t in wanted]
@@ -71,8 +79,19 @@ _PURE_SHAPE_OPS = frozenset(
         "FILL",
         "RANGE",
         "TRANSPOSE",
+        "SPLIT",
+        "SPLIT_V",
+        "UNPACK",
+        "FLOOR_MOD",
+        "NEG",
     }
 )
+
+
+def is_empty_constant(tensor: ir.Tensor) -> bool:
+    """A 0-element tensor nothing produces: TFLite stores the scalar shape ``[]`` that way, with
+    no buffer data, and it is no less constant than one with data."""
+    return tensor.producer is None and not tensor.is_graph_input and 0 in tensor.shape
 
 
 def constant_value(tensor: ir.Tensor, limit: int = 32) -> np.ndarray | None:
@@ -87,7 +106,7 @@ def constant_value(tensor: ir.Tensor, limit: int = 32) -> np.ndarray | None:
     pending = [tensor]
     while pending:
         current = pending.pop()
-        if current.is_constant:
+        if current.is_constant or is_empty_constant(current):
             continue
         producer = current.producer
         if producer is None or producer.type not in _PURE_SHAPE_OPS or current.is_dynamic:
@@ -267,3 +286,74 @@ class FoldDensify(_Fold):
             return graph_model([((1, 8), np.float32)], body)
 
         return (Example("fp16_weights_fc", build, no_int8="the weights stay fp16"),)
+
+
+class FoldShapeInputs(Rule):
+    name = "fold_shape_inputs"
+    summary = (
+        "shape-defining inputs (slice bounds, RANGE limits, pads, axes...) computed from static "
+        "shapes and constants -> those constants"
+    )
+    fixes = tuple(t for t in SHAPE_DEFINING_INPUTS if t != "RESHAPE")  # reshape_static_shape
+    codes = ("DYNAMIC_SHAPE", "NON_CONST_INPUT")
+    required_inputs = ()
+    num_outputs = None
+
+    def pattern(self, op: Op) -> bool:
+        return super().pattern(op) and bool(self._computed(op))
+
+    def _computed(self, op: Op) -> list[int]:
+        """Positions of shape-defining inputs that are computed integer tensors."""
+        found = []
+        for i in SHAPE_DEFINING_INPUTS.get(op.type, ()):
+            t = op.inputs[i] if i < len(op.inputs) else None
+            computed = t is not None and not t.is_constant and t.producer is not None
+            if computed and t.type_name in ("INT32", "INT64") and not t.is_dynamic:
+                found.append(i)
+        return found
+
+    def check(self, op: Op) -> str | None:
+        for i in self._computed(op):
+            if constant_value(op.inputs[i]) is None:
+                return f"input {i} ({op.inputs[i].name}) depends on data, not only on shapes"
+        if any(t.is_dynamic for t in op.outputs):
+            return "its output shape is dynamic (fix the inputs with --input-shape first)"
+        return None
+
+    def rewrite(self, op: Op, b: OpBuilder) -> None:
+        inputs = list(op.inputs)
+        for i in self._computed(op):
+            value = np.asarray(constant_value(op.inputs[i]))
+            inputs[i] = b.const(value.astype(op.inputs[i].dtype), f"input{i}", like=op.inputs[i])
+        outputs = [(t.shape, t.type) for t in op.outputs]
+        new = b.op(
+            op.type,
+            inputs,
+            options=op.options,
+            outputs=outputs,
+            version=op.version,
+            name=op.type.lower(),
+        )
+        new = list(new) if isinstance(new, tuple) else [new]
+        for old, fresh in zip(op.outputs, new, strict=True):
+            fresh.quantization = copy.deepcopy(old.quantization)
+        replace(op, new)
+
+    def examples(self) -> tuple[Example, ...]:
+        def build() -> ir.Model:
+            # STFT-style framing: the slice end is SHAPE arithmetic (as TensorFlow writes it)
+            def body(b: OpBuilder, x):
+                y = scale(b, x)
+                dims = b.SHAPE(
+                    y, shape=(2,), dtype=np.int32, options=options("ShapeOptions", outType=2)
+                )
+                end = b.SUB(dims, i32(0, 4), options=options("SubOptions"), name="end")
+                frame = b.STRIDED_SLICE(
+                    y, i32(0, 0), end, i32(1, 1), shape=(1, 12),
+                    options=options("StridedSliceOptions"), name="frame",
+                )  # fmt: skip
+                return scale(b, frame)
+
+            return graph_model([((1, 16), np.float32)], body)
+
+        return (Example("slice_end_from_shape", build),)

@@ -8,7 +8,7 @@ from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.example import graph_model, i32, options, scale
 from tflkit.rewriter.rule import Example, Rule, replace, reshape
-from tflkit.rewriter.rules.constant import constant_value
+from tflkit.rewriter.rules.constant import constant_value, is_empty_constant
 
 
 def _computed_shape(op: Op) -> list[int] | None:
@@ -30,9 +30,8 @@ def _computed_shape(op: Op) -> list[int] | None:
 
 
 def _fixed(shape: Tensor) -> bool:
-    """A constant shape, or an empty one (a 0-element tensor has no data to be computed: TFLite
-    stores the scalar shape ``[]`` as a buffer-less tensor, which is no less constant)."""
-    return shape.is_constant or (shape.producer is None and 0 in shape.shape)
+    """A constant shape (an empty one without a buffer included)."""
+    return shape.is_constant or is_empty_constant(shape)
 
 
 def _static_output(op: Op) -> str | None:
