@@ -183,6 +183,19 @@ def render(runs: Path, out: Path) -> None:
         f"fp16 emulation vs the software GPU's fp16 run: same verdict on {agree} of {total} "
         "outputs compared by both" + (": differ on " + "; ".join(differ) if differ else "."),
     ]
+    suspects = []
+    for name, kinds in sorted(by_model.items()):
+        for kind, report in kinds.items():
+            pairs = {p["pair"]: p for p in report.get("comparisons", [])}
+            fp32 = pairs.get("gpu-fp32:cpu")
+            if fp32 and fp32["verdict"] == "pass" and report.get("verdict") != "pass":
+                suspects.append(f"{name} ({kind}): {report.get('verdict')}: {_why(report)}")
+    lines += [
+        "",
+        "Models whose GPU fp32 run matches the CPU but whose verdict is not a pass (each must be "
+        f"a finding, not a false alarm): {len(suspects)}"
+        + ("" if not suspects else "\n\n" + "\n".join(f"- {s}" for s in suspects)),
+    ]
     lines += ["", "Totals: " + "; ".join(
         f"{kind}: " + ", ".join(f"{v} {c}" for v, c in sorted(counts[kind].items()))
         for kind in KINDS

@@ -95,6 +95,11 @@ def run_one(name: str, model: Path, fault: str, count: int) -> dict[str, Any] | 
         "culprit": culprit.outputs if culprit is not None else None,
         "culprit_op": f"#{culprit.op_index} {culprit.op_type}" if culprit is not None else None,
         "named": culprit is not None and target in culprit.outputs,
+        "rank": next(
+            (k + 1 for k, c in enumerate(loc.culprits) if target in c.outputs), None
+        )
+        if loc is not None
+        else None,
         "first_divergent": first.op_index if first is not None else None,
         "unavailable": loc.unavailable if loc is not None else None,
         "notes": report.notes,
@@ -138,18 +143,21 @@ def render(runs: Path, out: Path) -> None:
         "",
         f"{len(applied)} faults planted in {len({e['name'] for e in applied})} models: "
         f"{sum(e['caught'] for e in applied)} caught by the right runner, "
-        f"{sum(e['named'] for e in applied)} localized to the planted op. "
+        f"{sum(e['named'] for e in applied)} localized to the planted op as the top culprit, "
+        f"{sum(bool(e.get('rank')) for e in applied)} with the planted op among the culprits "
+        "(below it: a fault the model had before planting, e.g. basic-pitch's LOG of an "
+        "input that underflows fp16 on speech-like audio). "
         f"{len(hidden)} more planted where the generated inputs leave the output constant or "
         "~0 (the right pair says 'not meaningful on these inputs', listed last).",
         "",
-        "| model | fault | caught | verdicts | localized on | top culprit | planted op named |",
+        "| model | fault | caught | verdicts | localized on | top culprit | planted op's rank |",
         "|---|---|---|---|---|---|---|",
     ]
     for e in applied + hidden:
         verdicts = ", ".join(f"{k} {v}" for k, v in e["verdicts"].items())
         lines.append(
             f"| {e['name']} | {e['fault']} | {'yes' if e['caught'] else 'NO'} | {verdicts} | "
-            f"{e['localized_on']} | {e['culprit_op']} | {'yes' if e['named'] else 'NO'} |"
+            f"{e['localized_on']} | {e['culprit_op']} | {e.get('rank') or 'NOT FOUND'} |"
         )
     errors = [e for e in entries if "error" in e]
     if errors:

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from tflkit import ir
-from tflkit.inputs import entry_point
+from tflkit.compare.localize import capture_cpu
+from tflkit.inputs import entry_point, make_input_sets
 from tflkit.ir.builder import OpBuilder
 from tflkit.validation import ValidateOptions, validate
 
@@ -82,8 +83,10 @@ def _weight_constant(op: ir.Op) -> ir.Tensor | None:
 
 
 def plant_weight(src: Path, dst: Path) -> str | None:
-    """A copy where the largest bias of the middle conv/dense op grew by 10x the largest
-    magnitude (at least 1); returns that op's output name (None: no float constant biases)."""
+    """A copy where one bias of the middle conv/dense op grew by 10x the op's largest output
+    (at least 1): the bias of its most active channel on a photograph/realistic input, so the
+    change shows (a dead ReLU channel would hide it). Returns the op's output name (None: no
+    float constant biases)."""
     model = ir.load(src)
     ops = [
         op
@@ -97,11 +100,17 @@ def plant_weight(src: Path, dst: Path) -> str | None:
     op = ops[len(ops) // 2]
     constant = _weight_constant(op)
     assert constant is not None
-    weights = np.array(constant.data)
-    flat = weights.reshape(-1)
-    index = int(np.argmax(np.abs(flat)))
-    flat[index] += max(1.0, 10 * float(np.abs(flat).max()))
-    constant.buffer = model.intern_buffer(weights)
+    data = Path(src).read_bytes()
+    _, _, inputs, _ = entry_point(model)
+    feed = make_input_sets(model, count=1, kind="realistic").feeds[0]
+    values = capture_cpu(data, model, feed, inputs)[op.outputs[0].index].astype(np.float64)
+    channels = values.reshape(-1, values.shape[-1])
+    bias = np.array(constant.data)
+    if bias.shape != (channels.shape[1],):
+        return None
+    channel = int(np.argmax(channels.mean(axis=0)))
+    bias[channel] += max(1.0, 10 * float(np.abs(channels).max()))
+    constant.buffer = model.intern_buffer(bias)
     ir.save(model, dst)
     return op.outputs[0].name
 

@@ -379,7 +379,7 @@ def validate(
         for o in p.outputs
         if o.verdict == "not-meaningful"
     ]
-    report.notes = _notes(results, comparisons, optional)
+    report.notes = _notes(results, comparisons, optional, quantized)
     dynamic = [s.name for s in sets.specs if s.tensor.is_dynamic]
     if dynamic and any(r.status == "compile_error" and r.runner.startswith("gpu") for r in results):
         report.notes.append(
@@ -405,7 +405,10 @@ def _running_line(name: str) -> str:
 
 
 def _notes(
-    results: Sequence[RunResult], comparisons: Sequence[PairComparison], optional: set[str]
+    results: Sequence[RunResult],
+    comparisons: Sequence[PairComparison],
+    optional: set[str],
+    quantized: bool = False,
 ) -> list[str]:
     """What the reader should know beyond pass/fail: emulation vs GPU, skipped optional runs."""
     notes = []
@@ -433,6 +436,12 @@ def _notes(
                     f"output {e_out.name}: the fp16 emulation fails where this GPU passes: "
                     "another GPU backend, without this one's fusions or fp32 accumulators, may "
                     "fail too (" + "; ".join(e_out.reasons[:1]) + ")"
+                )
+            elif g_out.verdict == "fail" and (g_out.steps is not None or quantized):
+                notes.append(
+                    f"output {g_out.name}: the GPU computes this quantized model dequantized, in "
+                    "fp16; the fp16 emulation runs its integer ops as the CPU does, so it does not "
+                    "predict this path"
                 )
             elif g_out.verdict == "fail":
                 notes.append(

@@ -207,6 +207,8 @@ def _per_op_svg(loc: Localization, width: int = 1000, height: int = 200) -> str:
 def _localization(loc: Localization | None) -> str:
     if loc is None:
         return ""
+    if loc.unavailable:
+        return f"<h2>Localization</h2><p>Localization cannot run: {_e(loc.unavailable)}</p>"
     rows = []
     for rank, op in enumerate(loc.culprits, 1):
         rows.append(
@@ -225,7 +227,7 @@ def _localization(loc: Localization | None) -> str:
     first_text = f"#{first.op_index} {first.op_type}" if first is not None else "none"
     return (
         f"<h2>Where the GPU diverges ({_e(loc.runner)})</h2>"
-        f'<p>First divergent op (accumulated): <b id="first-divergent">{_e(first_text)}</b>; '
+        f'<p>First divergent op: <b id="first-divergent">{_e(first_text)}</b>; '
         f"threshold {_num(loc.threshold)} of each op's peak.</p>"
         + _per_op_svg(loc)
         + '<table id="culprits"><tr><th>rank</th><th>op</th><th class="l">type</th>'

@@ -178,11 +178,15 @@ def render_terminal(report: ValidateReport, console: Console) -> None:
 
 def render_localization(loc: Localization, console: Console) -> None:
     """Ranked culprits, the first divergent op and the fp16 hazards of a localization."""
+    against = "CPU reference kernels" if loc.against == "cpu-ref" else loc.against
     console.print(
-        f"[bold]localization[/bold] ({loc.runner} vs CPU reference kernels, "
+        f"[bold]localization[/bold] ({loc.runner} vs {against}, "
         f"{len(loc.ops)} ops, threshold {fmt(loc.threshold)} of the op's peak, "
         f"{loc.seconds:.1f} s)"
     )
+    if loc.unavailable:
+        console.print(f"[yellow]localization cannot run:[/yellow] {loc.unavailable}")
+        return
     table = Table(title="culprits (isolated error, ranked)", show_edge=False)
     for col in ("rank", "op", "type", "status", "isolated", "accumulated", "hazards"):
         table.add_column(col)
@@ -205,11 +209,9 @@ def render_localization(loc: Localization, console: Console) -> None:
     first = loc.first_divergent
     if first is not None:
         console.print(
-            f"first divergent op (accumulated): #{first.op_index} {first.op_type} "
+            f"first divergent op: #{first.op_index} {first.op_type} "
             f"({first.outputs[0] if first.outputs else ''})"
         )
-    else:
-        console.print("no op's accumulated error exceeds the threshold")
     hazards = [op for op in loc.ops if op.overflow]
     for op in hazards:
         console.print(f"[red]fp16 hazard[/red] #{op.op_index} {op.op_type}: {op.hazards[0]}")

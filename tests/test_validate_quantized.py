@@ -1,0 +1,113 @@
+"""Models quantized by ``tflkit convert --quantize dynamic|int8`` validate against their Keras
+source within the quantization contract, and fail when the contract is broken (an int8 model
+calibrated on data 50 times narrower than what it meets: its first activations clip).
+
+The source is a small conv net with seeded weights whose outputs follow its inputs (a regression
+head, no softmax to flatten them); it is built once with TensorFlow in a child process and
+cached. Conversions and the Keras reference run TensorFlow in child processes. The inputs are
+the data the model meets (uniform [0, 1]): the reference bundle ``convert`` writes draws its
+inputs from the range the model's own input QUANTIZE covers, which for a model calibrated too
+narrowly is the narrow range, where nothing clips. Run as a script to generate: ``python
+tests/test_validate_quantized.py OUTDIR``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest_corpus import cache_root, tensorflow_version, unavailable
+from tflkit.validation import ValidateOptions, validate
+
+SIZE = 32
+
+
+def generate(out: Path) -> None:
+    """A conv net with seeded He-scaled weights -> ``regressor.keras``."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((SIZE, SIZE, 3), batch_size=1, name="image")
+    x = keras.layers.Conv2D(16, 3, activation="relu", name="conv1")(inputs)
+    # 4,608 weights: above the 1,024 below which dynamic-range quantization leaves a layer float
+    x = keras.layers.Conv2D(32, 3, strides=2, activation="relu", name="conv2")(x)
+    x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
+    outputs = keras.layers.Dense(4, name="head")(x)
+    model = keras.Model(inputs, outputs)
+    rng = np.random.default_rng(0)
+    for layer in model.layers:
+        weights = layer.get_weights()
+        if weights:
+            kernel, bias = weights
+            fan_in = int(np.prod(kernel.shape[:-1]))
+            kernel = rng.normal(0, np.sqrt(2.0 / fan_in), kernel.shape).astype(np.float32)
+            layer.set_weights([kernel, np.full_like(bias, 0.05)])
+    model.save(out / "regressor.keras")
+
+
+@pytest.fixture(scope="session")
+def regressor() -> Path:
+    version = tensorflow_version()
+    if version is None:
+        unavailable("TensorFlow is not importable: cannot build the Keras model")
+    key = hashlib.sha256(Path(__file__).read_bytes() + version.encode()).hexdigest()[:12]
+    out = cache_root() / "validate" / f"regressor-{key}"
+    if not (out / "regressor.keras").is_file():
+        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+        done = subprocess.run(
+            [sys.executable, __file__, str(tmp)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        if done.returncode != 0:
+            pytest.fail(f"model generation failed:\n{done.stderr[-2000:]}", pytrace=False)
+        os.replace(tmp, out)
+    return out / "regressor.keras"
+
+
+def _convert(source: Path, out: Path, quantize: str, representative: Path | None) -> None:
+    from tflkit.converters.api import convert
+    from tflkit.converters.base import ConvertOptions
+
+    convert(source, out, ConvertOptions(quantize=quantize, representative=representative))
+
+
+def test_quantized_models_hold_the_contract_and_a_broken_calibration_fails(regressor, tmp_path):
+    rng = np.random.default_rng(5)
+    good = tmp_path / "good.npz"
+    np.savez(good, image=rng.uniform(0.0, 1.0, (16, 1, SIZE, SIZE, 3)).astype(np.float32))
+    narrow = tmp_path / "narrow.npz"
+    np.savez(narrow, image=rng.uniform(0.0, 0.02, (16, 1, SIZE, SIZE, 3)).astype(np.float32))
+    data = tmp_path / "data.npz"
+    np.savez(data, image=rng.uniform(0.0, 1.0, (3, 1, SIZE, SIZE, 3)).astype(np.float32))
+    verdicts = {}
+    for name, quantize, calibration in (
+        ("dynamic", "dynamic", None),
+        ("int8", "int8", good),
+        ("int8-narrow", "int8", narrow),
+    ):
+        out = tmp_path / f"{name}.tflite"
+        _convert(regressor, out, quantize, calibration)
+        report = validate(out, ValidateOptions(runners=["cpu"], reference=regressor, inputs=data))
+        pair = report.pair("cpu:reference")
+        assert all(o.tolerance.precision == "int8" for o in pair.outputs)
+        verdicts[name] = (pair.verdict, [(o.metrics.max_abs, o.bound) for o in pair.outputs])
+    assert verdicts["dynamic"][0] == "pass", verdicts
+    assert verdicts["int8"][0] == "pass", verdicts
+    assert verdicts["int8-narrow"][0] == "fail", verdicts
+
+
+if __name__ == "__main__":
+    generate(Path(sys.argv[1]))
