@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ai_edge_litert import schema_py_generated as fb
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -91,6 +92,12 @@ def _options_type_unknown(m: Any) -> None:
     m.subgraphs[0].operators[0].builtinOptionsType = 250
 
 
+def _foreign_options(m: Any) -> None:
+    op = m.subgraphs[0].operators[0]  # CONV_2D
+    op.builtinOptionsType = fb.BuiltinOptions.Pool2DOptions
+    op.builtinOptions = fb.Pool2DOptionsT()
+
+
 def _no_subgraph(m: Any) -> None:
     m.subgraphs = []
     m.signatureDefs = None
@@ -106,6 +113,7 @@ DAMAGE: list[tuple[Callable[[Any], None], str]] = [
     (_unknown_builtin, r"operator_codes\[0\]: unknown builtin operator code 4000"),
     (_nameless_custom_op, r"custom operator without a name"),
     (_options_type_unknown, r"op 0 \(\w+\): unknown BuiltinOptions type 250"),
+    (_foreign_options, r"op 0 \(CONV_2D\): builtin options are Pool2DOptions, not the op's"),
     (_no_subgraph, r"the model has no subgraph"),
 ]
 
@@ -124,6 +132,13 @@ def test_subgraph_calling_itself(corpus: Corpus) -> None:
     op = next(o for o in ops if hasattr(o.builtinOptions, "thenSubgraphIndex"))
     op.builtinOptions.thenSubgraphIndex = 0
     assert "subgraphs call each other in a cycle (0 -> 0)" in _message(pack_model(model))
+
+
+def test_sparsity_that_does_not_fit_the_shape(corpus: Corpus) -> None:
+    model = unpack_model(corpus.path("sparse_weights").read_bytes())
+    tensor = next(t for t in model.subgraphs[0].tensors if t.sparsity is not None)
+    tensor.shape = [*tensor.shape, 0]  # DENSIFY of this segfaulted LiteRT (fuzz seed 1, #926)
+    assert "sparsity describes 2 traversed dims" in _message(pack_model(model))
 
 
 def test_raw_damage_is_located() -> None:

@@ -90,6 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP through exit_on_signals
         _error(f"interrupted ({exc})" if str(exc) else "interrupted")
         return exit_code(exc)
+    except MemoryError:  # a model or input too large for this machine: no traceback
+        _error("out of memory: the model or its inputs are too large for this machine")
+        return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:

@@ -197,6 +197,16 @@ def _subgraph_fields(table: str) -> tuple[tuple[str, int, str], ...]:
 
 
 @functools.cache
+def _own_options(code: int, union: str) -> int | None:
+    """The options type of op ``code`` when the schema names one after the op (CONV_2D ->
+    Conv2DOptions, SOFTMAX -> SoftmaxOptions); None for ops that share or lack one."""
+    camel = "".join(part[:1] + part[1:].lower() for part in schema.op_name(code).split("_"))
+    wanted = f"{camel}Options".lower()
+    matches = [v for v, name in _union_members(union).items() if name.lower() == wanted]
+    return matches[0] if len(matches) == 1 else None
+
+
+@functools.cache
 def _enum_values(enum: str) -> frozenset[int]:
     return frozenset(_union_members(enum))
 
@@ -462,6 +472,13 @@ class _Walker:
                 kind = self.scalar(op, type_slot, "B")
                 if kind:
                     options = self.union(op, slot, kind, union, here)
+                    expected = _own_options(opcodes[opcode], union)
+                    if expected is not None and expected != kind:
+                        members = _union_members(union)
+                        raise _Fail(
+                            f"{_w(here)}: builtin options are {members[kind]}, not the op's "
+                            f"{members[expected]}"
+                        )
                     if options is not None and _subgraph_fields(options[1]):
                         calls |= self.subgraph_refs(*options, here, subgraph_count)
         self.op_order(consumers, producer, where)
@@ -514,7 +531,7 @@ class _Walker:
             raise _Fail(f"{_w(where)}: shape {list(shape)} has a negative dimension")
         sparse = self.target(t, s.Tensor_Sparsity, ("{} sparsity", where))
         if sparse is not None:
-            self.table(sparse, ("{} sparsity", where))
+            self.sparsity(self.table(sparse, ("{} sparsity", where)), len(shape), where)
         quant = self.target(t, s.Tensor_Quantization, ("{} quantization", where))
         if quant is not None:
             self.quantization(self.table(quant, ("{} quantization", where)), where)
@@ -535,6 +552,27 @@ class _Walker:
                 f"{_w(where)}: constant data of {held} bytes does not fit its shape "
                 f"{list(shape)} ({nbytes} bytes)"
             )
+
+    def sparsity(self, t: tuple[int, int, tuple[int, ...]], rank: int, where: Where) -> None:
+        """Traversal order covers the tensor's dims plus its block dims, one metadata each."""
+        here = ("{} sparsity", where)
+        order = self.ints(t, _slot("SparsityParameters", "TraversalOrder"), here)
+        blocks = self.ints(t, _slot("SparsityParameters", "BlockMap"), here)
+        dims = self.tables(t, _slot("SparsityParameters", "DimMetadata"), here)
+        if len(order) != rank + len(blocks) or len(dims) != len(order):
+            raise _Fail(
+                f"{_w(where)}: sparsity describes {len(order)} traversed dims and "
+                f"{len(dims)} dim metadata for a rank-{rank} tensor with {len(blocks)} block dims"
+            )
+        if sorted(order) != list(range(len(order))) or any(not 0 <= b < rank for b in blocks):
+            raise _Fail(f"{_w(where)}: sparsity traversal order {list(order)} is not a permutation")
+        fields = _fields("DimensionMetadata")
+        for dim in dims:
+            for kind_field, field in (("ArraySegmentsType", "ArraySegments"),
+                                      ("ArrayIndicesType", "ArrayIndices")):
+                kind = self.scalar(dim, fields[kind_field][0], "B")
+                if kind:
+                    self.union(dim, fields[field][0], kind, "SparseIndexVector", here)
 
     def quantization(self, t: tuple[int, int, tuple[int, ...]], where: Where) -> None:
         for field, (slot, kind, size) in _fields("QuantizationParameters").items():
