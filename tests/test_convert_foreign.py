@@ -268,5 +268,5 @@ def test_python_without_the_converter_is_one_line(tmp_path):
     with pytest.raises(MissingExtraError) as caught:
         convert(program, tmp_path / "m.tflite", ConvertOptions(python=Path(sys.executable)))
     message = str(caught.value)
-    assert "litert_torch" in message and "--python" in message
+    assert "needs torch in" in message and "--python" in message
     assert "tflkit converters install torch" in message and "\n" not in message
