@@ -32,6 +32,9 @@ def dense_slice(op: Op) -> list[list[int]] | None:
     shape = op.inputs[0].shape
     spec = len(begin)
     consuming = spec - sum(_bit(o.newAxisMask, i) for i in range(spec))
+    ellipses = sum(_bit(o.ellipsisMask, i) for i in range(spec))
+    if ellipses > 1 or consuming - ellipses > len(shape):
+        return None  # a spec the stored rank cannot hold: the runtime rejects it, not us
     picks: list[list[int]] = []
     axis = 0
     for i in range(spec):
