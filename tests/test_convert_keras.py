@@ -182,7 +182,11 @@ def test_architecture_gpu_ready(models, gpu, tmp_path, name):
     pairs = report.stage("validate").details["pairs"]
     (cpu_max,) = [v["max_abs"] for v in pairs["cpu:reference"].values()]
     assert cpu_max == pytest.approx(worst, rel=1e-6, abs=1e-12)
-    assert all(v["verdict"] == "pass" for outs in pairs.values() for v in outs.values())
+    # near-uniform probabilities (test weights) can be too flat for the fp16 bound to judge:
+    # "not-meaningful" there, never a failure; fp32 and the CPU must pass outright
+    verdicts = {(p, o): v["verdict"] for p, outs in pairs.items() for o, v in outs.items()}
+    assert all(v in ("pass", "not-meaningful") for v in verdicts.values()), verdicts
+    assert all(v == "pass" for (p, _), v in verdicts.items() if "fp16" not in p), verdicts
     (fp32_max,) = [v["max_abs"] for v in pairs["gpu-fp32:reference"].values()]
     assert fp32_max < GPU_FP32_VS_KERAS
 

@@ -41,6 +41,12 @@ def test_example_pipeline(gpu: Any, tmp_path: Path, capsys: pytest.CaptureFixtur
 
     code, validate = run_json(capsys, "validate", str(fixed))
     assert code == EXIT_OK and validate["verdict"] == "pass"
-    gpu_vs_cpu = next(c for c in validate["comparisons"] if c["pair"] == "gpu-fp16:cpu")
-    log_probs = next(o for o in gpu_vs_cpu["outputs"] if o["name"] == "log_probs")
-    assert log_probs["verdict"] == "pass" and log_probs["metrics"]["max_abs"] < 0.05
+    by_pair = {c["pair"]: c for c in validate["comparisons"]}
+    fp16 = next(o for o in by_pair["gpu-fp16:cpu"]["outputs"] if o["name"] == "log_probs")
+    # the tiny untrained classifier's log-probabilities vary less than the fp16 bound on these
+    # inputs: validate says the fp16 comparison cannot judge them instead of passing them
+    assert fp16["verdict"] in ("pass", "not-meaningful") and fp16["metrics"]["max_abs"] < 0.05
+    fp32 = next(o for o in by_pair["gpu-fp32:cpu"]["outputs"] if o["name"] == "log_probs")
+    assert fp32["verdict"] == "pass"
+    label = next(o for o in by_pair["gpu-fp32:cpu"]["outputs"] if o["name"] == "label")
+    assert label["verdict"] == "pass"  # the int64 output is read back and compared
