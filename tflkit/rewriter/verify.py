@@ -160,16 +160,31 @@ def verify(
             verdict.ok = False
             verdict.problem = f"output names changed: {sorted(old_out)} -> {sorted(new_out)}"
             return verdict
-        for name, old in old_out.items():
-            check = compare(name, old, new_out[name], contract)
-            previous = worst.get(name)
-            if previous is None or (previous.ok, -previous.max_abs) > (check.ok, -check.max_abs):
-                worst[name] = check
+        _keep_worst(worst, old_out, new_out, contract)
+    return _conclude(verdict, worst, f"({contract.describe()})")
+
+
+def _keep_worst(
+    worst: dict[str, OutputCheck],
+    expected: dict[str, np.ndarray],
+    actual: dict[str, np.ndarray],
+    contract: Contract,
+) -> None:
+    """Judge each output against ``contract``; keep the worst check per output name."""
+    for name, value in expected.items():
+        check = compare(name, value, actual[name], contract)
+        previous = worst.get(name)
+        if previous is None or (previous.ok, -previous.max_abs) > (check.ok, -check.max_abs):
+            worst[name] = check
+
+
+def _conclude(verdict: Verification, worst: dict[str, OutputCheck], where: str) -> Verification:
+    """Fill ``verdict`` from the worst check per output; ``where`` ends the problem sentence."""
     verdict.outputs = list(worst.values())
     verdict.ok = all(c.ok for c in verdict.outputs)
     if not verdict.ok:
         bad = [c.name for c in verdict.outputs if not c.ok]
-        verdict.problem = f"outputs {bad} differ beyond the contract ({contract.describe()})"
+        verdict.problem = f"outputs {bad} differ beyond the contract {where}"
     return verdict
 
 
@@ -233,14 +248,5 @@ def verify_sequence(
             verdict.ok = False
             verdict.problem = f"output names changed: {sorted(old_out)} -> {sorted(regular)}"
             return verdict
-        for name, value in old_out.items():
-            check = compare(name, value, regular[name], contract)
-            previous = worst.get(name)
-            if previous is None or (previous.ok, -previous.max_abs) > (check.ok, -check.max_abs):
-                worst[name] = check
-    verdict.outputs = list(worst.values())
-    verdict.ok = all(c.ok for c in verdict.outputs)
-    if not verdict.ok:
-        bad = [c.name for c in verdict.outputs if not c.ok]
-        verdict.problem = f"outputs {bad} differ beyond the contract within {steps} steps"
-    return verdict
+        _keep_worst(worst, old_out, regular, contract)
+    return _conclude(verdict, worst, f"within {steps} steps")
