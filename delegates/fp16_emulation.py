@@ -7,6 +7,11 @@ that flows between ops (the graph inputs too) is rounded to fp16 on the way (val
 kernels is therefore modelled op by op, whatever fusions a backend applies: an overflow,
 underflow or cancellation shows up here, at the op that causes it.
 
+Control flow is followed, not cut out: an IF runs the branch its (emulated) condition picks and a
+WHILE runs its condition and body subgraphs in turn, each of their ops cut out and rounded the
+same way; values cross into and out of a branch rounded to fp16. What it cannot emulate (stateful
+variables, CALL_ONCE, a CALL) makes the runner unavailable, with the reason.
+
 What it does not model: a backend's accumulators (fp32 on most GPUs, fp16 on some: inside one op
 this runner computes in fp32) and its transcendental approximations. Integer tensors (indices,
 shapes, quantized tensors) pass unchanged.
@@ -26,7 +31,10 @@ from .base import Feed, RunnerUnavailable, RunResult
 __all__ = ["FP16_MAX", "Fp16EmulationRunner", "round_fp16", "round_model_constants"]
 
 FP16_MAX = 65504.0
-_STATEFUL = {"WHILE", "IF", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL"}
+_STATEFUL = {"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL"}
+_CONTROL = {"IF", "WHILE"}
+#: a WHILE whose condition stays true this long is reported, not run for ever
+MAX_ITERATIONS = 100_000
 
 
 def round_fp16(value: np.ndarray) -> np.ndarray:
@@ -46,6 +54,19 @@ class _Step:
     interpreter: Any
     inputs: list[tuple[int, int]]  # (interpreter tensor index, full-graph tensor index)
     outputs: list[tuple[int, int]]
+    #: IF: (then, else) subgraph indices; WHILE: (cond, body)
+    calls: tuple[int, int] | None = None
+
+
+@dataclass
+class _Program:
+    """One subgraph as a list of steps, with its inputs, outputs and the values it starts from."""
+
+    inputs: list[int]
+    outputs: list[int]
+    steps: list[_Step]
+    #: values no op produces: zero-element tensors, and constants a control-flow op passes on
+    start: dict[int, np.ndarray]
 
 
 @dataclass
@@ -67,15 +88,12 @@ class Fp16EmulationRunner:
         self.model = model
         self.signature = signature
         self.name = name
-        self._steps: list[_Step] = []
+        self._programs: dict[int, _Program] = {}
         self._feeds: dict[str, int] = {}
         self._outputs: dict[str, int] = {}
-        self._empty: dict[int, np.ndarray] = {}
         self._compile_seconds: float | None = None
 
     def activate(self) -> None:
-        from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
         from tflkit import ir
         from tflkit.inputs import entry_point
 
@@ -84,60 +102,34 @@ class Fp16EmulationRunner:
         _, subgraph, ins, outs = entry_point(model, self.signature)
         if subgraph is not model.main:
             raise RunnerUnavailable("fp16 emulation covers the main subgraph only")
-        stateful = sorted({op.type for op in subgraph.ops if op.type in _STATEFUL})
-        if stateful or len(model.subgraphs) > 1:
+        stateful = sorted({op.type for sg in model.subgraphs for op in sg.ops} & _STATEFUL)
+        if stateful:
             raise RunnerUnavailable(
-                "fp16 emulation runs ops one by one and cannot cut out "
-                + (", ".join(stateful) if stateful else "ops that call other subgraphs")
+                "fp16 emulation runs ops one by one and cannot cut out " + ", ".join(stateful)
             )
         self._feeds = {name: t.index for name, t in ins.items()}
-        # zero-element constants (an empty shape vector) have no bytes, so a cut-out op takes
-        # them as inputs: feed them their (empty) value
-        self._empty = {
-            t.index: np.zeros(t.shape, t.dtype)
-            for t in subgraph.tensors
-            if t.producer is None and t.buffer is not None and not t.is_constant
-            and t.dtype is not None and not t.is_graph_input
-        }
         self._outputs = {name: t.index for name, t in outs.items()}
-        resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-        self._steps = []
-        for op in subgraph.ops:
-            try:
-                sub = ir.extract_model([op])
-            except Exception as exc:
-                raise RunnerUnavailable(
-                    f"op #{op.index} {op.type} cannot stand alone: {exc}"
-                ) from None
-            round_model_constants(sub)
-            interpreter = Interpreter(
-                model_content=ir.dumps(sub), experimental_op_resolver_type=resolver
-            )
-            by_name = {t.name: t.index for t in op.inputs if t is not None}
-            by_name.update({t.name: t.index for t in op.outputs})
-            details_in = interpreter.get_input_details()
-            details_out = interpreter.get_output_details()
-            self._steps.append(
-                _Step(
-                    op.index,
-                    op.type,
-                    interpreter,
-                    [(d["index"], by_name[d["name"]]) for d in details_in],
-                    [(d["index"], by_name[d["name"]]) for d in details_out],
-                )
-            )
+        self._programs = {}
+        pending = [0]
+        while pending:
+            index = pending.pop()
+            if index in self._programs:
+                continue
+            program = _program(model, index)
+            self._programs[index] = program
+            pending += [i for step in program.steps if step.calls for i in step.calls]
         self._compile_seconds = time.perf_counter() - start
 
     def trace(
         self, feed: Feed, hazards: dict[int, Fp16Hazard] | None = None
     ) -> dict[int, np.ndarray]:
         """Every tensor's emulated value after one run, by index in the main subgraph."""
-        values: dict[int, np.ndarray] = dict(self._empty)
+        main = self._programs[0]
+        values: dict[int, np.ndarray] = dict(main.start)
         values.update(
             {self._feeds[name]: round_fp16(np.asarray(array)) for name, array in feed.items()}
         )
-        for step in self._steps:
-            self._run(step, values, {} if hazards is None else hazards)
+        self._execute(main, values, {} if hazards is None else hazards)
         return values
 
     def infer(self, feeds: Sequence[Feed]) -> RunResult:
@@ -150,6 +142,13 @@ class Fp16EmulationRunner:
             times.append(time.perf_counter() - start)
         ordered = [hazards[k] for k in sorted(hazards)]
         notes = [f"fp16 hazard at op #{h.op_index} {h.op_type}: {h.what}" for h in ordered[:5]]
+        branches = sorted(set(self._programs) - {0})
+        if branches:
+            notes.append(
+                "control flow followed: subgraphs "
+                + ", ".join(map(str, branches))
+                + " run op by op where the model's IF/WHILE ops call them"
+            )
         return RunResult(
             self.name,
             "ok",
@@ -159,7 +158,7 @@ class Fp16EmulationRunner:
                 "device": "CPU",
                 "kernels": "builtin, one op per interpreter",
                 "precision": "fp16 (emulated: weights and every op output rounded)",
-                "ops": len(self._steps),
+                "ops": sum(len(p.steps) for p in self._programs.values()),
                 "fp16_hazards": [h.to_json() for h in ordered],
             },
             compile_seconds=self._compile_seconds,
@@ -167,50 +166,166 @@ class Fp16EmulationRunner:
             notes=notes,
         )
 
-    @staticmethod
-    def _run(step: _Step, values: dict[int, np.ndarray], hazards: dict[int, Fp16Hazard]) -> None:
-        interpreter = step.interpreter
-        resized = False
-        for slot, tensor in step.inputs:
-            value = values[tensor]
-            if tuple(interpreter.get_tensor_details()[slot]["shape"]) != value.shape:
-                interpreter.resize_tensor_input(slot, value.shape)
-                resized = True
-        if resized or not getattr(interpreter, "_tflkit_allocated", False):
-            interpreter.allocate_tensors()
-            interpreter._tflkit_allocated = True
-        finite_in = True
-        for slot, tensor in step.inputs:
-            value = values[tensor]
-            interpreter.set_tensor(slot, value)
-            if value.dtype.kind == "f" and not np.isfinite(value).all():
-                finite_in = False
-        interpreter.invoke()
-        for slot, tensor in step.outputs:
-            raw = np.array(interpreter.get_tensor(slot))
-            rounded = round_fp16(raw)
-            values[tensor] = rounded
-            if step.index in hazards or raw.dtype.kind != "f" or not finite_in:
-                continue  # an op fed inf/NaN inherits them (kernels may clamp them to 3.4e38)
-            if not np.isfinite(raw).all():
-                hazards[step.index] = Fp16Hazard(
-                    step.index, step.op_type, "makes inf/NaN from finite fp16 inputs"
+    def _call(self, index: int, args: Sequence[np.ndarray]) -> tuple[list[np.ndarray], dict]:
+        """Run subgraph ``index`` on ``args``: (its outputs, the hazards inside it)."""
+        program = self._programs[index]
+        values = dict(program.start)
+        values.update(
+            {i: round_fp16(np.asarray(a)) for i, a in zip(program.inputs, args, strict=True)}
+        )
+        hazards: dict[int, Fp16Hazard] = {}
+        self._execute(program, values, hazards)
+        return [values[i] for i in program.outputs], hazards
+
+    def _execute(
+        self, program: _Program, values: dict[int, np.ndarray], hazards: dict[int, Fp16Hazard]
+    ) -> None:
+        for step in program.steps:
+            if step.calls is None:
+                _run(step, values, hazards)
+                continue
+            args = [values[t] for _, t in step.inputs]
+            if step.op_type == "IF":
+                chosen = (
+                    step.calls[0] if bool(np.asarray(args[0]).reshape(-1)[0]) else step.calls[1]
                 )
-            elif np.isfinite(raw).all() and not np.isfinite(rounded).all():
-                peak = float(np.max(np.abs(raw)))
+                results, inner = self._call(chosen, args[1:])
+            else:
+                results, inner = self._loop(step, args)
+            for (_, tensor), value in zip(step.outputs, results, strict=True):
+                values[tensor] = round_fp16(np.asarray(value))
+            if inner and step.index not in hazards:
+                first = inner[min(inner)]
                 hazards[step.index] = Fp16Hazard(
                     step.index,
                     step.op_type,
-                    f"output overflows fp16 (max |x| {peak:.4g} > {FP16_MAX:g})",
+                    f"inside it, op #{first.op_index} {first.op_type}: {first.what}",
                 )
 
+    def _loop(self, step: _Step, args: list[np.ndarray]) -> tuple[list[np.ndarray], dict]:
+        assert step.calls is not None
+        cond, body = step.calls
+        hazards: dict[int, Fp16Hazard] = {}
+        for _ in range(MAX_ITERATIONS):
+            (go, *_), inner = self._call(cond, args)
+            hazards = hazards or inner
+            if not bool(np.asarray(go).reshape(-1)[0]):
+                return args, hazards
+            args, inner = self._call(body, args)
+            hazards = hazards or inner
+        raise RuntimeError(f"WHILE op #{step.index} ran {MAX_ITERATIONS} iterations")
+
     def deactivate(self) -> None:
-        self._steps = []
+        self._programs = {}
+
+
+def _program(model: Any, index: int) -> _Program:
+    """Subgraph ``index`` of ``model`` as standalone one-op interpreters (constants in fp16)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    from tflkit import ir
+
+    subgraph = model.subgraphs[index]
+    # zero-element constants (an empty shape vector) have no bytes, so a cut-out op takes
+    # them as inputs: feed them their (empty) value
+    start = {
+        t.index: np.zeros(t.shape, t.dtype)
+        for t in subgraph.tensors
+        if t.producer is None
+        and t.buffer is not None
+        and not t.is_constant
+        and t.dtype is not None
+        and not t.is_graph_input
+    }
+    resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    steps = []
+    for op in subgraph.ops:
+        if op.type in _CONTROL:
+            calls = op.referenced_subgraphs
+            keys = ("thenSubgraphIndex", "elseSubgraphIndex")
+            if op.type == "WHILE":
+                keys = ("condSubgraphIndex", "bodySubgraphIndex")
+            for t in op.inputs:  # constants passed to a branch: their fp16 value
+                if t is not None and t.is_constant and t.data is not None:
+                    start[t.index] = round_fp16(np.array(t.data))
+            steps.append(
+                _Step(
+                    op.index,
+                    op.type,
+                    None,
+                    [(-1, t.index) for t in op.inputs if t is not None],
+                    [(-1, t.index) for t in op.outputs],
+                    calls=(calls[keys[0]], calls[keys[1]]),
+                )
+            )
+            continue
+        try:
+            sub = ir.extract_model([op])
+        except Exception as exc:
+            raise RunnerUnavailable(f"op #{op.index} {op.type} cannot stand alone: {exc}") from None
+        round_model_constants(sub)
+        interpreter = Interpreter(
+            model_content=ir.dumps(sub), experimental_op_resolver_type=resolver
+        )
+        by_name = {t.name: t.index for t in op.inputs if t is not None}
+        by_name.update({t.name: t.index for t in op.outputs})
+        details_in = interpreter.get_input_details()
+        details_out = interpreter.get_output_details()
+        steps.append(
+            _Step(
+                op.index,
+                op.type,
+                interpreter,
+                [(d["index"], by_name[d["name"]]) for d in details_in],
+                [(d["index"], by_name[d["name"]]) for d in details_out],
+            )
+        )
+    return _Program(
+        [t.index for t in subgraph.inputs], [t.index for t in subgraph.outputs], steps, start
+    )
+
+
+def _run(step: _Step, values: dict[int, np.ndarray], hazards: dict[int, Fp16Hazard]) -> None:
+    """Run one cut-out op on ``values``, store its rounded outputs, note a new fp16 hazard."""
+    interpreter = step.interpreter
+    resized = False
+    for slot, tensor in step.inputs:
+        value = values[tensor]
+        if tuple(interpreter.get_tensor_details()[slot]["shape"]) != value.shape:
+            interpreter.resize_tensor_input(slot, value.shape)
+            resized = True
+    if resized or not getattr(interpreter, "_tflkit_allocated", False):
+        interpreter.allocate_tensors()
+        interpreter._tflkit_allocated = True
+    finite_in = True
+    for slot, tensor in step.inputs:
+        value = values[tensor]
+        interpreter.set_tensor(slot, value)
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            finite_in = False
+    interpreter.invoke()
+    for slot, tensor in step.outputs:
+        raw = np.array(interpreter.get_tensor(slot))
+        rounded = round_fp16(raw)
+        values[tensor] = rounded
+        if step.index in hazards or raw.dtype.kind != "f" or not finite_in:
+            continue  # an op fed inf/NaN inherits them (kernels may clamp them to 3.4e38)
+        if not np.isfinite(raw).all():
+            hazards[step.index] = Fp16Hazard(
+                step.index, step.op_type, "makes inf/NaN from finite fp16 inputs"
+            )
+        elif np.isfinite(raw).all() and not np.isfinite(rounded).all():
+            peak = float(np.max(np.abs(raw)))
+            hazards[step.index] = Fp16Hazard(
+                step.index,
+                step.op_type,
+                f"output overflows fp16 (max |x| {peak:.4g} > {FP16_MAX:g})",
+            )
 
 
 def round_model_constants(model: Any) -> None:
     """Round every float32 constant of ``model`` to fp16 (what a half-precision GPU holds)."""
-    for tensor in model.main.tensors:
+    for tensor in (t for sg in model.subgraphs for t in sg.tensors):
         data = tensor.data
         if not tensor.is_constant or data is None or data.dtype != np.float32:
             continue
