@@ -231,7 +231,13 @@ def _locked(lock: Path, progress: Progress) -> Iterator[None]:
 
 
 def _run_logged(cmd: list[str], log: Path, progress: Progress) -> tuple[int, list[str]]:
-    """Run ``cmd``; each output line goes to ``log`` and to ``progress``; returns (code, lines)."""
+    """Run ``cmd``; each output line goes to ``log`` and to ``progress``; returns (code, lines).
+
+    The command runs in a session of its own, killed whole when this process is interrupted
+    (Ctrl-C, or the CLI's SIGTERM/SIGHUP exit): no pip, nor its build children, outlives tflkit.
+    """
+    from tflkit.worker import kill_group
+
     lines: list[str] = []
     with log.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
@@ -243,14 +249,20 @@ def _run_logged(cmd: list[str], log: Path, progress: Progress) -> tuple[int, lis
             text=True,
             bufsize=1,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
         )
         assert proc.stdout is not None
-        for line in proc.stdout:
-            out.write(line)
-            lines.append(line.rstrip())
-            if line.strip():
-                progress(line.strip())
-        return proc.wait(), lines
+        try:
+            for line in proc.stdout:
+                out.write(line)
+                lines.append(line.rstrip())
+                if line.strip():
+                    progress(line.strip())
+            return proc.wait(), lines
+        except BaseException:
+            kill_group(proc.pid)
+            proc.wait()
+            raise
 
 
 def _dir_size(path: Path) -> int:
@@ -316,29 +328,39 @@ def _build(
             return ConverterEnv(route, path, record)
         shutil.rmtree(path, ignore_errors=True)  # a build that was interrupted
         log.write_text("")
-        start = time.perf_counter()
-        say(f"creating the {route} converter environment in {path}")
-        code, lines = _run_logged([base, "-m", "venv", str(path)], log, say)
-        if code != 0:
+        try:
+            record = _install(spec, base, version, path, log, say)
+        except BaseException:  # failed, or interrupted (Ctrl-C, SIGTERM): nothing half-built
             shutil.rmtree(path, ignore_errors=True)
-            raise _fail(spec, lines, log)
-        python = path / "bin" / "python"
-        pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
-        code, lines = _run_logged([*pip, *spec.packages], log, say)
-        if code != 0:
-            shutil.rmtree(path, ignore_errors=True)
-            raise _fail(spec, lines, log)
-        record = {
-            "route": route,
-            "packages": list(spec.packages),
-            "python": ".".join(map(str, version)),
-            "base_python": base,
-            "freeze": _freeze(python),
-            "install_seconds": round(time.perf_counter() - start, 1),
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-        record["size_bytes"] = _dir_size(path)
-        tmp = path / f".{MARKER}.tmp"
-        tmp.write_text(json.dumps(record, indent=2) + "\n")
-        os.replace(tmp, path / MARKER)
+            raise
     return ConverterEnv(route, path, record)
+
+
+def _install(
+    spec: EnvSpec, base: str, version: tuple[int, int], path: Path, log: Path, say: Progress
+) -> dict[str, Any]:
+    """Create the venv at ``path``, install the pins, write the ready marker; its record."""
+    start = time.perf_counter()
+    say(f"creating the {spec.route} converter environment in {path}")
+    code, lines = _run_logged([base, "-m", "venv", str(path)], log, say)
+    if code != 0:
+        raise _fail(spec, lines, log)
+    python = path / "bin" / "python"
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
+    code, lines = _run_logged([*pip, *spec.packages], log, say)
+    if code != 0:
+        raise _fail(spec, lines, log)
+    record = {
+        "route": spec.route,
+        "packages": list(spec.packages),
+        "python": ".".join(map(str, version)),
+        "base_python": base,
+        "freeze": _freeze(python),
+        "install_seconds": round(time.perf_counter() - start, 1),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    record["size_bytes"] = _dir_size(path)
+    tmp = path / f".{MARKER}.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    os.replace(tmp, path / MARKER)
+    return record

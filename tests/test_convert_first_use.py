@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,11 +97,7 @@ def test_later_runs_reuse_the_environment(first_use):
 def test_unreachable_index_is_one_line(tmp_path):
     """pip pointed at a closed loopback port (one retry: pip names the connection error only
     when it retries): one line, exit 2, nothing half-built left."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("PIP_")
-    }
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
     env.update(
         TFLKIT_CONVERTERS_DIR=str(tmp_path / "cache"),
         PIP_CONFIG_FILE=os.devnull,
@@ -114,3 +113,46 @@ def test_unreachable_index_is_one_line(tmp_path):
     assert "Traceback" not in err
     left = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
     assert not left, "a half-built environment was left"
+
+
+def _alive_with(needle: str) -> list[str]:
+    """Command lines of live processes whose environment holds ``needle`` (zombies excluded)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or needle.encode() not in (entry / "environ").read_bytes():
+                continue
+            if "\nState:\tZ" not in (entry / "status").read_text():
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return found
+
+
+def test_interrupted_build_leaves_no_pip_and_nothing_half_built(tmp_path):
+    """SIGTERM while pip waits on the index (a loopback server that accepts and never answers):
+    tflkit exits 143 with one line, pip's whole session goes with it, no venv is left."""
+    cache = tmp_path / "cache"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        env.update(
+            TFLKIT_CONVERTERS_DIR=str(cache),
+            PIP_CONFIG_FILE=os.devnull,
+            PIP_INDEX_URL=f"http://127.0.0.1:{server.getsockname()[1]}/simple",
+            PIP_DEFAULT_TIMEOUT="300",
+            PIP_NO_CACHE_DIR="1",
+        )
+        proc = _tflkit("converters", "install", "onnx", cwd=tmp_path, env=env)
+        server.settimeout(300)
+        connection, _ = server.accept()  # pip is asking the index: the build is under way
+        with connection:
+            assert any(" -m pip install " in cmd for cmd in _alive_with(str(cache)))
+            proc.send_signal(signal.SIGTERM)
+            code, _, err = _finish(proc)
+    assert code == 128 + signal.SIGTERM, err
+    assert "tflkit: error: interrupted (SIGTERM)" in err and "Traceback" not in err, err
+    deadline = time.monotonic() + 5
+    while (alive := _alive_with(str(cache))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive, f"processes outlived tflkit: {alive}"
+    assert not [p for p in cache.iterdir() if p.is_dir()], "a half-built environment was left"
