@@ -20,7 +20,7 @@ shapes, quantized tensors) pass unchanged.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,8 @@ class _Step:
     outputs: list[tuple[int, int]]
     #: IF: (then, else) subgraph indices; WHILE: (cond, body)
     calls: tuple[int, int] | None = None
+    #: per output, the zero point of a per-tensor quantized output (else None)
+    zero_points: list[int | None] | None = None
 
 
 @dataclass
@@ -82,7 +84,18 @@ class Fp16Hazard:
 
 
 class Fp16EmulationRunner:
-    """Runs a ``.tflite`` op by op on the CPU, rounding weights and every op's output to fp16."""
+    """Runs a ``.tflite`` op by op on the CPU, rounding weights and every op's output to fp16.
+
+    ``store`` (what every value between ops becomes) and ``fp16_constants`` are the two things a
+    variant of this runner changes (:mod:`tflkit.delegates.step_flips`).
+    """
+
+    fp16_constants = True
+
+    def store(self, value: np.ndarray, zero_point: int | None = None) -> np.ndarray:
+        """What a value an op stores becomes (``zero_point``: of a quantized op output; None
+        for graph inputs and branch arguments): here, rounded to fp16."""
+        return round_fp16(value)
 
     def __init__(self, model: bytes, *, signature: str | None = None, name: str = "cpu-fp16"):
         self.model = model
@@ -115,7 +128,7 @@ class Fp16EmulationRunner:
             index = pending.pop()
             if index in self._programs:
                 continue
-            program = _program(model, index)
+            program = _program(model, index, self.fp16_constants)
             self._programs[index] = program
             pending += [i for step in program.steps if step.calls for i in step.calls]
         self._compile_seconds = time.perf_counter() - start
@@ -127,7 +140,7 @@ class Fp16EmulationRunner:
         main = self._programs[0]
         values: dict[int, np.ndarray] = dict(main.start)
         values.update(
-            {self._feeds[name]: round_fp16(np.asarray(array)) for name, array in feed.items()}
+            {self._feeds[name]: self.store(np.asarray(array)) for name, array in feed.items()}
         )
         self._execute(main, values, {} if hazards is None else hazards)
         return values
@@ -171,7 +184,7 @@ class Fp16EmulationRunner:
         program = self._programs[index]
         values = dict(program.start)
         values.update(
-            {i: round_fp16(np.asarray(a)) for i, a in zip(program.inputs, args, strict=True)}
+            {i: self.store(np.asarray(a)) for i, a in zip(program.inputs, args, strict=True)}
         )
         hazards: dict[int, Fp16Hazard] = {}
         self._execute(program, values, hazards)
@@ -182,7 +195,7 @@ class Fp16EmulationRunner:
     ) -> None:
         for step in program.steps:
             if step.calls is None:
-                _run(step, values, hazards)
+                _run(step, values, hazards, self.store)
                 continue
             args = [values[t] for _, t in step.inputs]
             if step.op_type == "IF":
@@ -193,7 +206,7 @@ class Fp16EmulationRunner:
             else:
                 results, inner = self._loop(step, args)
             for (_, tensor), value in zip(step.outputs, results, strict=True):
-                values[tensor] = round_fp16(np.asarray(value))
+                values[tensor] = self.store(np.asarray(value))
             if inner and step.index not in hazards:
                 first = inner[min(inner)]
                 hazards[step.index] = Fp16Hazard(
@@ -219,8 +232,9 @@ class Fp16EmulationRunner:
         self._programs = {}
 
 
-def _program(model: Any, index: int) -> _Program:
+def _program(model: Any, index: int, fp16: bool = True) -> _Program:
     """Subgraph ``index`` of ``model`` as standalone one-op interpreters (constants in fp16)."""
+    keep = round_fp16 if fp16 else (lambda value: value)
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     from tflkit import ir
@@ -247,7 +261,7 @@ def _program(model: Any, index: int) -> _Program:
                 keys = ("condSubgraphIndex", "bodySubgraphIndex")
             for t in op.inputs:  # constants passed to a branch: their fp16 value
                 if t is not None and t.is_constant and t.data is not None:
-                    start[t.index] = round_fp16(np.array(t.data))
+                    start[t.index] = keep(np.array(t.data))
             steps.append(
                 _Step(
                     op.index,
@@ -263,7 +277,8 @@ def _program(model: Any, index: int) -> _Program:
             sub = ir.extract_model([op])
         except Exception as exc:
             raise RunnerUnavailable(f"op #{op.index} {op.type} cannot stand alone: {exc}") from None
-        round_model_constants(sub)
+        if fp16:
+            round_model_constants(sub)
         interpreter = Interpreter(
             model_content=ir.dumps(sub), experimental_op_resolver_type=resolver
         )
@@ -271,6 +286,7 @@ def _program(model: Any, index: int) -> _Program:
         by_name.update({t.name: t.index for t in op.outputs})
         details_in = interpreter.get_input_details()
         details_out = interpreter.get_output_details()
+        produced = {t.name: t for t in op.outputs}
         steps.append(
             _Step(
                 op.index,
@@ -278,6 +294,7 @@ def _program(model: Any, index: int) -> _Program:
                 interpreter,
                 [(d["index"], by_name[d["name"]]) for d in details_in],
                 [(d["index"], by_name[d["name"]]) for d in details_out],
+                zero_points=[_zero_point(produced[d["name"]]) for d in details_out],
             )
         )
     return _Program(
@@ -285,8 +302,22 @@ def _program(model: Any, index: int) -> _Program:
     )
 
 
-def _run(step: _Step, values: dict[int, np.ndarray], hazards: dict[int, Fp16Hazard]) -> None:
-    """Run one cut-out op on ``values``, store its rounded outputs, note a new fp16 hazard."""
+def _zero_point(tensor: Any) -> int | None:
+    """The zero point of a per-tensor quantized tensor, else None."""
+    q = tensor.quantization
+    if q is None or q.scale is None or len(q.scale) != 1:
+        return None
+    return int(q.zeroPoint[0]) if q.zeroPoint is not None and len(q.zeroPoint) else 0
+
+
+def _run(
+    step: _Step,
+    values: dict[int, np.ndarray],
+    hazards: dict[int, Fp16Hazard],
+    store: Callable[[np.ndarray, int | None], np.ndarray] | None = None,
+) -> None:
+    """Run one cut-out op on ``values``, keep its outputs as ``store`` makes them (rounded to
+    fp16), note a new fp16 hazard."""
     interpreter = step.interpreter
     resized = False
     for slot, tensor in step.inputs:
@@ -304,9 +335,10 @@ def _run(step: _Step, values: dict[int, np.ndarray], hazards: dict[int, Fp16Haza
         if value.dtype.kind == "f" and not np.isfinite(value).all():
             finite_in = False
     interpreter.invoke()
-    for slot, tensor in step.outputs:
+    zero_points = step.zero_points or [None] * len(step.outputs)
+    for (slot, tensor), zero_point in zip(step.outputs, zero_points, strict=True):
         raw = np.array(interpreter.get_tensor(slot))
-        rounded = round_fp16(raw)
+        rounded = round_fp16(raw) if store is None else store(raw, zero_point)
         values[tensor] = rounded
         if step.index in hazards or raw.dtype.kind != "f" or not finite_in:
             continue  # an op fed inf/NaN inherits them (kernels may clamp them to 3.4e38)

@@ -22,13 +22,14 @@ import numpy as np
 from tflkit import ir
 from tflkit.compare.comparator import OutputInfo, PairComparison, compare_pair, default_pairs
 from tflkit.compare.localize import Localization, localize
-from tflkit.compare.sensitivity import EPS, OutputNoise, measure, perturb
-from tflkit.compare.tolerances import DEFAULTS, tolerance_for
+from tflkit.compare.sensitivity import EPS, FLIPS, OutputNoise, measure, perturb
+from tflkit.compare.tolerances import DEFAULTS, precision_of, tolerance_for
 from tflkit.delegates.base import Runner, RunResult, execute
 from tflkit.delegates.external import ExternalDelegateRunner
 from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.delegates.litert_gpu import LiteRTGpuRunner
+from tflkit.delegates.step_flips import StepFlipRunner
 from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle, load_bundle, save_bundle
 from tflkit.errors import UsageError
 from tflkit.inputs import InputSets, IoSpec, entry_point, make_input_sets
@@ -255,7 +256,12 @@ def _sensitivity(
     precisions: set[str],
     options: ValidateOptions,
 ) -> dict[str, dict[str, OutputNoise]]:
-    """Per precision, per output: how much the CPU's output moves on its own (see module doc)."""
+    """Per precision, per output: how much the CPU's output moves on its own (see module doc).
+
+    A quantized model compared with a half-precision runner also gets ``int8-fp16``: the larger
+    of its one-step input perturbation and one-step flips of every quantized activation
+    (:mod:`tflkit.delegates.step_flips`), what a GPU computing it in fp16 does to it.
+    """
     key = options.signature
     base = by_name.get("cpu")
     if base is None:
@@ -268,7 +274,7 @@ def _sensitivity(
     quant = {s.name: s.quant for s in sets.specs if s.quant is not None}
     steps = {o.name: (o.scale, o.zero_point) for o in outputs if o.scale is not None}
     noise: dict[str, dict[str, OutputNoise]] = {}
-    for seed_offset, precision in enumerate(sorted(precisions)):
+    for seed_offset, precision in enumerate(sorted(precisions - {FLIPS})):
         moved = perturb(sets.feeds, EPS[precision], options.seed + 1 + seed_offset, quant)
         trial = execute(LiteRTCpuRunner(data, signature=key), moved)
         if not trial.ok:
@@ -280,6 +286,16 @@ def _sensitivity(
             spread=spread.outputs if spread.ok and precision != "fp16" else None,
             dequantize=steps if precision == "int8" else None,
         )
+        if precision == "int8" and FLIPS in precisions:
+            flips = execute(StepFlipRunner(data, signature=key, seed=options.seed + 1), sets.feeds)
+            if flips.ok:
+                noise[FLIPS] = measure(
+                    base.outputs,
+                    [trial.outputs, flips.outputs],
+                    FLIPS,
+                    dequantize=steps,
+                    labels=["inputs one step", "one-step flips of every quantized activation"],
+                )
     return noise
 
 
@@ -331,9 +347,11 @@ def validate(
     noise: dict[str, dict[str, OutputNoise]] = {}
     if options.calibrate:
         _say(options, "measuring the model's own noise on the CPU")
-        precisions = {
-            tolerance_for(a, e, quantized=quantized).precision for a, e in pairs
-        } | ({"int8"} if quantized else set())
+        precisions = {tolerance_for(a, e, quantized=quantized).precision for a, e in pairs} | (
+            {"int8"} if quantized else set()
+        )
+        if quantized and any("fp16" in (precision_of(a), precision_of(e)) for a, e in pairs):
+            precisions.add(FLIPS)
         noise = _sensitivity(data, sets, by_name, outputs, precisions, options)
     comparisons = [
         compare_pair(
@@ -417,9 +435,14 @@ def _notes(
             notes.append(f"{r.runner} did not run: {r.error}")
     by_key = {p.key: p for p in comparisons}
     emulated, real = by_key.get("cpu-fp16:cpu"), by_key.get("gpu-fp16:cpu")
-    if emulated is not None and real is not None and "skipped" not in (
-        emulated.verdict,
-        real.verdict,
+    if (
+        emulated is not None
+        and real is not None
+        and "skipped"
+        not in (
+            emulated.verdict,
+            real.verdict,
+        )
     ):
         for e_out, g_out in zip(emulated.outputs, real.outputs, strict=True):
             if e_out.verdict == g_out.verdict == "fail":
@@ -502,8 +525,7 @@ def _localize(
         reference = ir.serde.read_model_bytes(options.reference)[0]
     elif runner not in _LOCALIZABLE:
         raise UsageError(
-            f"--localize works on gpu-fp16, gpu-fp32, cpu-fp16 or a .tflite reference, not "
-            f"{runner}"
+            f"--localize works on gpu-fp16, gpu-fp32, cpu-fp16 or a .tflite reference, not {runner}"
         )
     _, _, ins, _ = entry_point(model, options.signature)
     feed = {n: np.asarray(v) for n, v in sets.feeds[0].items()}

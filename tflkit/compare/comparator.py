@@ -20,8 +20,8 @@ from tflkit.compare.metrics import (
     compute,
     error_histogram,
 )
-from tflkit.compare.sensitivity import EPS, OutputNoise
-from tflkit.compare.tolerances import EXACT, NOISE_FACTOR, Tolerance, tolerance_for
+from tflkit.compare.sensitivity import EPS, FLIPS, OutputNoise
+from tflkit.compare.tolerances import EXACT, NOISE_FACTOR, Tolerance, precision_of, tolerance_for
 from tflkit.delegates.base import RunResult
 
 __all__ = ["OutputComparison", "OutputInfo", "PairComparison", "compare_pair", "default_pairs"]
@@ -294,7 +294,7 @@ def _bound(
     resolution = EPS[tolerance.precision] * scale
     if quantized:
         resolution = max(resolution, unit)  # one step is the finest a quantized output moves
-        noise_abs = noise.max_abs * unit if noise.precision == "int8" else noise.max_abs
+        noise_abs = noise.max_abs * unit if noise.precision in ("int8", FLIPS) else noise.max_abs
     else:
         noise_abs = noise.max_abs
     floor = max(noise_abs, resolution)
@@ -349,6 +349,7 @@ def compare_pair(
     tolerance = tolerance_for(
         actual.runner, expected.runner, overrides=overrides, quantized=quantized
     )
+    half = "fp16" in (precision_of(actual.runner), precision_of(expected.runner))
     for info in outputs:
         a, e = _stack(actual, info.name), _stack(expected, info.name)
         if a is None or e is None:
@@ -357,7 +358,7 @@ def compare_pair(
                 OutputComparison(info.name, "unverified", tolerance, reasons=[why], kind=info.kind)
             )
             continue
-        found = _noise_for(noise, info, tolerance)
+        found = _noise_for(noise, info, tolerance, half=half)
         pair.outputs.append(compare_output(info, e, a, tolerance, found))
     verdicts = {o.verdict for o in pair.outputs}
     if "fail" in verdicts:
@@ -373,13 +374,20 @@ def compare_pair(
 
 
 def _noise_for(
-    noise: Mapping[str, Mapping[str, OutputNoise]] | None, info: OutputInfo, tolerance: Tolerance
+    noise: Mapping[str, Mapping[str, OutputNoise]] | None,
+    info: OutputInfo,
+    tolerance: Tolerance,
+    *,
+    half: bool = False,
 ) -> OutputNoise | None:
-    """The noise an output's verdict scales with: quantized outputs move on the 8-bit grid."""
+    """The noise an output's verdict scales with: quantized outputs move on the 8-bit grid, and
+    against a half-precision runner (``half``) also by one-step flips inside the model."""
     if not noise:
         return None
     quantized = info.scale is not None and np.dtype(info.dtype).kind in "iu"
-    order = ("int8", tolerance.precision) if quantized else (tolerance.precision,)
+    order: tuple[str, ...] = ("int8", tolerance.precision) if quantized else (tolerance.precision,)
+    if half and (quantized or tolerance.precision == "int8"):
+        order = (FLIPS, *order)
     for precision in order:
         found = (noise.get(precision) or {}).get(info.name)
         if found is not None:

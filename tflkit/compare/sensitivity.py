@@ -22,12 +22,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EPS", "OutputNoise", "measure", "perturb"]
+__all__ = ["EPS", "FLIPS", "OutputNoise", "measure", "perturb"]
 
 #: relative perturbation per precision: fp16's unit roundoff (2^-11: what rounding an fp32 input
 #: to fp16 does), one ulp of fp32 (2^-23: its unit roundoff, 2^-24, would round back to the same
 #: float32 for most values) and one step of an 8-bit grid (2^-8) for quantized models.
 EPS = {"fp32": 2.0**-23, "fp16": 2.0**-11, "int8": 2.0**-8}
+#: a quantized model against a half-precision runner: the 8-bit grid's noise including one-step
+#: flips of every quantized activation (:mod:`tflkit.delegates.step_flips`)
+FLIPS = "int8-fp16"
+EPS[FLIPS] = EPS["int8"]
 
 
 @dataclass
@@ -94,10 +98,12 @@ def measure(
     *,
     spread: Sequence[Mapping[str, np.ndarray]] | None = None,
     dequantize: Mapping[str, tuple[float, int]] | None = None,
+    labels: Sequence[str] | None = None,
 ) -> dict[str, OutputNoise]:
     """Per output, the element-wise largest |moved - base| (and |spread - base|) over trials.
 
-    ``base``/``moved``/``spread``: one dict of outputs per input set. Quantized outputs named in
+    ``base``/``moved``/``spread``: one dict of outputs per input set; ``labels`` name the
+    ``moved`` trials (default: the input perturbation). Quantized outputs named in
     ``dequantize`` are measured in steps (integer differences).
     """
     noise: dict[str, OutputNoise] = {}
@@ -111,12 +117,14 @@ def measure(
         ref64 = ref.astype(np.float64)
         worst = np.zeros_like(ref64)
         witnesses = []
-        for trial in moved:
+        for number, trial in enumerate(moved):
             if any(name not in t for t in trial):
                 continue
             other = np.stack([np.asarray(t[name]) for t in trial]).astype(np.float64)
             worst = np.fmax(worst, _abs_diff(ref64, other))
-            witnesses.append(f"inputs x(1+{EPS.get(precision, 0):.3g}u)")
+            witnesses.append(
+                labels[number] if labels else f"inputs x(1+{EPS.get(precision, 0):.3g}u)"
+            )
         if spread is not None and all(name in s for s in spread):
             other = np.stack([np.asarray(s[name]) for s in spread]).astype(np.float64)
             worst = np.fmax(worst, _abs_diff(ref64, other))

@@ -1,0 +1,84 @@
+"""A quantized model on a half-precision runner: the GPU computes it dequantized, in fp16, and
+rounds every activation back onto its 8-bit grid, so any activation may be a step off. Its
+verdict scales with how far one-step flips of every quantized activation move the outputs
+(``tflkit.delegates.step_flips``), measured per model; fp32 pairs keep the input-step noise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tflkit.compare.comparator import OutputInfo, compare_pair
+from tflkit.compare.sensitivity import EPS, FLIPS, OutputNoise
+from tflkit.compare.tolerances import NOISE_FACTOR
+from tflkit.delegates.base import RunResult, execute
+from tflkit.delegates.litert_cpu import LiteRTCpuRunner
+from tflkit.delegates.step_flips import StepFlipRunner
+from tflkit.inputs import make_input_sets
+from tflkit.ir import load
+from tflkit.validation import ValidateOptions, validate
+
+AUDIO = "mltk/audio_example1"  # int8 keyword model: GPU fp16 11 steps off on photographs
+
+
+def test_flips_move_quantized_activations_only(world_models, corpus):
+    data = world_models[AUDIO].read_bytes()
+    sets = make_input_sets(load(data), count=2, kind="realistic")
+    cpu = execute(LiteRTCpuRunner(data), sets.feeds)
+    flips = execute(StepFlipRunner(data, seed=1), sets.feeds)
+    assert cpu.ok and flips.ok
+    moved = [
+        np.abs(a["Identity_int8"].astype(int) - b["Identity_int8"]).max()
+        for a, b in zip(cpu.outputs, flips.outputs, strict=True)
+    ]
+    assert max(moved) > 1  # one-step flips inside the model add up at its output
+    # a float model has nothing to flip: the runner is the CPU, op by op
+    plain = corpus.path("conv_dense").read_bytes()
+    feeds = make_input_sets(load(plain), count=1).feeds
+    want, got = execute(LiteRTCpuRunner(plain), feeds), execute(StepFlipRunner(plain), feeds)
+    for name, value in want.outputs[0].items():
+        assert np.allclose(got.outputs[0][name], value, atol=1e-5)
+
+
+def _result(runner: str, values: np.ndarray) -> RunResult:
+    return RunResult(runner, "ok", outputs=[{"p": values.astype(np.int8)}])
+
+
+def test_fp16_pairs_of_quantized_models_scale_with_the_flips_fp32_pairs_do_not():
+    info = OutputInfo("p", "int8", (1, 6), scale=1 / 256, zero_point=-128, kind="probabilities")
+    cpu = np.array([[-20, 60, -128, -100, -90, -128]])
+    noise = {
+        "int8": {"p": OutputNoise("int8", EPS["int8"], rms=0.0, max_abs=0.0)},
+        FLIPS: {"p": OutputNoise(FLIPS, EPS[FLIPS], rms=20.0, max_abs=58.0)},
+    }
+    eleven = cpu + np.array([[0, -11, 0, 0, 11, 0]])
+    fp16 = compare_pair(
+        _result("gpu-fp16", eleven), _result("cpu", cpu), [info], noise=noise, quantized=True
+    )
+    assert fp16.verdict == "pass"
+    assert fp16.outputs[0].bound_steps == NOISE_FACTOR[FLIPS] * 58
+    fp32 = compare_pair(
+        _result("gpu-fp32", eleven), _result("cpu", cpu), [info], noise=noise, quantized=True
+    )
+    assert fp32.verdict == "fail" and fp32.outputs[0].bound_steps == NOISE_FACTOR["int8"]
+    # far beyond what one-step flips do: a broken quantization contract still fails in fp16
+    broken = cpu.copy()
+    broken[0, 1] = -128
+    assert (
+        compare_pair(
+            _result("gpu-fp16", broken), _result("cpu", cpu), [info], noise=noise, quantized=True
+        ).verdict
+        == "fail"
+    )
+
+
+@pytest.mark.gpu
+def test_a_healthy_int8_model_passes_on_the_gpu_in_fp16(world_models, gpu):
+    report = validate(
+        world_models[AUDIO],
+        ValidateOptions(runners=["cpu", "gpu-fp16", "gpu-fp32"], num_inputs=2),
+    )
+    assert report.verdict == "pass", report.findings
+    fp16 = report.pair("gpu-fp16:cpu").outputs[0]
+    assert fp16.steps > 0 and "one-step flips" in fp16.basis
+    assert report.pair("gpu-fp32:cpu").outputs[0].steps == 0
