@@ -33,6 +33,7 @@ _CONTROL_FLOW_OPTION_FIELDS = (
     "subgraph",
     "decompositionSubgraphIndex",
 )
+_CONTROL_FLOW_FIELD_SET = frozenset(_CONTROL_FLOW_OPTION_FIELDS)
 #: Ops kept by dead-code removal even when nothing reads their outputs.
 _SIDE_EFFECT_OPS = frozenset(
     {"ASSIGN_VARIABLE", "CALL_ONCE", "IF", "WHILE", "CALL", "VAR_HANDLE", "HASHTABLE_IMPORT"}
@@ -359,7 +360,7 @@ class Op:
         found: dict[str, int] = {}
         for options in (self.options, self.options2):
             fields = getattr(options, "__dict__", None)
-            if not fields:
+            if not fields or _CONTROL_FLOW_FIELD_SET.isdisjoint(fields):
                 continue
             for attr in _CONTROL_FLOW_OPTION_FIELDS:
                 value = fields.get(attr)

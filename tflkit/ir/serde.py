@@ -1,12 +1,18 @@
 """Bytes <-> IR: the only place that turns tensors and ops into flatbuffer indices and back.
 
-Loading keeps constant data as read-only numpy views of the file's bytes (no copy). Saving
-builds only the tables with the flatbuffers builder; buffer data goes to the file straight from
-its views, after the tables, 16-byte aligned like the TFLite converter's output.
+Loading keeps constant data as read-only numpy views of the file's bytes (no copy). A model
+loaded from a path maps the file read-only: only the tables are read, and weights are paged in
+when something uses them (like LiteRT's own ``BuildFromFile``). As with any mapping, changing
+the file in place while the model is in use is not supported; tflkit itself never does (its
+writes replace files whole, see ``tflkit.fsio``). Saving builds only the tables with the
+flatbuffers builder; buffer data goes to the file straight from its views, after the tables,
+16-byte aligned like the TFLite converter's output.
 """
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 import struct
 from pathlib import Path
@@ -23,7 +29,9 @@ from tflkit.ir.graph import Buffer, Metadata, Model, Op, OpCode, SignatureDef, S
 
 fb = schema.fb
 
-ModelSource = str | os.PathLike[str] | bytes | bytearray | memoryview
+ModelSource = str | os.PathLike[str] | bytes | bytearray | memoryview | mmap.mmap
+#: What a model's bytes are held in: in memory, or a read-only map of its file.
+ModelBytes = bytes | bytearray | memoryview | mmap.mmap
 _BUFFER_ALIGNMENT = 16
 #: Data region offsets of length prefixes are 12 mod 16, so the data itself is 16-byte aligned.
 _DATA_PREFIX_PHASE = 12
@@ -33,9 +41,13 @@ _MAX_FLATBUFFER = 2**31 - 1
 # --------------------------------------------------------------------------------------------
 # load
 # --------------------------------------------------------------------------------------------
-def read_model_bytes(source: ModelSource) -> tuple[bytes | bytearray | memoryview, str]:
-    """The bytes of ``source`` and a label for messages; raises ModelLoadError."""
-    if isinstance(source, bytes | bytearray | memoryview):
+def read_model_bytes(source: ModelSource, *, mapped: bool = False) -> tuple[ModelBytes, str]:
+    """The bytes of ``source`` and a label for messages; raises ModelLoadError.
+
+    ``mapped``: a regular file is mapped read-only instead of read (nothing is read until
+    used); files that cannot be mapped (pipes, empty files) are read.
+    """
+    if isinstance(source, bytes | bytearray | memoryview | mmap.mmap):
         return source, "<bytes>"
     path = Path(source)
     try:
@@ -48,6 +60,9 @@ def read_model_bytes(source: ModelSource) -> tuple[bytes | bytearray | memoryvie
                     f"{path}: {size / 2**30:.1f} GiB, more than the {limit / 2**30:.1f} GiB of "
                     "memory this process may use"
                 )
+            if mapped and size > 0:
+                with contextlib.suppress(OSError, ValueError):  # not mappable: read it
+                    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), str(path)
             return f.read(), str(path)
     except FileNotFoundError:
         raise ModelLoadError(f"{path}: no such file") from None
@@ -60,9 +75,10 @@ def read_model_bytes(source: ModelSource) -> tuple[bytes | bytearray | memoryvie
 def load(source: ModelSource, *, label: str | None = None) -> Model:
     """Load a ``.tflite`` model from a path or bytes into the IR.
 
-    ``label`` names the model in error messages (defaults to the path).
+    ``label`` names the model in error messages (defaults to the path). A path is mapped, not
+    read (see the module docstring).
     """
-    data, default_label = read_model_bytes(source)
+    data, default_label = read_model_bytes(source, mapped=True)
     label = label or default_label
     check_header(data, label)
     structure.verify_bytes(data, label)  # before anything else reads it (one pass over tables)
@@ -91,7 +107,7 @@ def _corruption_message(label: str, size: int, exc: Exception) -> str:
     return f"{label}: corrupt TFLite flatbuffer ({type(exc).__name__}: {text})"
 
 
-def check_header(data: bytes | bytearray | memoryview, label: str) -> None:
+def check_header(data: ModelBytes, label: str) -> None:
     """Raise ModelLoadError unless ``data`` starts like a TFLite flatbuffer."""
     if len(data) == 0:
         raise ModelLoadError(f"{label}: empty file, not a TFLite model")
@@ -105,7 +121,7 @@ def check_header(data: bytes | bytearray | memoryview, label: str) -> None:
 class _Reader:
     """Turns a parsed flatbuffer into IR objects."""
 
-    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+    def __init__(self, data: ModelBytes) -> None:
         self.data = data
         self.file_view = np.frombuffer(data, dtype=np.uint8)
         if self.file_view.flags.writeable:
@@ -233,7 +249,6 @@ class _Reader:
             variant_tensors=variants,
             external_buffer=fields.u32(10),
         )
-
 
     def _quantization(self, position: int) -> Any:
         if not any(Fields(self.data, position).slots):
