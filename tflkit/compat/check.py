@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tflkit import ir
-from tflkit.compat import agreement, partition, static
-from tflkit.compat.probe import ProbeResult, probe
+from tflkit.compat import partition, static
 from tflkit.compat.reasons import Reason, Rejection
 from tflkit.compat.targets import DEFAULT_TARGET, get_target
 from tflkit.report.check_report import (
@@ -39,6 +39,7 @@ from tflkit.report.check_report import (
 )
 
 if TYPE_CHECKING:
+    from tflkit.compat.probe import ProbeResult
     from tflkit.rewriter.rule import Rule
 
 #: The default for ``max_partitions``: whatever the target's delegate does by default.
@@ -69,21 +70,19 @@ def check_path(
     wraps the probe (e.g. a spinner: it compiles shaders for seconds); ``native_log`` gets the
     accelerator's own log (``--verbose``).
     """
-    data, label = ir.serde.read_model_bytes(path)
+    data, label = ir.serde.read_model_bytes(path, mapped=True)
+    digest = _Sha256(data)
     model = ir.load(data, label=label)
     if input_shapes:
         from tflkit.rewriter.shapes import fix_input_shapes
 
         fix_input_shapes(model, input_shapes)
-    report = check_model(
-        model,
-        target=target,
-        max_partitions=max_partitions,
-        path=label,
-        sha256=hashlib.sha256(data).hexdigest(),
-    )
+    report = check_model(model, target=target, max_partitions=max_partitions, path=label)
+    report.sha256 = digest.hexdigest()
     report.input_shapes = {k: list(v) for k, v in (input_shapes or {}).items()}
     if with_probe:
+        from tflkit.compat.probe import probe
+
         probed = ir.dumps(model) if input_shapes else bytes(data)
         what = f"compiling {Path(label).name} on the GPU accelerator (probe)"
         with progress(what) if progress is not None else contextlib.nullcontext():
@@ -92,6 +91,20 @@ def check_path(
             native_log(result.log_text)
         attach_probe(report, model, result)
     return report, model
+
+
+class _Sha256:
+    """The file's sha256 (the report's ``sha256``), computed on a second thread while the model
+    is checked: hashing releases the GIL, and a large file takes as long to hash as to check."""
+
+    def __init__(self, data: ir.serde.ModelBytes) -> None:
+        self._hash = hashlib.sha256()
+        self._thread = threading.Thread(target=self._hash.update, args=(data,), daemon=True)
+        self._thread.start()
+
+    def hexdigest(self) -> str:
+        self._thread.join()
+        return self._hash.hexdigest()
 
 
 def check(
@@ -132,7 +145,6 @@ def check_model(
     limit = spec.max_partitions if max_partitions == TARGET_DEFAULT else max_partitions
     result = static.check(model, spec)
     verdicts = {(v.subgraph_index, v.op_index): v for v in result.verdicts}
-    roles = static.subgraph_roles(model)
     dynamic = _dynamic_input_hint(model)
     memo: dict[str, FixHint] = {}  # model-wide fix hints
     placeholders = any(  # a dynamic batch stored as 1 is a real batch; other dims may not be
@@ -151,9 +163,10 @@ def check_model(
     for sg_index, subgraph in enumerate(model.subgraphs):
         if not subgraph.ops:
             continue
+        positions = {id(op): i for i, op in enumerate(subgraph.ops)}
 
-        def supported(op: ir.Op, sg: int = sg_index) -> bool:
-            verdict = verdicts.get((sg, op.index))
+        def supported(op: ir.Op, sg: int = sg_index, at: dict[int, int] = positions) -> bool:
+            verdict = verdicts.get((sg, at[id(op)]))
             return compiles and verdict is not None and verdict.ok
 
         plan = partition.plan_partitions(subgraph, supported, max_partitions=limit)
@@ -170,19 +183,20 @@ def check_model(
             TransferInfo(sg_index, t.tensor, t.shape, t.dtype, t.bytes, t.direction, t.kind)
             for t in plan.transfers
         ]
+        first = verdicts.get((sg_index, 0))
         subgraphs.append(
             SubgraphInfo(
-                sg_index, subgraph.name or "", roles.get(sg_index, "body"), len(subgraph.ops),
-                plan.gpu_ops,
+                sg_index, subgraph.name or "", first.subgraph_role if first else "body",
+                len(subgraph.ops), plan.gpu_ops,
             )
         )  # fmt: skip
-        for op in subgraph.ops:
-            verdict = verdicts.get((sg_index, op.index))
+        for index, op in enumerate(subgraph.ops):
+            verdict = verdicts.get((sg_index, index))
             reasons = [
                 ReasonInfo(str(r.code), r.message, r.fatal)
                 for r in (verdict.rejections if verdict else ())
             ]
-            if op.index in on_gpu:
+            if index in on_gpu:
                 status = STATUS_GPU
             elif reasons:
                 status = STATUS_REJECTED
@@ -193,15 +207,15 @@ def check_model(
             ops.append(
                 OpCheck(
                     subgraph=sg_index,
-                    index=op.index,
+                    index=index,
                     type=op.type,
                     version=op.version,
                     role=verdict.subgraph_role if verdict else "main",
                     supported=bool(verdict and verdict.ok),
-                    on_gpu=op.index in on_gpu,
+                    on_gpu=index in on_gpu,
                     reasons=reasons,
                     fix=fix_hint(op, reasons, dynamic, memo) if reasons else None,
-                    not_taken=op.index in not_taken,
+                    not_taken=index in not_taken,
                     status=status,
                 )
             )
@@ -416,9 +430,7 @@ def claimed_verdicts(report: CheckReport) -> list[static.OpVerdict]:
         if op.supported and not report.compiles:
             rejections = fatal
         claims.append(
-            static.OpVerdict(
-                op.subgraph, op.index, op.type, ok, tuple(rejections), op.role
-            )
+            static.OpVerdict(op.subgraph, op.index, op.type, ok, tuple(rejections), op.role)
         )
     return claims
 
@@ -444,6 +456,8 @@ def model_agrees(compiles: bool, result: ProbeResult) -> bool | None:
 
 def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> None:
     """Add what the real accelerator said, per op, and where it disagrees with the table."""
+    from tflkit.compat import agreement
+
     probed = agreement.probe_op_verdicts(model, result)
     by_key = {(op.subgraph, op.index): op for op in report.ops}
     for key, verdict in probed.items():

@@ -73,10 +73,14 @@ class TensorSig:
         fp16_weights = _is_fp16_weights(tensor)
         is_const = tensor.is_constant or fp16_weights or _is_empty_unfed(tensor)
         values = None
-        if is_const and tensor.sparsity is None and tensor.dtype is not None:
-            data = tensor.data
-            if data is not None and data.size <= SMALL_CONSTANT and data.dtype == tensor.dtype:
-                values = tuple(np.asarray(data).reshape(-1).tolist())
+        dtype = tensor.dtype
+        if is_const and tensor.sparsity is None and dtype is not None:
+            buffer = tensor.buffer
+            nbytes = buffer.nbytes if buffer is not None else 0
+            if nbytes <= SMALL_CONSTANT * dtype.itemsize:  # larger data is not even viewed
+                data = tensor.data
+                if data is not None and data.size <= SMALL_CONSTANT and data.dtype == dtype:
+                    values = tuple(np.asarray(data).reshape(-1).tolist())
         producer = tensor.producer
         index = tensor.index if tensor.subgraph is not None else -1
         return cls(
@@ -174,16 +178,27 @@ class OpSignature:
         return [(i, t) for i, t in self.present_inputs if t.is_const]
 
     @classmethod
-    def from_op(cls, op: Op) -> OpSignature:
+    def from_op(cls, op: Op, tensors: dict[int, TensorSig] | None = None) -> OpSignature:
+        """The signature of ``op``; ``tensors`` (by ``id``) memoizes tensor signatures for
+        callers that sign many ops of one unchanged graph (a tensor is an output of one op and
+        an input of others)."""
         options = op.options
         opcode = op.opcode
+        memo = {} if tensors is None else tensors
+
+        def sign(tensor: Tensor) -> TensorSig:
+            found = memo.get(id(tensor))
+            if found is None:
+                found = memo[id(tensor)] = TensorSig.from_tensor(tensor)
+            return found
+
         return cls(
             op_type=op.type,
             builtin_code=opcode.builtin_code,
             custom_code=opcode.custom_code if opcode.is_custom else None,
             version=opcode.version,
-            inputs=tuple(None if t is None else TensorSig.from_tensor(t) for t in op.inputs),
-            outputs=tuple(TensorSig.from_tensor(t) for t in op.outputs),
+            inputs=tuple(None if t is None else sign(t) for t in op.inputs),
+            outputs=tuple(sign(t) for t in op.outputs),
             options=options,
             option_fields=_fields(options),
             custom_options=op.custom_options,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from tflkit import ir
 from tflkit.compat.reasons import Reason, Rejection, reject
-from tflkit.compat.signature import OpSignature
+from tflkit.compat.signature import OpSignature, TensorSig
 from tflkit.compat.targets import DEFAULT_TARGET, Target, get_target
 from tflkit.compat.targets.common import (
     OpRule,
@@ -166,8 +166,15 @@ def check_signature(sig: OpSignature, target: str | Target = DEFAULT_TARGET) -> 
 
 def check_op(op: ir.Op, target: str | Target = DEFAULT_TARGET) -> list[Rejection]:
     """Every reason ``target`` rejects ``op``, each carrying the op's index in its subgraph."""
-    rejections = check_signature(OpSignature.from_op(op), target)
     index = op.index if op.subgraph is not None else None
+    return _check_op(op, index, get_target(target), {})
+
+
+def _check_op(
+    op: ir.Op, index: int | None, target: Target, tensors: dict[int, TensorSig]
+) -> list[Rejection]:
+    """``check_op`` for op ``index``; ``tensors`` memoizes tensor signatures across ops."""
+    rejections = check_signature(OpSignature.from_op(op, tensors), target)
     return [replace(r, op_index=index) for r in rejections]
 
 
@@ -234,11 +241,17 @@ def subgraph_roles(model: ir.Model) -> dict[int, str]:
 def check_model(model: ModelLike, target: str | Target = DEFAULT_TARGET) -> list[OpVerdict]:
     """A verdict for every op of every subgraph, in subgraph then execution order."""
     graph = _as_model(model)
-    tgt = get_target(target)
-    roles = subgraph_roles(graph)
+    return _verdicts(graph, get_target(target), subgraph_roles(graph))
+
+
+def _verdicts(graph: ir.Model, tgt: Target, roles: dict[int, str]) -> list[OpVerdict]:
     verdicts: list[OpVerdict] = []
     for sg_index, subgraph in enumerate(graph.subgraphs):
-        rejections = [check_op(op, tgt) + _while_with_dynamic_body(op) for op in subgraph.ops]
+        tensors: dict[int, TensorSig] = {}  # each tensor's signature, shared by its ops
+        rejections = [
+            _check_op(op, i, tgt, tensors) + _while_with_dynamic_body(op)
+            for i, op in enumerate(subgraph.ops)
+        ]
         rejections = _fp16_dequantize_on_cpu(subgraph, rejections)
         for op_index, (op, found) in enumerate(zip(subgraph.ops, rejections, strict=True)):
             verdicts.append(
@@ -335,13 +348,16 @@ def model_issues(
     graph = _as_model(model)
     if verdicts is None:
         verdicts = check_model(graph, target)
+    return _issues(graph, verdicts, subgraph_roles(graph))
+
+
+def _issues(graph: ir.Model, verdicts: list[OpVerdict], roles: dict[int, str]) -> list[ModelIssue]:
     issues = [
         ModelIssue(r.code, r.message, v.subgraph_index, v.op_index, fatal=True)
         for v in verdicts
         for r in v.rejections
         if r.fatal
     ]
-    roles = subgraph_roles(graph)
     for sg_index, subgraph in enumerate(graph.subgraphs):
         if roles.get(sg_index) not in ("main", "signature"):
             continue
@@ -364,8 +380,9 @@ def check(model: ModelLike, target: str | Target = DEFAULT_TARGET) -> StaticRepo
     """Verdicts and issues of ``model`` for ``target`` in one report."""
     graph = _as_model(model)
     tgt = get_target(target)
-    verdicts = check_model(graph, tgt)
-    return StaticReport(tgt.name, tuple(verdicts), tuple(model_issues(graph, tgt, verdicts)))
+    roles = subgraph_roles(graph)
+    verdicts = _verdicts(graph, tgt, roles)
+    return StaticReport(tgt.name, tuple(verdicts), tuple(_issues(graph, verdicts, roles)))
 
 
 def _as_model(model: ModelLike) -> ir.Model:
