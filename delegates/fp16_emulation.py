@@ -33,6 +33,28 @@ __all__ = ["FP16_MAX", "Fp16EmulationRunner", "round_fp16", "round_model_constan
 FP16_MAX = 65504.0
 _STATEFUL = {"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL"}
 _CONTROL = {"IF", "WHILE"}
+#: ops that only move their input's values: storing their output in fp16 is storing the input's
+_LAYOUT = {
+    "RESHAPE",
+    "EXPAND_DIMS",
+    "SQUEEZE",
+    "CONCATENATION",
+    "TRANSPOSE",
+    "STRIDED_SLICE",
+    "SLICE",
+    "GATHER",
+    "PACK",
+    "UNPACK",
+    "SPLIT",
+    "SPLIT_V",
+    "PAD",
+    "PADV2",
+    "TILE",
+    "BROADCAST_TO",
+    "DEPTH_TO_SPACE",
+    "SPACE_TO_DEPTH",
+    "IDENTITY",
+}
 #: a WHILE whose condition stays true this long is reported, not run for ever
 MAX_ITERATIONS = 100_000
 
@@ -190,12 +212,55 @@ class Fp16EmulationRunner:
         self._execute(program, values, hazards)
         return [values[i] for i in program.outputs], hazards
 
+    def storage_effects(
+        self, feed: Feed, output: str, *, budget: float = 30.0
+    ) -> tuple[list[tuple[int, str, float]], bool]:
+        """Which ops' fp16 storage moves ``output``: per op of the main subgraph, the largest
+        change of ``output`` when only that op's outputs are rounded to fp16 (the inputs and
+        every other op kept in fp32, weights in fp16), largest first; and whether every op was
+        tried within ``budget`` seconds. Ops whose outputs fp16 holds exactly, and ops that only
+        move values (RESHAPE, CONCATENATION...: their producer counts), are skipped."""
+        main = self._programs[0]
+        target = self._outputs[output]
+
+        def run(only: int) -> dict[int, np.ndarray]:
+            values = dict(main.start)
+            values.update({self._feeds[n]: np.asarray(a) for n, a in feed.items()})
+            self._execute(main, values, {}, only=only)
+            return values
+
+        exact = run(-1)
+        reference = exact[target].astype(np.float64)
+        effects, start = [], time.perf_counter()
+        for step in main.steps:
+            produced = [exact[t] for _, t in step.outputs]
+            if step.op_type in _LAYOUT or all(
+                v.dtype.kind != "f" or np.array_equal(round_fp16(v), v) for v in produced
+            ):
+                continue
+            if time.perf_counter() - start > budget:
+                return sorted(effects, key=lambda e: -e[2]), False
+            moved = run(step.index)[target].astype(np.float64)
+            both = np.isfinite(moved) & np.isfinite(reference)
+            change = np.abs(np.where(both, moved - reference, 0.0)).max(initial=0.0)
+            if not both.all():
+                change = np.inf
+            effects.append((step.index, step.op_type, float(change)))
+        return sorted(effects, key=lambda e: -e[2]), True
+
     def _execute(
-        self, program: _Program, values: dict[int, np.ndarray], hazards: dict[int, Fp16Hazard]
+        self,
+        program: _Program,
+        values: dict[int, np.ndarray],
+        hazards: dict[int, Fp16Hazard],
+        only: int | None = None,
     ) -> None:
+        """Run ``program`` on ``values``; with ``only``, store the outputs of that op alone as
+        :meth:`store` makes them, every other op's exactly."""
         for step in program.steps:
+            store = self.store if only is None or step.index == only else _keep
             if step.calls is None:
-                _run(step, values, hazards, self.store)
+                _run(step, values, hazards, store)
                 continue
             args = [values[t] for _, t in step.inputs]
             if step.op_type == "IF":
@@ -206,7 +271,7 @@ class Fp16EmulationRunner:
             else:
                 results, inner = self._loop(step, args)
             for (_, tensor), value in zip(step.outputs, results, strict=True):
-                values[tensor] = self.store(np.asarray(value))
+                values[tensor] = store(np.asarray(value))
             if inner and step.index not in hazards:
                 first = inner[min(inner)]
                 hazards[step.index] = Fp16Hazard(
@@ -300,6 +365,10 @@ def _program(model: Any, index: int, fp16: bool = True) -> _Program:
     return _Program(
         [t.index for t in subgraph.inputs], [t.index for t in subgraph.outputs], steps, start
     )
+
+
+def _keep(value: np.ndarray, zero_point: int | None = None) -> np.ndarray:
+    return value
 
 
 def _zero_point(tensor: Any) -> int | None:

@@ -99,3 +99,16 @@ def test_emulation_agrees_with_the_software_gpu_on_a_healthy_model(world_models,
     assert not report.notes
     sets = make_input_sets(ir.load(model), count=1, kind="realistic")
     assert report.inputs["source"] == sets.source == "realistic"
+
+
+def test_an_fp16_finding_names_the_ops_whose_storage_costs_it(world_models, tmp_path):
+    # BirdNET's metadata model adds 90 to a latitude (180 to a longitude) and feeds SIN: near
+    # (0, 0) fp16 storage of those sums loses far more than rounding the inputs does
+    model = world_models["birdnet/BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16"]
+    feeds = tmp_path / "near_origin.npz"
+    np.savez(feeds, MNET_INPUT=np.array([[[0.64, 0.27, 0.04]], [[0.3, 0.8, 0.5]]], np.float32))
+    report = validate(model, ValidateOptions(runners=["cpu", "cpu-fp16"], inputs=feeds))
+    assert report.pair("cpu-fp16:cpu").verdict == "fail"
+    (note,) = [n for n in report.notes if n.startswith("fp16 finding")]
+    named = {f"op #{i}" for i in (20, 21, 24, 28, 29, 32)}  # the coordinate-encoding ADD/MUL
+    assert any(op in note for op in named) and "fp32" in note, note

@@ -397,7 +397,8 @@ def validate(
         for o in p.outputs
         if o.verdict == "not-meaningful"
     ]
-    report.notes = _notes(results, comparisons, optional, quantized)
+    storage = _fp16_storage(data, sets, comparisons, options)
+    report.notes = _notes(results, comparisons, optional, quantized, storage)
     dynamic = [s.name for s in sets.specs if s.tensor.is_dynamic]
     if dynamic and any(r.status == "compile_error" and r.runner.startswith("gpu") for r in results):
         report.notes.append(
@@ -422,20 +423,65 @@ def _running_line(name: str) -> str:
     return f"running {name}"
 
 
+def _fp16_storage(
+    data: bytes, sets: InputSets, comparisons: Sequence[PairComparison], options: ValidateOptions
+) -> dict[str, str]:
+    """Per output the fp16 emulation fails on: the ops whose fp16 storage moves it most."""
+    emulated = next((p for p in comparisons if p.key == "cpu-fp16:cpu"), None)
+    failing = [o.name for o in emulated.outputs if o.verdict == "fail"] if emulated else []
+    if not failing:
+        return {}
+    _say(options, "finding the ops whose fp16 storage moves the failing outputs")
+    runner = Fp16EmulationRunner(data, signature=options.signature)
+    try:
+        runner.activate()
+    except Exception:
+        return {}
+    found = {}
+    for name in failing:
+        effects, complete = runner.storage_effects(sets.feeds[0], name)
+        top = [e for e in effects if e[2] > 0][:3]
+        if top:
+            found[name] = (
+                "the values whose fp16 storage moves it most are the outputs of "
+                + ", ".join(f"op #{i} {t} ({v:.3g} alone)" for i, t, v in top)
+                + ("" if complete else " (among the ops tried in the time allowed)")
+            )
+    runner.deactivate()
+    return found
+
+
 def _notes(
     results: Sequence[RunResult],
     comparisons: Sequence[PairComparison],
     optional: set[str],
     quantized: bool = False,
+    storage: Mapping[str, str] | None = None,
 ) -> list[str]:
     """What the reader should know beyond pass/fail: emulation vs GPU, skipped optional runs."""
     notes = []
+    storage = storage or {}
+    fp32 = next((p for p in comparisons if p.key == "gpu-fp32:cpu"), None)
+    fix = (
+        "run this model on the GPU in fp32 (enforce_f32: gpu-fp32 passes here)"
+        if fp32 is not None and fp32.verdict == "pass"
+        else "run it in fp32 on the GPU"
+    )
     for r in results:
         if r.runner in optional and not r.ok:
             notes.append(f"{r.runner} did not run: {r.error}")
     by_key = {p.key: p for p in comparisons}
     emulated, real = by_key.get("cpu-fp16:cpu"), by_key.get("gpu-fp16:cpu")
-    if (
+    if emulated is not None and (real is None or real.verdict == "skipped"):
+        for e_out in emulated.outputs:
+            if e_out.verdict == "fail":
+                where = f"; {storage[e_out.name]}" if e_out.name in storage else ""
+                notes.append(
+                    f"fp16 finding, output {e_out.name}: the fp16 emulation fails, so storing "
+                    f"this model's values in half precision costs this much{where}: run it in "
+                    "fp32 on the GPU, or accept the loss"
+                )
+    elif (
         emulated is not None
         and real is not None
         and "skipped"
@@ -446,19 +492,21 @@ def _notes(
     ):
         for e_out, g_out in zip(emulated.outputs, real.outputs, strict=True):
             if e_out.verdict == g_out.verdict == "fail":
+                where = f"; {storage[g_out.name]}" if g_out.name in storage else ""
                 notes.append(
-                    f"output {g_out.name}: the fp16 emulation fails too, so fp16 storage itself "
-                    "costs this much on this model, not this GPU's kernels: run it in fp32 on "
-                    "the GPU, or accept the loss (--tolerance gpu-fp16:cpu@noise_factor=N)"
+                    f"fp16 finding, output {g_out.name}: the fp16 emulation fails too, so fp16 "
+                    f"storage itself costs this much on this model, not this GPU's kernels{where}"
+                    f": {fix}, or accept the loss (--tolerance gpu-fp16:cpu@noise_factor=N)"
                 )
                 continue
             if e_out.verdict == g_out.verdict or "unverified" in (e_out.verdict, g_out.verdict):
                 continue
             if e_out.verdict == "fail":
+                where = f"; {storage[e_out.name]}" if e_out.name in storage else ""
                 notes.append(
                     f"output {e_out.name}: the fp16 emulation fails where this GPU passes: "
                     "another GPU backend, without this one's fusions or fp32 accumulators, may "
-                    "fail too (" + "; ".join(e_out.reasons[:1]) + ")"
+                    "fail too (" + "; ".join(e_out.reasons[:1]) + f"){where}"
                 )
             elif g_out.verdict == "fail" and (g_out.steps is not None or quantized):
                 notes.append(
