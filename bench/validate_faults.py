@@ -3,7 +3,8 @@
 Run from the repo root::
 
     PYTHONPATH=. python bench/validate_faults.py                   # every real model it applies to
-    PYTHONPATH=. python bench/validate_faults.py --only face --render-only
+    PYTHONPATH=. python bench/validate_faults.py --only face --fault weight
+    PYTHONPATH=. python bench/validate_faults.py --render-only     # the table from --runs
 
 Faults (planted by the helpers of ``tests/test_validate_faults.py``):
 
@@ -14,8 +15,15 @@ Faults (planted by the helpers of ``tests/test_validate_faults.py``):
   cpu-fp16 and localize to the ``*k`` MUL;
 - ``weight``: a copy with one bias of the middle conv/dense op changed, checked against the
   original ``.tflite`` (runner cpu + reference): must fail ``cpu:reference`` and localize to it;
-- ``zero-point``: a quantized model whose middle activation lost its zero point, against the
-  original: must fail ``cpu:reference`` and localize to the op writing that tensor.
+- ``zero-point``: a quantized model where one activation lost its non-zero zero point, against
+  the original: must fail ``cpu:reference`` and localize to an op that writes or reads that
+  tensor (both now compute with the wrong zero point: the writer clips what leaves the shifted
+  range, a reader that copies integers without requantizing, e.g. RESHAPE or AVERAGE_POOL_2D,
+  shifts every value). The activation is the one whose loss moves the model's CPU output most
+  on a realistic input, among the copies the CPU still runs: on most activations real data
+  never reaches the range the loss clips, so it changes nothing and is no fault, and some
+  kernels (SOFTMAX, PAD, MAX_POOL_2D on XNNPACK) refuse the copy at prepare time. A model where
+  no loss changes the output "does not apply".
 
 Each result goes to ``--runs`` (JSON lines, resumable); the table to ``--out``
 (default ``docs/validate-faults.md``).
@@ -69,7 +77,17 @@ def _plant(fault: str, model: Path, work: Path) -> tuple[Path, str | None, dict[
     return planted, name, {"options": options}
 
 
+def _planted_ops(model: Any, tensor: str, *, reads: bool) -> set[int]:
+    """Indices of the op writing ``tensor`` (and, with ``reads``, of the ops reading it)."""
+    found = [t for t in model.main.tensors if t.name == tensor]
+    ops = {t.producer.index for t in found if t.producer is not None}
+    if reads:
+        ops |= {op.index for t in found for op in t.consumers}
+    return ops
+
+
 def run_one(name: str, model: Path, fault: str, count: int) -> dict[str, Any] | None:
+    from tflkit import ir
     from tflkit.validation import validate
 
     with tempfile.TemporaryDirectory(prefix="tflkit-fault-") as tmp:
@@ -80,7 +98,9 @@ def run_one(name: str, model: Path, fault: str, count: int) -> dict[str, Any] | 
         options.num_inputs = count
         start = time.perf_counter()
         report = validate(planted, options)
+        planted_model = ir.load(planted)
     verdicts = {p.key: p.verdict for p in report.pairs}
+    targets = _planted_ops(planted_model, target, reads=fault == "zero-point")
     loc = report.localization
     culprit = loc.culprits[0] if loc is not None and loc.culprits else None
     first = loc.first_divergent if loc is not None else None
@@ -94,10 +114,8 @@ def run_one(name: str, model: Path, fault: str, count: int) -> dict[str, Any] | 
         "localized_on": loc.runner if loc is not None else None,
         "culprit": culprit.outputs if culprit is not None else None,
         "culprit_op": f"#{culprit.op_index} {culprit.op_type}" if culprit is not None else None,
-        "named": culprit is not None and target in culprit.outputs,
-        "rank": next(
-            (k + 1 for k, c in enumerate(loc.culprits) if target in c.outputs), None
-        )
+        "named": culprit is not None and culprit.op_index in targets,
+        "rank": next((k + 1 for k, c in enumerate(loc.culprits) if c.op_index in targets), None)
         if loc is not None
         else None,
         "first_divergent": first.op_index if first is not None else None,
@@ -107,14 +125,16 @@ def run_one(name: str, model: Path, fault: str, count: int) -> dict[str, Any] | 
     }
 
 
-def sweep(models: dict[str, Path], runs: Path, count: int) -> None:
+def sweep(
+    models: dict[str, Path], runs: Path, count: int, faults: tuple[str, ...] = FAULTS
+) -> None:
     done = set()
     if runs.is_file():
         for line in runs.read_text().splitlines():
             entry = json.loads(line)
             done.add((entry["name"], entry["fault"]))
     for name, path in sorted(models.items()):
-        for fault in FAULTS:
+        for fault in faults:
             if (name, fault) in done:
                 continue
             try:
@@ -125,8 +145,10 @@ def sweep(models: dict[str, Path], runs: Path, count: int) -> None:
                 entry = {"name": name, "fault": fault, "skipped": "does not apply"}
             with runs.open("a") as handle:
                 handle.write(json.dumps(entry, default=str) + "\n")
-            shown = "error" if "error" in entry else entry.get("skipped") or (
-                f"caught={entry['caught']} named={entry['named']}"
+            shown = (
+                "error"
+                if "error" in entry
+                else entry.get("skipped") or (f"caught={entry['caught']} named={entry['named']}")
             )
             print(f"{name:48} {fault:12} {shown}", flush=True)
 
@@ -177,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs/validate-faults.md"))
     parser.add_argument("--inputs", type=int, default=2, help="input sets per run")
     parser.add_argument("--only", action="append", default=[], help="substring of model names")
+    parser.add_argument(
+        "--fault", action="append", choices=FAULTS, default=[], help="only these faults"
+    )
     parser.add_argument("--render-only", action="store_true")
     args = parser.parse_args(argv)
     args.runs.parent.mkdir(parents=True, exist_ok=True)
@@ -187,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         models = fetch_world(cache_root() / "real")
         if args.only:
             models = {k: v for k, v in models.items() if any(o in k for o in args.only)}
-        sweep(models, args.runs, args.inputs)
+        sweep(models, args.runs, args.inputs, tuple(args.fault) or FAULTS)
     render(args.runs, args.out)
     return 0
 

@@ -8,8 +8,9 @@ Three kinds of runner are localized, each the same way:
 - the fp16 emulation (``cpu-fp16``): every op alone with its constants, inputs and outputs
   rounded to fp16;
 - a ``.tflite`` reference (``reference``): every op of the model alone, fed with the reference
-  model's values of the same-named tensors, against the reference's value of its outputs (a
-  rewritten model checked against the one it replaces).
+  model's values of the same-named tensors (put on this model's quantization grid where the two
+  differ: its ops read integers with their own scale and zero point), against the reference's
+  value of its outputs (a rewritten model checked against the one it replaces).
 
 1. Capture every intermediate tensor on the CPU (reference kernels,
    ``experimental_preserve_all_tensors=True``) for one input set: the expected values (the
@@ -45,7 +46,16 @@ from tflkit import ir
 from tflkit.compat.probe import probe, run_jobs
 from tflkit.delegates.fp16_emulation import round_fp16, round_model_constants
 
-__all__ = ["FP16_MAX", "FP16_MIN_NORMAL", "Localization", "OpError", "capture_cpu", "localize"]
+__all__ = [
+    "FP16_MAX",
+    "FP16_MIN_NORMAL",
+    "Localization",
+    "OpError",
+    "capture_cpu",
+    "dequantize",
+    "localize",
+    "requantize",
+]
 
 FP16_MAX = 65504.0
 FP16_MIN_NORMAL = 6.103515625e-05
@@ -168,19 +178,32 @@ def _num(value: float) -> float | str:
     return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
 
 
+def _grid(tensor: ir.Tensor, ndim: int) -> tuple[np.ndarray, np.ndarray]:
+    """``tensor``'s scale and zero point, shaped to broadcast over a value of rank ``ndim``."""
+    q = tensor.quantization
+    scale = np.asarray(q.scale, np.float64)
+    zero = np.asarray(q.zeroPoint if q.zeroPoint is not None else [0], np.float64)
+    if scale.size > 1 and ndim:
+        shape = [1] * ndim
+        shape[int(q.quantizedDimension or 0)] = -1
+        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    return scale, zero
+
+
 def dequantize(tensor: ir.Tensor, value: np.ndarray) -> np.ndarray:
     """``value`` of ``tensor`` in real units: quantized integers through scale and zero point."""
     value = np.asarray(value)
-    q = tensor.quantization
     if value.dtype.kind not in "iu" or not tensor.is_quantized:
         return value.astype(np.float64)
-    scale = np.asarray(q.scale, np.float64)
-    zero = np.asarray(q.zeroPoint if q.zeroPoint is not None else [0], np.float64)
-    if scale.size > 1 and value.ndim:
-        shape = [1] * value.ndim
-        shape[int(q.quantizedDimension or 0)] = -1
-        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    scale, zero = _grid(tensor, value.ndim)
     return (value.astype(np.float64) - zero) * scale
+
+
+def requantize(tensor: ir.Tensor, real: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Real values on ``tensor``'s own quantization grid (rounded, clamped to ``dtype``)."""
+    scale, zero = _grid(tensor, np.ndim(real))
+    info = np.iinfo(dtype)
+    return np.clip(np.round(np.asarray(real) / scale) + zero, info.min, info.max).astype(dtype)
 
 
 def divergence(expected: np.ndarray, actual: np.ndarray) -> Divergence:
@@ -529,9 +552,7 @@ def _isolated_fp16(
             sub, feed = _cut(op, expected)
             round_model_constants(sub)
             got = _run_alone(sub, {k: round_fp16(np.asarray(v)) for k, v in feed.items()})
-            record.isolated = _compare_outputs(
-                op, real, {k: round_fp16(v) for k, v in got.items()}
-            )
+            record.isolated = _compare_outputs(op, real, {k: round_fp16(v) for k, v in got.items()})
         except Exception as exc:
             record.status, record.error = "skipped", f"cannot run alone: {exc}"
 
@@ -554,8 +575,27 @@ def _capture_by_name(
     real = {
         t.name: dequantize(t, values[t.index]) for t in ref_model.main.tensors if t.index in values
     }
+    grids = {t.name: _quant_key(t) for t in ref_model.main.tensors}
     here = [t for t in model.main.tensors if t.name in raw]
-    return {t.index: raw[t.name] for t in here}, {t.index: real[t.name] for t in here}
+    fed = {}
+    for t in here:
+        value = raw[t.name]
+        if t.is_quantized and value.dtype.kind in "iu" and grids[t.name] != _quant_key(t):
+            # the same real value on this model's grid: its ops read integers with its own
+            # scale and zero point, so the reference's integers would be misread
+            value = requantize(t, real[t.name], value.dtype)
+        fed[t.index] = value
+    return fed, {t.index: real[t.name] for t in here}
+
+
+def _quant_key(tensor: ir.Tensor) -> tuple[Any, ...]:
+    q = tensor.quantization
+    if q is None or not tensor.is_quantized:
+        return ()
+    return (
+        tuple(np.asarray(q.scale if q.scale is not None else [], np.float64).tolist()),
+        tuple(np.asarray(q.zeroPoint if q.zeroPoint is not None else [], np.int64).tolist()),
+    )
 
 
 def _runner_values(
