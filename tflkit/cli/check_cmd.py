@@ -48,8 +48,6 @@ def check(
     from tflkit.cli.output import console, echo_native_log, print_json, spinner
     from tflkit.compat.check import TARGET_DEFAULT, check_path
     from tflkit.input_shapes import parse_input_shapes
-    from tflkit.report.check_terminal import render_check
-    from tflkit.report.model_explorer import check_node_data, write_node_data
 
     limit = TARGET_DEFAULT if max_partitions is None else (max_partitions or None)
     report, loaded = check_path(
@@ -63,10 +61,14 @@ def check(
         native_log=echo_native_log,
     )
     if model_explorer is not None:
+        from tflkit.report.model_explorer import check_node_data, write_node_data
+
         write_node_data(model_explorer, check_node_data(report, loaded))
     if json_output:
         print_json(report.to_json())
     else:
+        from tflkit.report.check_terminal import render_check
+
         render_check(report, console(), all_ops=all_ops)
     if strict and not report.gpu_ready:
         raise typer.Exit(EXIT_NOT_GPU_READY)

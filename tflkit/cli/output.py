@@ -10,13 +10,18 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def console() -> Console:
-    """A console for reports; 120 columns when stdout is not a terminal (pipes, CI logs)."""
+    """A console for reports; 120 columns when stdout is not a terminal (pipes, CI logs).
+
+    rich is imported here, not with the module: ``--json`` output never loads it."""
+    from rich.console import Console
+
     return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 
 
@@ -36,6 +41,8 @@ def spinner(message: str, delay: float = SPINNER_DELAY_S) -> Iterator[None]:
     if not sys.stderr.isatty():
         yield
         return
+    from rich.console import Console
+
     status = Console(stderr=True, highlight=False).status(message)
     lock = threading.Lock()
     started = False
