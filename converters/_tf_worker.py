@@ -311,7 +311,10 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
             state["stage"] = "done"
             return state
         sets = make_input_sets(
-            model, count=int(options["reference_sets"]), seed=int(options["seed"])
+            model,
+            count=int(options["reference_sets"]),
+            seed=int(options["seed"]),
+            kind="realistic",  # what validate feeds the model: photographs, audio, indices
         )
         refs = []
         for feed in sets.feeds:
@@ -325,9 +328,14 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 }
             )
         save_bundle(
-            work / "reference.npz", sets.feeds, refs, source=str(source), framework=framework
+            work / "reference.npz",
+            sets.feeds,
+            refs,
+            source=str(source),
+            framework=framework,
+            inputs=sets.summary(),
         )
-        state["reference_inputs"] = sets.to_json()
+        state["reference_inputs"] = sets.summary()
         state["output_names"] = list(refs[0])
         if not state["flex_ops"]:
             state["cpu_vs_reference_max_abs"] = _cpu_check(data, sets.feeds, refs)

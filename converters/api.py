@@ -109,6 +109,7 @@ def _fill_from_state(report: ConvertReport, state: dict[str, Any], *, converter:
     if litert:
         report.versions["ai-edge-litert"] = litert
     report.inputs = state.get("inputs", [])
+    report.reference_inputs = state.get("reference_inputs")
     report.outputs = state.get("output_names", [])
     report.cpu_vs_reference_max_abs = state.get("cpu_vs_reference_max_abs", {})
     report.convert_seconds = state.get("convert_seconds")

@@ -193,7 +193,9 @@ def convert_foreign(
                 "the GPU delegate"
             )
         _, _, ins, outs = entry_point(model)
-        sets = make_input_sets(model, count=options.reference_sets, seed=options.seed)
+        sets = make_input_sets(
+            model, count=options.reference_sets, seed=options.seed, kind="realistic"
+        )
         arrays = {f"s{k}_in_{i}": f[n] for k, f in enumerate(sets.feeds) for i, n in enumerate(ins)}
         np.savez(work / "feeds.npz", sets=np.array(len(sets.feeds)), **arrays)
         ref = _step(python, route, "reference", source, options, work)
@@ -209,8 +211,14 @@ def convert_foreign(
                     raise ConversionError(str(exc)) from None
         framework = str(ref.get("framework", ""))
         save_bundle(
-            work / "reference.npz", sets.feeds, refs, source=str(source), framework=framework
+            work / "reference.npz",
+            sets.feeds,
+            refs,
+            source=str(source),
+            framework=framework,
+            inputs=sets.summary(),
         )
+        report.reference_inputs = sets.summary()
         report.converter = str(state.get("converter", route.route))
         report.versions.update({k: str(v) for k, v in state.get("versions", {}).items()})
         report.versions.update({k: str(v) for k, v in ref.get("versions", {}).items()})

@@ -83,6 +83,7 @@ def finalize(
         "outputs": report.outputs,
         "cpu_only_ops": [op.op for op in report.cpu_only_ops],
         "reference_bundle": bundle.name if bundle_tmp is not None else None,
+        "reference_inputs": report.reference_inputs,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     model.set_metadata(METADATA_NAME, json.dumps(record, sort_keys=True).encode())

@@ -64,8 +64,10 @@ def save_bundle(
     *,
     source: str,
     framework: str,
+    inputs: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write a bundle atomically; never overwrites ``source``."""
+    """Write a bundle atomically; never overwrites ``source``. ``inputs``: what kind of data
+    the input sets hold (``InputSets.summary()``), kept in the manifest as ``input_sets``."""
     target = Path(path)
     if target.exists() and target.resolve() == Path(source).resolve():
         raise UsageError(f"refusing to overwrite the reference source {source}")
@@ -82,6 +84,8 @@ def save_bundle(
         "outputs": out_names,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+    if inputs is not None:
+        manifest["input_sets"] = dict(inputs)
     arrays: dict[str, np.ndarray] = {"__manifest__": np.array(json.dumps(manifest))}
     for k, (feed, out) in enumerate(zip(feeds, outputs, strict=True)):
         arrays.update({f"s{k}_in_{i}": np.asarray(feed[n]) for i, n in enumerate(in_names)})

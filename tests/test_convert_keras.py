@@ -172,6 +172,11 @@ def test_architecture_gpu_ready(models, gpu, tmp_path, name):
     # The reference bundle holds Keras' float32 outputs; our own CPU run must match them.
     bundle = load_bundle(report.reference_bundle)
     assert bundle.manifest["framework"].startswith("keras")
+    # the bundle holds what validate feeds the model (photographs for an image model), and says so
+    kinds = bundle.manifest["input_sets"]
+    assert report.reference_inputs == kinds and kinds["source"].startswith("realistic")
+    if name != "transformer":
+        assert kinds["source"] == "realistic" and set(kinds["data"].values()) == {"photo"}
     cpu = _cpu_outputs(output, bundle.feeds)
     worst = max(
         float(np.abs(c[k].astype(np.float64) - b[k]).max())

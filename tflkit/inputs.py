@@ -114,6 +114,11 @@ class InputSets:
         """True when no input fell back to random data."""
         return bool(self.kinds) and "random" not in self.kinds.values()
 
+    def summary(self) -> dict[str, Any]:
+        """What kind of data the sets hold: source ("realistic", "realistic+random", "random",
+        a file...), seed, and per input its data ("photo", "audio", "index", "random"...)."""
+        return {"source": self.source, "seed": self.seed, "data": dict(self.kinds)}
+
     def to_json(self) -> dict[str, Any]:
         inputs = []
         for spec in self.specs:
@@ -473,9 +478,7 @@ def image_batches(folder: Path, shape: Sequence[int]) -> list[np.ndarray]:
         for path in images[start : start + batch]:
             try:
                 with Image.open(path) as image:
-                    resized = image.convert(mode).resize(
-                        (width, height), Image.Resampling.BILINEAR
-                    )
+                    resized = image.convert(mode).resize((width, height), Image.Resampling.BILINEAR)
             except (OSError, ValueError) as exc:  # not an image, truncated, unsupported
                 raise UsageError(f"{path}: not a readable image ({exc})") from None
             pixels.append(np.asarray(resized, np.float32).reshape(height, width, channels))

@@ -53,6 +53,8 @@ class ConvertReport:
     output_sha256: str = ""
     sidecar: str | None = None
     reference_bundle: str | None = None
+    #: what the reference bundle's inputs are (``InputSets.summary()``: source, seed, data)
+    reference_inputs: dict[str, Any] | None = None
     converter: str = ""
     converter_env: dict[str, Any] | None = None
     versions: dict[str, str] = field(default_factory=dict)
@@ -122,7 +124,11 @@ def render_convert(report: ConvertReport, console: Console) -> None:
     for note in report.notes:
         console.print(f"  note: {note}")
     if report.reference_bundle:
-        console.print(f"  reference bundle: {report.reference_bundle}")
+        kind = (report.reference_inputs or {}).get("source")
+        console.print(
+            f"  reference bundle: {report.reference_bundle}"
+            + (f" (inputs: {kind})" if kind else "")
+        )
     if report.sidecar:
         console.print(f"  provenance: {report.sidecar}")
     for stage in report.stages:
