@@ -43,6 +43,8 @@ DEFAULT_RUNNERS = ("cpu", "cpu-fp16", "gpu-fp16", "gpu-fp32")
 _THROUGH = {"RESHAPE", "SQUEEZE", "IDENTITY", "QUANTIZE", "DEQUANTIZE", "CAST"}
 
 Progress = Callable[[str], None]
+#: seconds spent naming the ops whose fp16 storage moves failing outputs (one emulated run per op)
+STORAGE_BUDGET_S = 30.0
 
 
 @dataclass
@@ -439,7 +441,9 @@ def _fp16_storage(
         return {}
     found = {}
     for name in failing:
-        effects, complete = runner.storage_effects(sets.feeds[0], name)
+        effects, complete = runner.storage_effects(
+            sets.feeds[0], name, budget=STORAGE_BUDGET_S / len(failing)
+        )
         top = [e for e in effects if e[2] > 0][:3]
         if top:
             found[name] = (
