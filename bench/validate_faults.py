@@ -155,7 +155,11 @@ def sweep(
 
 def render(runs: Path, out: Path) -> None:
     entries = [json.loads(line) for line in runs.read_text().splitlines() if line.strip()]
+    entries.sort(key=lambda e: (e["name"], FAULTS.index(e["fault"])))
     applied = [e for e in entries if "caught" in e and e.get("observable", True)]
+    absent = {
+        fault: sum(e["fault"] == fault and "skipped" in e for e in entries) for fault in FAULTS
+    }
     hidden = [e for e in entries if "caught" in e and not e.get("observable", True)]
     lines = [
         "# Faults planted in real models",
@@ -170,7 +174,15 @@ def render(runs: Path, out: Path) -> None:
         "(below it: a fault the model had before planting, e.g. basic-pitch's LOG of an "
         "input that underflows fp16 on speech-like audio). "
         f"{len(hidden)} more planted where the generated inputs leave the output constant or "
-        "~0 (the right pair says 'not meaningful on these inputs', listed last).",
+        "~0 (the right pair says 'not meaningful on these inputs', listed last). "
+        "Per fault: "
+        + ", ".join(
+            f"{fault} {sum(e['fault'] == fault for e in applied + hidden)} planted, "
+            f"{absent[fault]} models where it does not apply"
+            for fault in FAULTS
+        )
+        + " (no float output, no float bias, no quantized activation whose lost zero point "
+        "changes the output).",
         "",
         "| model | fault | caught | verdicts | localized on | top culprit | planted op's rank |",
         "|---|---|---|---|---|---|---|",

@@ -141,6 +141,9 @@ def _cpu_outputs(data: bytes, feed: dict[str, np.ndarray]) -> list[np.ndarray] |
     _, _, ins, outs = entry_point(model)
     try:
         interpreter = Interpreter(model_content=data)
+        for name, tensor in ins.items():
+            if tuple(feed[name].shape) != tuple(tensor.shape):
+                interpreter.resize_tensor_input(tensor.index, feed[name].shape)
         interpreter.allocate_tensors()
         for name, tensor in ins.items():
             interpreter.set_tensor(tensor.index, feed[name])
@@ -164,11 +167,14 @@ def plant_dropped_zero_point(src: Path, dst: Path) -> str | None:
     """
     data = Path(src).read_bytes()
     model = ir.load(data)
+    candidates = _zero_point_candidates(model)
+    if not candidates:
+        return None
     feed = make_input_sets(model, count=1, kind="realistic").feeds[0]
     original = _cpu_outputs(data, feed)
-    assert original is not None
+    assert original is not None, "the original model does not run on the CPU"
     best, best_move = None, 0.0
-    for tensor in _zero_point_candidates(model):
+    for tensor in candidates:
         copy = ir.load(data)
         planted = copy.main.tensors[tensor.index]
         planted.quantization.zeroPoint = np.zeros_like(np.asarray(tensor.quantization.zeroPoint))
@@ -264,6 +270,29 @@ def test_perturbed_weight_caught_against_the_original_and_localized(world_models
     op_type, outputs = _culprit(report)
     assert op_type in WEIGHT_OPS and outputs == [planted]
     # the unmodified model against itself: a pass, not a false alarm
+    same = validate(original, ValidateOptions(runners=["cpu"], reference=original, num_inputs=2))
+    assert same.verdict == "pass", same.findings
+
+
+def test_perturbed_weight_behind_a_saturated_softmax_caught_in_the_log_domain(
+    world_models, tmp_path
+):
+    """The keyword spotter's softmax is one-hot to within 1e-6 on these inputs: the perturbed
+    bias moves its probabilities by less than the value bound, and its logits by nats."""
+    original = world_models["mltk/keyword_spotting_pacman_v3.float32"]
+    planted = plant_weight(original, tmp_path / "rewritten.tflite")
+    assert planted is not None
+    report = validate(
+        tmp_path / "rewritten.tflite",
+        ValidateOptions(runners=["cpu"], reference=original, num_inputs=2, localize=True),
+    )
+    out = report.pair("cpu:reference").outputs[0]
+    assert out.kind == "probabilities" and out.verdict == "fail"
+    assert out.metrics is not None and out.bound is not None
+    assert out.metrics.max_abs <= out.bound  # hidden in the probabilities themselves
+    assert out.log_diff is not None and out.log_bound is not None
+    assert out.log_diff > 1000 * out.log_bound
+    assert _culprit(report)[1] == [planted]
     same = validate(original, ValidateOptions(runners=["cpu"], reference=original, num_inputs=2))
     assert same.verdict == "pass", same.findings
 

@@ -20,7 +20,7 @@ from tflkit.compare.metrics import (
     compute,
     error_histogram,
 )
-from tflkit.compare.sensitivity import EPS, FLIPS, OutputNoise
+from tflkit.compare.sensitivity import EPS, FLIPS, OutputNoise, log_diff, log_peak
 from tflkit.compare.tolerances import EXACT, NOISE_FACTOR, Tolerance, precision_of, tolerance_for
 from tflkit.delegates.base import RunResult
 
@@ -66,6 +66,9 @@ class OutputComparison:
     #: calibrated bounds: the output's own noise and the format's resolution at its scale
     noise: float | None = None
     resolution: float | None = None
+    #: float probabilities in an fp32 pair: the largest log-probability difference and its bound
+    log_diff: float | None = None
+    log_bound: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +84,8 @@ class OutputComparison:
             "class_agreement": self.class_agreement,
             "noise": self.noise,
             "resolution": self.resolution,
+            "log_diff": self.log_diff,
+            "log_bound": self.log_bound,
             "dequantized": self.dequantized,
             "metrics": self.metrics.to_json() if self.metrics else None,
             "histogram": self.histogram.to_json() if self.histogram else None,
@@ -194,7 +199,9 @@ def compare_output(
     is ``noise_factor * max(noise, eps * scale)``; quantized outputs are measured in
     quantization steps. Without it, the fixed ``atol + rtol * peak``. Class-like outputs
     (probabilities, scores, masks) also need their argmax to agree wherever the reference is
-    confident. A reference that is constant or varies less than the bound is "not-meaningful".
+    confident; float probabilities of an fp32 pair also need their logarithms within
+    ``noise_factor`` times their own log noise. A reference that is constant or varies less
+    than the bound is "not-meaningful".
     """
     kind = np.dtype(info.dtype).kind
     quantized = info.scale is not None and kind in "iu"
@@ -256,6 +263,7 @@ def compare_output(
                 f"argmax differs on {flips} {what} where the reference is confident "
                 f"(margin up to {margin:.3g} > 2 x bound {bound:.3g})"
             )
+    _check_log_probabilities(out, info, expected, actual, tolerance, noise, quantized)
     if not metrics.mismatched_nonfinite:
         degenerate = _degenerate(expected, bound)
         if degenerate is not None:
@@ -269,6 +277,40 @@ def compare_output(
             return out
     out.verdict = "fail" if reasons else "pass"
     return out
+
+
+def _check_log_probabilities(
+    out: OutputComparison,
+    info: OutputInfo,
+    expected: np.ndarray,
+    actual: np.ndarray,
+    tolerance: Tolerance,
+    noise: OutputNoise | None,
+    quantized: bool,
+) -> None:
+    """Float probabilities of an fp32 pair: their logarithms may move ``noise_factor`` times
+    their own log noise (at least fp32's resolution at their scale, eps x max|log p|), so a
+    saturated softmax cannot hide a change of the logits. Not for fp16 pairs (fp16 flushes
+    probabilities below 6e-8 to 0: log differences near 70 on healthy keyword spotters,
+    ``bench/validate_logprob.py``), nor quantized outputs (one step near 0 is a large ratio)."""
+    if (
+        info.kind != "probabilities"
+        or quantized
+        or tolerance.precision != "fp32"
+        or tolerance.noise_factor <= 0
+        or noise is None
+        or noise.log_max_abs is None
+    ):
+        return
+    resolution = EPS["fp32"] * log_peak(expected)
+    out.log_diff = log_diff(expected, actual)
+    out.log_bound = tolerance.noise_factor * max(noise.log_max_abs, resolution)
+    if out.log_diff > out.log_bound:
+        out.reasons.append(
+            f"log-probability differs by {out.log_diff:.3g} > bound {out.log_bound:.3g} "
+            f"({tolerance.noise_factor:g} x max(log noise {noise.log_max_abs:.3g}, resolution "
+            f"{resolution:.3g})): the logits moved where the softmax saturates"
+        )
 
 
 def _bound(

@@ -22,7 +22,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EPS", "FLIPS", "OutputNoise", "measure", "perturb"]
+__all__ = [
+    "EPS",
+    "FLIPS",
+    "LOG_FLOOR",
+    "OutputNoise",
+    "log_diff",
+    "log_peak",
+    "measure",
+    "perturb",
+]
 
 #: relative perturbation per precision: fp16's unit roundoff (2^-11: what rounding an fp32 input
 #: to fp16 does), one ulp of fp32 (2^-23: its unit roundoff, 2^-24, would round back to the same
@@ -32,6 +41,9 @@ EPS = {"fp32": 2.0**-23, "fp16": 2.0**-11, "int8": 2.0**-8}
 #: flips of every quantized activation (:mod:`tflkit.delegates.step_flips`)
 FLIPS = "int8-fp16"
 EPS[FLIPS] = EPS["int8"]
+#: the smallest normal float32: a probability below it has lost its relative precision, so
+#: log-probabilities are compared with values clamped to it (see :func:`log_diff`)
+LOG_FLOOR = float(np.finfo(np.float32).tiny)
 
 
 @dataclass
@@ -44,6 +56,8 @@ class OutputNoise:
     max_abs: float
     witnesses: list[str] = field(default_factory=list)
     elements: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: fp32, outputs in [0, 1]: the largest movement of log(value) (see :func:`log_diff`)
+    log_max_abs: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +65,7 @@ class OutputNoise:
             "eps": self.eps,
             "rms": _finite(self.rms),
             "max_abs": _finite(self.max_abs),
+            "log_max_abs": self.log_max_abs,
             "witnesses": self.witnesses,
         }
 
@@ -117,19 +132,25 @@ def measure(
         ref64 = ref.astype(np.float64)
         worst = np.zeros_like(ref64)
         witnesses = []
+        others = []
         for number, trial in enumerate(moved):
             if any(name not in t for t in trial):
                 continue
             other = np.stack([np.asarray(t[name]) for t in trial]).astype(np.float64)
             worst = np.fmax(worst, _abs_diff(ref64, other))
+            others.append(other)
             witnesses.append(
                 labels[number] if labels else f"inputs x(1+{EPS.get(precision, 0):.3g}u)"
             )
         if spread is not None and all(name in s for s in spread):
             other = np.stack([np.asarray(s[name]) for s in spread]).astype(np.float64)
             worst = np.fmax(worst, _abs_diff(ref64, other))
+            others.append(other)
             witnesses.append("XNNPACK vs reference kernels")
         finite = worst[np.isfinite(worst)]
+        log_noise = None
+        if precision == "fp32" and not steps and _unit_interval(ref64):
+            log_noise = max((log_diff(ref64, o) for o in others), default=0.0)
         noise[name] = OutputNoise(
             precision,
             EPS[precision],
@@ -137,8 +158,38 @@ def measure(
             max_abs=float(finite.max()) if finite.size else 0.0,
             witnesses=list(dict.fromkeys(witnesses)),
             elements=worst,
+            log_max_abs=log_noise,
         )
     return noise
+
+
+def _unit_interval(values: np.ndarray) -> bool:
+    finite = values[np.isfinite(values)]
+    return bool(finite.size) and float(finite.min()) >= 0.0 and float(finite.max()) <= 1.0
+
+
+def log_diff(expected: np.ndarray, actual: np.ndarray) -> float:
+    """The largest |log a - log e| over finite elements, both clamped to :data:`LOG_FLOOR`.
+
+    Where a softmax saturates, its probabilities hide what moved before it (a class at 4e-9
+    against 2e-10 differs by 4e-9, within any bound on values near 1): their logarithms, the
+    logits up to a shift, do not.
+    """
+    e = np.asarray(expected, np.float64)
+    a = np.asarray(actual, np.float64)
+    both = np.isfinite(e) & np.isfinite(a)
+    if not both.any():
+        return 0.0
+    diff = np.log(np.maximum(a[both], LOG_FLOOR)) - np.log(np.maximum(e[both], LOG_FLOOR))
+    return float(np.max(np.abs(diff)))
+
+
+def log_peak(values: np.ndarray) -> float:
+    """The largest |log value| (clamped to :data:`LOG_FLOOR`): the scale of log-probabilities,
+    whose fp32 resolution is eps times it (a class at 4e-9 has a logit about 19 below the top)."""
+    v = np.asarray(values, np.float64)
+    finite = v[np.isfinite(v)]
+    return float(np.max(np.abs(np.log(np.maximum(finite, LOG_FLOOR))))) if finite.size else 0.0
 
 
 def _abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
