@@ -1,7 +1,8 @@
 """A quantized model on a half-precision runner: the GPU computes it dequantized, in fp16, and
 rounds every activation back onto its 8-bit grid, so any activation may be a step off. Its
-verdict scales with how far one-step flips of every quantized activation move the outputs
-(``tflkit.delegates.step_flips``), measured per model; fp32 pairs keep the input-step noise."""
+verdict scales with how far one-step flips of quantized activations (with fp16's odds) move the
+outputs (``tflkit.delegates.step_flips``), measured per model; fp32 pairs keep the input-step
+noise."""
 
 from __future__ import annotations
 
@@ -25,12 +26,14 @@ def test_flips_move_quantized_activations_only(world_models, corpus):
     data = world_models[AUDIO].read_bytes()
     sets = make_input_sets(load(data), count=2, kind="realistic")
     cpu = execute(LiteRTCpuRunner(data), sets.feeds)
-    flips = execute(StepFlipRunner(data, seed=1), sets.feeds)
-    assert cpu.ok and flips.ok
-    moved = [
-        np.abs(a["Identity_int8"].astype(int) - b["Identity_int8"]).max()
-        for a, b in zip(cpu.outputs, flips.outputs, strict=True)
-    ]
+    moved = []
+    for seed in range(1, 5):  # validate's trials
+        flips = execute(StepFlipRunner(data, seed=seed), sets.feeds)
+        assert cpu.ok and flips.ok
+        moved += [
+            np.abs(a["Identity_int8"].astype(int) - b["Identity_int8"]).max()
+            for a, b in zip(cpu.outputs, flips.outputs, strict=True)
+        ]
     assert max(moved) > 1  # one-step flips inside the model add up at its output
     # a float model has nothing to flip: the runner is the CPU, op by op
     plain = corpus.path("conv_dense").read_bytes()
@@ -49,14 +52,14 @@ def test_fp16_pairs_of_quantized_models_scale_with_the_flips_fp32_pairs_do_not()
     cpu = np.array([[-20, 60, -128, -100, -90, -128]])
     noise = {
         "int8": {"p": OutputNoise("int8", EPS["int8"], rms=0.0, max_abs=0.0)},
-        FLIPS: {"p": OutputNoise(FLIPS, EPS[FLIPS], rms=20.0, max_abs=58.0)},
+        FLIPS: {"p": OutputNoise(FLIPS, EPS[FLIPS], rms=5.0, max_abs=15.0)},
     }
     eleven = cpu + np.array([[0, -11, 0, 0, 11, 0]])
     fp16 = compare_pair(
         _result("gpu-fp16", eleven), _result("cpu", cpu), [info], noise=noise, quantized=True
     )
     assert fp16.verdict == "pass"
-    assert fp16.outputs[0].bound_steps == NOISE_FACTOR[FLIPS] * 58
+    assert fp16.outputs[0].bound_steps == NOISE_FACTOR[FLIPS] * 15
     fp32 = compare_pair(
         _result("gpu-fp32", eleven), _result("cpu", cpu), [info], noise=noise, quantized=True
     )

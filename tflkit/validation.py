@@ -43,6 +43,9 @@ DEFAULT_RUNNERS = ("cpu", "cpu-fp16", "gpu-fp16", "gpu-fp32")
 _THROUGH = {"RESHAPE", "SQUEEZE", "IDENTITY", "QUANTIZE", "DEQUANTIZE", "CAST"}
 
 Progress = Callable[[str], None]
+#: trials of one-step flips (their largest effect counts): a flip that moves an output is a rare
+#: event (mltk audio_example1 on photographs: 0 or 1 step on most seeds, 11 to 15 on a quarter)
+FLIP_TRIALS = 4
 #: seconds spent naming the ops whose fp16 storage moves failing outputs (one emulated run per op)
 STORAGE_BUDGET_S = 30.0
 
@@ -289,14 +292,18 @@ def _sensitivity(
             dequantize=steps if precision == "int8" else None,
         )
         if precision == "int8" and FLIPS in precisions:
-            flips = execute(StepFlipRunner(data, signature=key, seed=options.seed + 1), sets.feeds)
-            if flips.ok:
+            flips = [
+                execute(StepFlipRunner(data, signature=key, seed=options.seed + 1 + n), sets.feeds)
+                for n in range(FLIP_TRIALS)
+            ]
+            if all(f.ok for f in flips):
+                label = "one-step flips of quantized activations (fp16 odds)"
                 noise[FLIPS] = measure(
                     base.outputs,
-                    [trial.outputs, flips.outputs],
+                    [trial.outputs, *(f.outputs for f in flips)],
                     FLIPS,
                     dequantize=steps,
-                    labels=["inputs one step", "one-step flips of every quantized activation"],
+                    labels=["inputs one step", *([label] * FLIP_TRIALS)],
                 )
     return noise
 
