@@ -406,7 +406,7 @@ def validate(
         for o in p.outputs
         if o.verdict == "not-meaningful"
     ]
-    storage = _fp16_storage(data, sets, comparisons, options)
+    storage = _fp16_storage(data, sets, by_name.get("cpu-fp16"), comparisons, options)
     report.notes = _notes(results, comparisons, optional, quantized, storage)
     dynamic = [s.name for s in sets.specs if s.tensor.is_dynamic]
     if dynamic and any(r.status == "compile_error" and r.runner.startswith("gpu") for r in results):
@@ -433,13 +433,23 @@ def _running_line(name: str) -> str:
 
 
 def _fp16_storage(
-    data: bytes, sets: InputSets, comparisons: Sequence[PairComparison], options: ValidateOptions
+    data: bytes,
+    sets: InputSets,
+    emulation: RunResult | None,
+    comparisons: Sequence[PairComparison],
+    options: ValidateOptions,
 ) -> dict[str, str]:
-    """Per output the fp16 emulation fails on: the ops whose fp16 storage moves it most."""
+    """Per output the fp16 emulation fails on: the op at fault in fp16 (the first hazard: inf/NaN
+    from finite inputs, an overflow), else the ops whose fp16 storage moves it most."""
     emulated = next((p for p in comparisons if p.key == "cpu-fp16:cpu"), None)
     failing = [o.name for o in emulated.outputs if o.verdict == "fail"] if emulated else []
-    if not failing:
+    if not failing or emulation is None:
         return {}
+    hazards = emulation.executed.get("fp16_hazards") or []
+    if hazards:
+        first = hazards[0]
+        cause = f"the first op at fault in fp16 is op #{first['op_index']} {first['op_type']}"
+        return {name: f"{cause} ({first['what']})" for name in failing}
     _say(options, "finding the ops whose fp16 storage moves the failing outputs")
     runner = Fp16EmulationRunner(data, signature=options.signature)
     try:
