@@ -77,6 +77,26 @@ def _plant(fault: str, model: Path, work: Path) -> tuple[Path, str | None, dict[
     return planted, name, {"options": options}
 
 
+def _worst(report: Any, key: str) -> str | None:
+    """The right pair's largest difference against its bound, for the output nearest to it."""
+    pair = next((p for p in report.pairs if p.key == key), None)
+    if pair is None:
+        return None
+    shown = []
+    for out in pair.outputs:
+        if out.metrics is None or not out.bound:
+            continue
+        ratio = out.metrics.max_abs / out.bound
+        text = f"{out.metrics.max_abs:.3g} / bound {out.bound:.3g}"
+        if out.steps is not None and out.bound_steps:
+            text = f"{out.steps:.3g} / bound {out.bound_steps:.3g} steps"
+        if out.log_diff is not None and out.log_bound:
+            ratio = max(ratio, out.log_diff / out.log_bound)
+            text += f"; log {out.log_diff:.3g} / bound {out.log_bound:.3g}"
+        shown.append((ratio, text))
+    return max(shown)[1] if shown else None
+
+
 def _planted_ops(model: Any, tensor: str, *, reads: bool) -> set[int]:
     """Indices of the op writing ``tensor`` (and, with ``reads``, of the ops reading it)."""
     found = [t for t in model.main.tensors if t.name == tensor]
@@ -120,6 +140,7 @@ def run_one(name: str, model: Path, fault: str, count: int) -> dict[str, Any] | 
         else None,
         "first_divergent": first.op_index if first is not None else None,
         "unavailable": loc.unavailable if loc is not None else None,
+        "worst": _worst(report, RIGHT_PAIR[fault]),
         "notes": report.notes,
         "seconds": time.perf_counter() - start,
     }
@@ -193,6 +214,18 @@ def render(runs: Path, out: Path) -> None:
             f"| {e['name']} | {e['fault']} | {'yes' if e['caught'] else 'NO'} | {verdicts} | "
             f"{e['localized_on']} | {e['culprit_op']} | {e.get('rank') or 'NOT FOUND'} |"
         )
+    missed = [e for e in applied if not e["caught"]]
+    if missed:
+        lines += [
+            "",
+            "Not caught: the right pair's largest difference against its bound. A fault within "
+            "the bound is within the contract the pair applies (for cpu:reference on a "
+            "quantized model, the int8 contract: 8 times how far a one-step change of the "
+            "inputs moves the output), so no verdict can tell it from requantization on these "
+            "inputs.",
+            "",
+        ]
+        lines += [f"- {e['name']} {e['fault']}: {e.get('worst') or 'n/a'}" for e in missed]
     errors = [e for e in entries if "error" in e]
     if errors:
         lines += ["", "Could not be planted or run:", ""]

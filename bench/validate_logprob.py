@@ -11,7 +11,7 @@ default) and, per pair and output, the largest log-probability difference is pri
 clamped to the smallest normal float32, as the comparator does):
 
 - fp32 pairs: as a ratio to ``max(log noise, resolution)`` (the output's own fp32 log noise,
-  ``sensitivity.fp32.log_max_abs``, and fp32's eps times the largest |log p|): the check fails
+  ``sensitivity.fp32.log_max_abs``, and fp32's eps times max(1, largest |log p|)): the check fails
   above ``NOISE_FACTOR["fp32"]`` (16);
 - fp16 pairs: as a ratio to fp16's eps (2^-11), to show why the check leaves them out.
 """
@@ -66,9 +66,11 @@ def measure(name: str, path: Path, outputs: list[str], count: int, kind: str) ->
                 basis, ratio = "fp16 eps", diff / EPS["fp16"]
             else:
                 own = (noise.get(out) or {}).get("log_max_abs") or 0.0
-                resolution = EPS["fp32"] * max(log_peak(e[out]) for e in expected.outputs)
+                peak = max(log_peak(e[out]) for e in expected.outputs)
+                resolution = EPS["fp32"] * max(1.0, peak)
                 basis = f"log noise {own:.3g}, resolution {resolution:.3g}"
-                ratio = diff / max(own, resolution)
+                floor = max(own, resolution)
+                ratio = diff / floor if floor > 0 else (0.0 if diff == 0 else float("inf"))
             shown = f"{ratio:.3g} ({basis})"
             rows.append(f"| {name} | {pair.key} | {out[:24]} | {diff:.3g} | {shown} |")
     return rows

@@ -289,7 +289,7 @@ def _check_log_probabilities(
     quantized: bool,
 ) -> None:
     """Float probabilities of an fp32 pair: their logarithms may move ``noise_factor`` times
-    their own log noise (at least fp32's resolution at their scale, eps x max|log p|), so a
+    their own log noise (at least fp32's resolution, eps x max(1, max|log p|)), so a
     saturated softmax cannot hide a change of the logits. Not for fp16 pairs (fp16 flushes
     probabilities below 6e-8 to 0: log differences near 70 on healthy keyword spotters,
     ``bench/validate_logprob.py``), nor quantized outputs (one step near 0 is a large ratio)."""
@@ -302,7 +302,7 @@ def _check_log_probabilities(
         or noise.log_max_abs is None
     ):
         return
-    resolution = EPS["fp32"] * log_peak(expected)
+    resolution = EPS["fp32"] * max(1.0, log_peak(expected))  # p near 1: one ulp, relative
     out.log_diff = log_diff(expected, actual)
     out.log_bound = tolerance.noise_factor * max(noise.log_max_abs, resolution)
     if out.log_diff > out.log_bound:
