@@ -316,3 +316,27 @@ def test_dropped_zero_point_caught_in_the_dequantized_domain(world_models, tmp_p
     assert loc is not None and loc.first_divergent is not None
     assert loc.first_divergent.op_index == tensor.producer.index
     assert loc.culprits[0].op_index in touching
+
+
+def test_reference_values_put_on_the_models_own_grid(world_models, tmp_path):
+    """Localizing against a ``.tflite`` reference that quantizes a tensor differently: the op
+    that writes it is the culprit, and its reader (a CONV_2D that requantizes correctly) gets the
+    reference's real values on its own grid, its error marked as inherited from the clipping."""
+    from tflkit.compare.localize import localize
+
+    original = world_models["mltk/image_example1"]
+    model = ir.load(original)
+    writer = next(op for op in model.main.ops if op.type == "CONV_2D" and op.index > 2)
+    (reader,) = writer.outputs[0].consumers
+    assert reader.type == "CONV_2D"
+    tensor = writer.outputs[0]
+    assert int(tensor.quantization.zeroPoint[0]) != 0
+    tensor.quantization.zeroPoint = np.zeros_like(np.asarray(tensor.quantization.zeroPoint))
+    data = ir.dumps(model)
+    _, _, ins, _ = entry_point(model)
+    feed = make_input_sets(model, count=1, kind="realistic").feeds[0]
+    loc = localize(data, feed, inputs=ins, runner="reference", reference=original.read_bytes())
+    assert loc.culprits and loc.culprits[0].op_index == writer.index
+    assert loc.first_divergent is not None and loc.first_divergent.op_index == writer.index
+    by_index = {r.op_index: r for r in loc.ops}
+    assert by_index[reader.index].off_grid and not by_index[writer.index].off_grid

@@ -28,8 +28,10 @@ Quantized tensors are compared dequantized (their scale and zero point). Culprit
 first ops at fault themselves in fp16 (their own outputs leave the fp16 range, or they make
 inf/NaN from representable inputs), then by isolated error relative to the op's output peak. An
 op whose CPU inputs already exceed the fp16 range is ranked last: its isolated error is inherited
-from the op that produced them. The *first divergent op* is the earliest op at fault or whose
-isolated error exceeds the threshold, so it never comes after a culprit.
+from the op that produced them; so is, against a ``.tflite`` reference, an op whose inputs'
+reference values leave its own quantization grid (clipped when put on it). The *first divergent
+op* is the earliest op at fault or whose isolated error exceeds the threshold, so it never comes
+after a culprit.
 """
 
 from __future__ import annotations
@@ -97,6 +99,9 @@ class OpError:
     flushed: int = 0
     cpu_max_abs: float = 0.0
     inherited: bool = False
+    #: against a ``.tflite`` reference: an input's reference values leave this model's grid
+    #: (clipped when put on it), so the op's isolated error is partly inherited
+    off_grid: bool = False
 
     @property
     def own_fault(self) -> bool:
@@ -140,6 +145,7 @@ class OpError:
             "fp16_flushed": self.flushed,
             "hazards": self.hazards,
             "input_not_fp16_representable": self.inherited,
+            "input_off_grid": self.off_grid,
         }
 
 
@@ -367,11 +373,12 @@ def localize(
     cpu = capture_cpu(data, model, feed, inputs)
     expected = cpu
     real = {t.index: dequantize(t, cpu[t.index]) for t in model.main.tensors if t.index in cpu}
+    off_grid: set[int] = set()
     if runner == "reference":
         if reference is None:
             raise ValueError("localizing against a reference needs the reference model's bytes")
         report.against = "reference (.tflite, reference kernels)"
-        expected, real = _capture_by_name(reference, model, feed)
+        expected, real, off_grid = _capture_by_name(reference, model, feed)
     ops = _float_ops(model)
     if not ops:
         report.unavailable = (
@@ -384,6 +391,8 @@ def localize(
         report.notes.append(f"{len(ops)} ops: only the first {max_ops} are checked")
         ops = ops[:max_ops]
     records = [_record(op, cpu, runner) for op in ops]
+    for op, record in zip(ops, records, strict=True):
+        record.off_grid = any(t is not None and t.index in off_grid for t in op.inputs)
     isolate = {"reference": _isolated_cpu, "cpu-fp16": _isolated_fp16}.get(runner, _isolated_gpu)
     isolate(model, ops, records, expected, real, runner, timeout)
     if accumulated:
@@ -413,7 +422,7 @@ def localize(
     ]
     ranked = sorted(
         (r for r in divergent if r.status not in ("crashed", "timeout")),
-        key=lambda r: (not r.own_fault, r.inherited, -r.score, r.op_index),
+        key=lambda r: (not r.own_fault, r.inherited or r.off_grid, -r.score, r.op_index),
     )
     crashed = [r for r in divergent if r.status in ("crashed", "timeout")]
     report.culprits = (crashed + ranked)[:top]
@@ -559,9 +568,10 @@ def _isolated_fp16(
 
 def _capture_by_name(
     reference: bytes, model: ir.Model, feed: Mapping[str, np.ndarray]
-) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
-    """The reference model's intermediates, raw and dequantized with the reference's own
-    quantization, keyed by the index of the same-named tensor here."""
+) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray], set[int]]:
+    """The reference model's intermediates, on this model's grid and dequantized with the
+    reference's own quantization, keyed by the index of the same-named tensor here; and the
+    indices whose reference values leave this model's grid (clipped)."""
     ref_model = ir.load(reference)
     ref_inputs = {t.name: t for t in ref_model.main.inputs}
     ref_feed = dict(feed)
@@ -578,14 +588,21 @@ def _capture_by_name(
     grids = {t.name: _quant_key(t) for t in ref_model.main.tensors}
     here = [t for t in model.main.tensors if t.name in raw]
     fed = {}
+    off_grid = set()
     for t in here:
         value = raw[t.name]
         if t.is_quantized and value.dtype.kind in "iu" and grids[t.name] != _quant_key(t):
             # the same real value on this model's grid: its ops read integers with its own
             # scale and zero point, so the reference's integers would be misread
             value = requantize(t, real[t.name], value.dtype)
+            if np.any(np.abs(dequantize(t, value) - real[t.name]) > _step(t) / 2 + 1e-12):
+                off_grid.add(t.index)
         fed[t.index] = value
-    return fed, {t.index: real[t.name] for t in here}
+    return fed, {t.index: real[t.name] for t in here}, off_grid
+
+
+def _step(tensor: ir.Tensor) -> float:
+    return float(np.max(np.asarray(tensor.quantization.scale, np.float64)))
 
 
 def _quant_key(tensor: ir.Tensor) -> tuple[Any, ...]:
