@@ -330,9 +330,9 @@ def tensor_rejections(sig: OpSignature, rule: OpRule, target: Target) -> list[Re
         for i, t in enumerate(group):
             if t is None:
                 continue
-            which = f"{'Input' if is_input else 'Output'} {i} ({t.name})"
             index = i if is_input else None
             if t.rank > target.max_rank:
+                which = f"{'Input' if is_input else 'Output'} {i} ({t.name})"
                 found.append(
                     reject(
                         Reason.RANK,
@@ -343,6 +343,7 @@ def tensor_rejections(sig: OpSignature, rule: OpRule, target: Target) -> list[Re
                 )
                 return found
             if t.is_runtime and t.dtype not in allowed:
+                which = f"{'Input' if is_input else 'Output'} {i} ({t.name})"
                 found.append(
                     reject(
                         Reason.DTYPE,
