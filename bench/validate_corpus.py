@@ -279,7 +279,7 @@ def render(runs: Path, out: Path) -> None:
         "i.e. the smallest noise factor under which every healthy model above passes. "
         "`NOISE_FACTOR` in `tflkit/compare/tolerances.py` is set above it. `int8-fp16`: "
         "quantized models against GPU fp16 and the emulation, whose noise includes one-step "
-        "flips of every quantized activation.",
+        "flips of the quantized activations with fp16's odds (`bench/step_flips.py`).",
         "",
         "| precision | outputs | largest ratio | where | next |",
         "|---|---|---|---|---|",
