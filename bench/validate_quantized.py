@@ -5,10 +5,10 @@ Run from the repo root: ``PYTHONPATH=. python bench/validate_quantized.py [--ker
 random-weight classifier is a poor subject: its softmax barely follows its input, so even a
 model whose inputs all clip matches it). It converts the
 Keras model with ``--quantize dynamic``, ``--quantize int8`` (calibrated on uniform [0, 1]
-data, the range the reference bundle's photographs are mapped to) and ``--quantize int8`` calibrated on data 50 times narrower
-(a broken contract: activations clip), validates each against the Keras reference bundle, and
-prints per output the error, the noise the bound scales with, and their ratio: the measurement
-behind ``NOISE_FACTOR["int8"]``.
+data, the range the reference bundle's photographs are mapped to) and ``--quantize int8``
+calibrated on data 50 times narrower (a broken contract: activations clip), validates each
+against the Keras reference bundle, and prints per output the error, the noise the bound scales
+with, and their ratio: the measurement behind ``NOISE_FACTOR["int8"]``.
 """
 
 from __future__ import annotations
@@ -51,8 +51,10 @@ def main(argv: list[str] | None = None) -> int:
             ("int8", "int8", work / "good.npz"),
             ("int8-narrow", "int8", work / "narrow.npz"),
         )
-        print(f"{'model':12} {'output':16} {'verdict':8} {'max_abs':>9} {'noise':>9} "
-              f"{'resolution':>10} {'ratio':>7}")
+        print(
+            f"{'model':12} {'output':16} {'verdict':8} {'max_abs':>9} {'noise':>9} "
+            f"{'resolution':>10} {'ratio':>7}"
+        )
         for name, quantize, data in cases:
             out = work / f"{name}.tflite"
             report = convert(keras, out, ConvertOptions(quantize=quantize, representative=data))
