@@ -75,10 +75,20 @@ def _fix_inputs(model_path, shapes, target):
     return str(target)
 
 
+def _own_scripts_on_path():
+    """Put this environment's ``bin`` first on PATH: onnx2tf runs ``onnxsim`` as a command, and
+    without it on PATH it skips the simplification (constant folding of shape arithmetic) with a
+    warning; magika 0.5.1's tf2onnx model then fails in a MatMul, and converts with it."""
+    scripts = str(Path(sys.executable).parent)
+    os.environ["PATH"] = os.pathsep.join([scripts, os.environ.get("PATH", "")])
+
+
 def convert(job, state):
     from importlib.metadata import version
 
     import onnx2tf
+
+    _own_scripts_on_path()
 
     state["versions"] = {"onnx2tf": version("onnx2tf"), "tensorflow": version("tensorflow")}
     state["converter"] = f"onnx2tf {version('onnx2tf')}"
