@@ -32,6 +32,7 @@ from tflkit.rewriter.rules.rank5 import Rank5Elementwise, Rank5Reduce, Rank5Tran
 from tflkit.rewriter.rules.shape import ExpandDimsToReshape, ReshapeStaticShape, SqueezeToReshape
 from tflkit.rewriter.rules.slicing import (
     GatherNdConstIndices,
+    OneHotLastAxis,
     PackRepeated,
     PadLowRank,
     StridedSliceCanonical,
@@ -57,6 +58,7 @@ RULES: tuple[Rule, ...] = (
     StridedSliceReverse(),
     StridedSliceCanonical(),
     GatherNdConstIndices(),
+    OneHotLastAxis(),
     GatherInt64Indices(),
     PadLowRank(),
     ArgMinToArgMax(),

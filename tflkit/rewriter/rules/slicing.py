@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 
 import numpy as np
@@ -308,11 +309,7 @@ class PackRepeated(Rule):
 
     def pattern(self, op: Op) -> bool:
         ids = [id(t) for t in op.inputs]
-        return (
-            super().pattern(op)
-            and None not in op.inputs
-            and len(set(ids)) < len(ids)
-        )
+        return super().pattern(op) and None not in op.inputs and len(set(ids)) < len(ids)
 
     def check(self, op: Op) -> str | None:
         if op.options is None:
@@ -412,3 +409,66 @@ class PadLowRank(Rule):
             Example("rank2", make((3, 4), [[1, 1], [2, 0]], (5, 6))),
             Example("rank1", make((4,), [[1, 2]], (7,))),
         )
+
+
+class OneHotLastAxis(Rule):
+    """The GPU takes ONE_HOT with its one-hot dimension last only; onnx2tf writes magika 0.5.1's
+    one-hot at axis 1 (channels-first guess), which left it and its feeders on the CPU."""
+
+    name = "one_hot_last_axis"
+    summary = "ONE_HOT(axis=k) -> TRANSPOSE(ONE_HOT(axis=-1)) moving the one-hot dimension to k"
+    fixes = ("ONE_HOT",)
+    codes = ("OPTIONS",)
+    reasons = ("OneHot axis must be -1",)
+    required_inputs = (0, 1, 2, 3)
+
+    def pattern(self, op: Op) -> bool:
+        if not super().pattern(op) or op.options is None:
+            return False
+        rank = len(op.inputs[0].shape)
+        return op.options.axis not in (-1, rank)
+
+    def check(self, op: Op) -> str | None:
+        rank, axis = len(op.inputs[0].shape), op.options.axis
+        if not -rank - 1 <= axis <= rank:
+            return f"axis {axis} is out of range for rank {rank} indices"
+        out = op.outputs[0]
+        if len(out.shape) != rank + 1 or any(d < 1 for d in out.shape):
+            return "the output shape is not static"
+        return None
+
+    def rewrite(self, op: Op, b: OpBuilder) -> None:
+        indices, out = op.inputs[0], op.outputs[0]
+        rank = len(indices.shape)
+        axis = op.options.axis % (rank + 1)
+        hot = b.ONE_HOT(
+            *op.inputs[:4],
+            shape=[*indices.shape, out.shape[axis]],
+            dtype=out.type,
+            options=options("OneHotOptions", axis=-1),
+            quantization=copy.deepcopy(out.quantization),  # same values, same encoding
+            name="one_hot_last",
+        )
+        perm = list(range(rank))
+        perm.insert(axis, rank)
+        replace(op, [b.TRANSPOSE(hot, i32(*perm), shape=out.shape, dtype=out.type)])
+
+    def examples(self) -> tuple[Example, ...]:
+        def build():
+            return graph_model(
+                [((1, 8), np.int32)],
+                lambda b, x: scale(
+                    b,
+                    b.ONE_HOT(
+                        x,
+                        i32(5),
+                        np.array(1.0, F32),
+                        np.array(0.0, F32),
+                        shape=(1, 5, 8),
+                        dtype=F32,
+                        options=options("OneHotOptions", axis=1),
+                    ),
+                ),
+            )
+
+        return (Example("axis_1", build),)
