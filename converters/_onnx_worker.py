@@ -75,6 +75,37 @@ def _fix_inputs(model_path, shapes, target):
     return str(target)
 
 
+#: Ops a recurrent initial state passes through on its way from a graph input to its RNN.
+_STATE_PATH = {"Slice", "Split", "Gather", "Squeeze", "Unsqueeze", "Reshape", "Identity"}
+_RNN_STATE_SLOTS = {"GRU": (5,), "LSTM": (5, 6), "RNN": (5,)}
+
+
+def recurrent_state_inputs(model):
+    """Graph inputs that feed a GRU/LSTM/RNN initial state (through slicing and reshaping).
+
+    onnx2tf takes a rank-3 input for channels-first and transposes it; an initial state
+    ``[directions, batch, hidden]`` transposed no longer fits the cell (speechmos's AECMOS GRU
+    model failed so), so these inputs keep their shape (``keep_shape_absolutely_input_names``).
+    """
+    readers = {}
+    for node in model.graph.node:
+        for slot, name in enumerate(node.input):
+            readers.setdefault(name, []).append((node, slot))
+    init = {i.name for i in model.graph.initializer}
+    found = []
+    for inp in model.graph.input:
+        todo, seen = [inp.name], set()
+        while todo and inp.name not in found:
+            for node, slot in readers.get(todo.pop(), []):
+                if slot in _RNN_STATE_SLOTS.get(node.op_type, ()):
+                    found.append(inp.name)
+                    break
+                if node.op_type in _STATE_PATH and slot == 0 and node.name not in seen:
+                    seen.add(node.name)
+                    todo.extend(node.output)
+    return [n for n in found if n not in init]
+
+
 def _own_scripts_on_path():
     """Put this environment's ``bin`` first on PATH: onnx2tf runs ``onnxsim`` as a command, and
     without it on PATH it skips the simplification (constant folding of shape arithmetic) with a
@@ -86,6 +117,7 @@ def _own_scripts_on_path():
 def convert(job, state):
     from importlib.metadata import version
 
+    import onnx
     import onnx2tf
 
     _own_scripts_on_path()
@@ -100,6 +132,8 @@ def convert(job, state):
     )
     start = time.perf_counter()
     static = _fix_inputs(job["source"], shapes, work / "static_inputs.onnx")
+    keep = recurrent_state_inputs(onnx.load(static, load_external_data=False))
+    state["kept_layout"] = keep
     onnx2tf.convert(
         input_onnx_file_path=static,
         output_folder_path=str(work / "onnx2tf"),
@@ -107,6 +141,7 @@ def convert(job, state):
         # Unrolled LSTM/GRU/RNN loops become builtin ops; rolled ones stay TensorList flex ops,
         # which never run on the GPU (measured on openWakeWord's LSTM model).
         enable_rnn_unroll=True,
+        keep_shape_absolutely_input_names=keep or None,
         non_verbose=True,
     )
     state["convert_seconds"] = time.perf_counter() - start
@@ -140,10 +175,14 @@ def reference(job, state):
     arrays = {}
     with np.load(work / "feeds.npz") as npz:
         sets = int(npz["sets"])
+        # The .tflite's signature orders its inputs by name, not as the ONNX graph does.
+        names = [str(n) for n in npz["names"]]
+        by_name = all(spec.name in names for spec in inputs)
         for k in range(sets):
             feed = {}
             for i, spec in enumerate(inputs):
-                feed[spec.name] = to_onnx_layout(npz[f"s{k}_in_{i}"], spec.shape)
+                j = names.index(spec.name) if by_name else i
+                feed[spec.name] = to_onnx_layout(npz[f"s{k}_in_{j}"], spec.shape)
             for j, out in enumerate(session.run(None, feed)):
                 arrays[f"s{k}_out_{j}"] = np.asarray(out, np.float32)
     state["output_names"] = [o.name for o in session.get_outputs()]

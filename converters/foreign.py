@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from .base import ConversionError, ConvertOptions, MissingExtraError
 from .envs import ROUTES, ensure_env
 from .provenance import finalize, tool_version
 from .tf_common import _raise_for, scratch_dir
+
+if TYPE_CHECKING:
+    from tflkit.inputs import IoSpec
 
 __all__ = ["ONNX", "TORCH", "ForeignRoute", "convert_foreign", "has_module"]
 
@@ -161,6 +164,18 @@ def _static_inputs(data: bytes) -> bytes:
     return ir.dumps(model)
 
 
+def _with_source_shapes(specs: list[IoSpec], sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each .tflite input with its source shape: matched by name when every name matches (the
+    .tflite's signature orders inputs by name), else by position."""
+    by_name = {src.get("name"): src for src in sources}
+    if not all(spec.name in by_name for spec in specs):
+        by_name = {spec.name: src for spec, src in zip(specs, sources, strict=False)}
+    return [
+        {**spec.to_json(), "source_shape": by_name.get(spec.name, {}).get("source_shape")}
+        for spec in specs
+    ]
+
+
 def convert_foreign(
     route: ForeignRoute,
     source: Path,
@@ -197,7 +212,12 @@ def convert_foreign(
             model, count=options.reference_sets, seed=options.seed, kind="realistic"
         )
         arrays = {f"s{k}_in_{i}": f[n] for k, f in enumerate(sets.feeds) for i, n in enumerate(ins)}
-        np.savez(work / "feeds.npz", sets=np.array(len(sets.feeds)), **arrays)
+        np.savez(
+            work / "feeds.npz",
+            sets=np.array(len(sets.feeds)),
+            names=np.array([str(n) for n in ins], dtype=str),
+            **arrays,
+        )
         ref = _step(python, route, "reference", source, options, work)
         wanted = {n: t.shape for n, t in outs.items()}
         refs = []
@@ -224,10 +244,7 @@ def convert_foreign(
         report.versions.update({k: str(v) for k, v in ref.get("versions", {}).items()})
         report.versions["framework"] = framework
         report.versions["ai-edge-litert"] = tool_version("ai-edge-litert") or "unknown"
-        report.inputs = [
-            {**spec.to_json(), "source_shape": src.get("source_shape")}
-            for spec, src in zip(sets.specs, state.get("inputs", []), strict=False)
-        ]
+        report.inputs = _with_source_shapes(sets.specs, state.get("inputs", []))
         report.outputs = list(outs)
         report.convert_seconds = state.get("convert_seconds")
         report.cpu_vs_reference_max_abs = _cpu_vs_reference(data, sets.feeds, refs)
