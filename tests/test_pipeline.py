@@ -31,7 +31,12 @@ def test_example_pipeline(gpu: Any, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert (after["gpu_ops"], after["total_ops"]) == (12, 13)
     assert rewrite["probe_before"]["ops_on_gpu"] == 5
     assert rewrite["probe_after"]["ops_on_gpu"] == 12
-    assert all(o["identical"] for o in rewrite["verification"]["outputs"])
+    verification = rewrite["verification"]
+    assert verification["ok"] and verification["problem"] is None
+    by_dtype = {o["dtype"]: o for o in verification["outputs"]}
+    assert by_dtype["int64"]["identical"]  # ARG_MAX in int32 picks the same class
+    # x - max - log(sum(exp)) rounds like the CPU kernel, within a few ulp of its output
+    assert 0 < by_dtype["float32"]["max_abs"] <= 1e-6 and by_dtype["float32"]["ok"]
 
     code, check = run_json(capsys, "check", "--probe", str(fixed))
     assert code == EXIT_OK
@@ -43,9 +48,9 @@ def test_example_pipeline(gpu: Any, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert code == EXIT_OK and validate["verdict"] == "pass"
     by_pair = {c["pair"]: c for c in validate["comparisons"]}
     fp16 = next(o for o in by_pair["gpu-fp16:cpu"]["outputs"] if o["name"] == "log_probs")
-    # the tiny untrained classifier's log-probabilities vary less than the fp16 bound on these
-    # inputs: validate says the fp16 comparison cannot judge them instead of passing them
-    assert fp16["verdict"] in ("pass", "not-meaningful") and fp16["metrics"]["max_abs"] < 0.05
+    # the example's head is wide enough for its classes to differ on photographs, so the fp16
+    # comparison judges them (an untrained head's near-uniform output would be "not meaningful")
+    assert fp16["verdict"] == "pass" and fp16["metrics"]["max_abs"] < fp16["bound"]
     fp32 = next(o for o in by_pair["gpu-fp32:cpu"]["outputs"] if o["name"] == "log_probs")
     assert fp32["verdict"] == "pass"
     label = next(o for o in by_pair["gpu-fp32:cpu"]["outputs"] if o["name"] == "label")
