@@ -4,9 +4,9 @@ Loading keeps constant data as read-only numpy views of the file's bytes (no cop
 loaded from a path maps the file read-only: only the tables are read, and weights are paged in
 when something uses them (like LiteRT's own ``BuildFromFile``). As with any mapping, changing
 the file in place while the model is in use is not supported; tflkit itself never does (its
-writes replace files whole, see ``tflkit.fsio``). Saving builds only the tables with the
-flatbuffers builder; buffer data goes to the file straight from its views, after the tables,
-16-byte aligned like the TFLite converter's output.
+writes replace files whole, see ``tflkit.fsio``). Saving writes only the tables (front to
+back, ``tflkit.ir._writer``); buffer data goes to the file straight from its views, after the
+tables, 16-byte aligned like the TFLite converter's output.
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ import struct
 from pathlib import Path
 from typing import Any
 
-import flatbuffers
 import numpy as np
 
 from tflkit.errors import InvalidModelError, ModelLoadError, TflkitError
 from tflkit.fsio import write_atomic
-from tflkit.ir import schema, structure
+from tflkit.ir import _writer, schema, structure
 from tflkit.ir._tables import Fields
 from tflkit.ir.graph import Buffer, Metadata, Model, Op, OpCode, SignatureDef, Subgraph, Tensor
 
@@ -323,9 +322,13 @@ def _required(tensor: Tensor | None, index: int) -> Tensor:
 
 def _check_table(data: Any, position: int) -> None:
     """Raise ValueError unless the table at ``position`` and its vtable lie inside ``data``."""
-    fields = Fields(data, position)
-    end = position + max(fields.slots, default=0) + 8
-    if position < 0 or end > len(data):
+    if position < 0 or position + 4 > len(data):
+        raise ValueError("options table beyond end of file")
+    vtable = position - struct.unpack_from("<i", data, position)[0]
+    if vtable < 0 or vtable + 4 > len(data):
+        raise ValueError("options table beyond end of file")
+    (size,) = struct.unpack_from("<H", data, vtable + 2)  # the table's inline size
+    if position + size > len(data):
         raise ValueError("options table beyond end of file")
 
 
@@ -338,23 +341,6 @@ def _buffer_from_view(view: np.ndarray) -> Buffer:
 # --------------------------------------------------------------------------------------------
 # save
 # --------------------------------------------------------------------------------------------
-class _TrailingBufferT(fb.BufferT):
-    """BufferT whose data vector lives in the data region written after the flatbuffer.
-
-    ``position`` is where the vector's length prefix starts, counted from the end of the
-    flatbuffer; uoffsets only point forward, so a negative "offset from the end" is exactly
-    what the builder needs to point there.
-    """
-
-    position: int | None = None
-
-    def Pack(self, builder: flatbuffers.Builder) -> int:
-        fb.BufferStart(builder)
-        if self.position is not None:
-            fb.BufferAddData(builder, -self.position)
-        return fb.BufferEnd(builder)
-
-
 def dumps(model: Model) -> bytes:
     """Serialize ``model`` to ``.tflite`` bytes."""
     return b"".join(_serialize(model))
@@ -365,39 +351,28 @@ def save(model: Model, path: str | os.PathLike[str]) -> Path:
     return write_atomic(path, _serialize(model))
 
 
-def _serialize(model: Model) -> list[bytes | memoryview]:
+def _serialize(model: Model) -> list[bytes | bytearray | memoryview]:
     """The file as chunks: the flatbuffer tables, then each buffer's data, 16-byte aligned.
 
-    Constant data is never copied into the builder: it is written straight from its views.
+    Constant data is never copied: it is written straight from its views, after the tables.
     """
     writer = _Writer(model)
-    model_t = writer.model_t()
-    layout: list[tuple[int, np.ndarray]] = []
+    head, data_fields = writer.write()
+    layout: list[tuple[int, int, np.ndarray]] = []  # (field, start in the data region, data)
     position = 0
-    for buffer_t in model_t.buffers:
-        data = buffer_t.data
-        if data is None:
-            continue
+    for at, data in data_fields:
         position += (_DATA_PREFIX_PHASE - position) % _BUFFER_ALIGNMENT
-        buffer_t.position = position
-        layout.append((position, data))
+        layout.append((at, position, data))
         position += 4 + data.nbytes
-    if position > _MAX_FLATBUFFER:
-        raise TflkitError(
-            f"model weights total {position / 2**30:.2f} GiB: writing models over 2 GiB "
-            "(external buffer layout) is not supported yet"
-        )
-    objects = sum(len(sg.tensors) + len(sg.ops) for sg in model.subgraphs)
-    builder = flatbuffers.Builder(256 * objects + (1 << 16))
-    builder.Prep(_BUFFER_ALIGNMENT, 0)
-    root = model_t.Pack(builder)
-    builder.Finish(root, file_identifier=schema.FILE_IDENTIFIER)
-    head = builder.Output()
     if len(head) + position > _MAX_FLATBUFFER:
-        raise TflkitError("model over 2 GiB: the external buffer layout is not supported yet")
-    chunks: list[bytes | memoryview] = [head]
+        raise TflkitError(
+            f"model over 2 GiB ({(len(head) + position) / 2**30:.2f} GiB): writing the "
+            "external buffer layout is not supported yet"
+        )
+    chunks: list[bytes | bytearray | memoryview] = [head]
     written = 0
-    for start, data in layout:
+    for at, start, data in layout:
+        struct.pack_into("<I", head, at, len(head) + start - at)
         chunks.append(bytes(start - written) + struct.pack("<I", data.nbytes))
         chunks.append(memoryview(data).cast("B"))
         written = start + 4 + data.nbytes
@@ -405,32 +380,66 @@ def _serialize(model: Model) -> list[bytes | memoryview]:
 
 
 class _Writer:
-    """Assigns indices (buffers, opcodes, tensors) and fills object-API tables."""
+    """Assigns indices (buffers, opcodes, tensors) and writes the tables front to back."""
 
     def __init__(self, model: Model) -> None:
         self.model = model
         self.buffers: list[Buffer] = []
         self.buffer_index: dict[int, int] = {}
         self.opcode_index: dict[OpCode, int] = {}
+        self.out = _writer.Writer()
+        #: (Buffer.data field position, data) of every buffer with data, in buffer order.
+        self.data_fields: list[tuple[int, np.ndarray]] = []
 
-    def model_t(self) -> Any:
-        model = self.model
+    def write(self) -> tuple[bytearray, list[tuple[int, np.ndarray]]]:
+        """The tables (buffer data fields still unset) and where each buffer's data goes."""
+        model, out = self.model, self.out
         self._index_buffers()
         self._index_opcodes()
-        model_t = fb.ModelT()
-        model_t.version = model.version
-        model_t.description = model.description
-        model_t.operatorCodes = [_opcode_t(code) for code in self.opcode_index]
-        model_t.subgraphs = [self._subgraph_t(sg) for sg in model.subgraphs]
-        sentinel = _TrailingBufferT()
-        model_t.buffers = [sentinel] + [self._buffer_t(b) for b in self.buffers[1:]]
-        model_t.metadata = [self._metadata_t(m) for m in model.metadata] or None
+        offsets = ["operatorCodes", "subgraphs", "buffers"]
+        if model.description is not None:
+            offsets.append("description")
         if model.metadata_buffer is not None:
-            model_t.metadataBuffer = [self.buffer_index[id(b)] for b in model.metadata_buffer]
-        model_t.signatureDefs = [self._signature_t(s) for s in model.signatures] or None
-        model_t.externalBufferGroups = model.external_buffer_groups
-        model_t.externalBuffers = model.external_buffers
-        return model_t
+            offsets.append("metadataBuffer")
+        for name, present in (
+            ("metadata", model.metadata),
+            ("signatureDefs", model.signatures),
+            ("externalBufferGroups", model.external_buffer_groups is not None),
+            ("externalBuffers", model.external_buffers is not None),
+        ):
+            if present:
+                offsets.append(name)
+        root, at = out.table("Model", [("Version", model.version)], _names("Model", offsets))
+        items = list(self.opcode_index)
+        self._tables(at["OperatorCodes"], items, self._opcode)
+        self._tables(at["Subgraphs"], model.subgraphs, self._subgraph)
+        if model.description is not None:
+            out.patch(at["Description"], out.string(model.description))
+        self._tables(at["Buffers"], self.buffers, self._buffer)
+        if model.metadata_buffer is not None:
+            indices = [self.buffer_index[id(b)] for b in model.metadata_buffer]
+            out.patch(at["MetadataBuffer"], out.vector("i", indices))
+        if model.metadata:
+            self._tables(at["Metadata"], model.metadata, self._metadata)
+        if model.signatures:
+            self._tables(at["SignatureDefs"], model.signatures, self._signature)
+        for name, objects in (
+            ("ExternalBufferGroups", model.external_buffer_groups),
+            ("ExternalBuffers", model.external_buffers),
+        ):
+            if objects is not None:
+                for element, obj in zip(out.offsets(len(objects)), objects, strict=True):
+                    out.later(element, obj)
+                out.patch(at[name], len(out.buf) - 4 * len(objects) - 4)
+        return out.finish(root, schema.FILE_IDENTIFIER, _BUFFER_ALIGNMENT), self.data_fields
+
+    def _tables(self, at: int, items: list[Any], write: Any) -> None:
+        """A vector of tables at the offset field ``at``, each written by ``write``."""
+        out = self.out
+        elements = out.offsets(len(items))
+        out.patch(at, elements[0] - 4 if elements else len(out.buf) - 4)
+        for element, item in zip(elements, items, strict=True):
+            out.patch(element, write(item))
 
     def _index_buffers(self) -> None:
         self.buffers = [Buffer(None)]
@@ -450,13 +459,35 @@ class _Writer:
         for code in ordered:
             self.opcode_index.setdefault(code, len(self.opcode_index))
 
-    @staticmethod
-    def _buffer_t(buffer: Buffer) -> Any:
-        buffer_t = _TrailingBufferT()
-        buffer_t.data = buffer.data
-        return buffer_t
+    def _opcode(self, code: OpCode) -> int:
+        out = self.out
+        deprecated = min(code.builtin_code, schema.PLACEHOLDER_FOR_GREATER_OP_CODES)
+        scalars = [
+            ("DeprecatedBuiltinCode", deprecated),
+            ("Version", code.version),
+            ("BuiltinCode", code.builtin_code),
+        ]
+        custom = ["CustomCode"] if code.custom_code is not None else []
+        pos, at = out.table("OperatorCode", scalars, custom)
+        if custom:
+            out.patch(at["CustomCode"], out.string(code.custom_code or ""))
+        return pos
 
-    def _subgraph_t(self, subgraph: Subgraph) -> Any:
+    def _buffer(self, buffer: Buffer) -> int:
+        if buffer.data is None:
+            return self.out.table("Buffer", (), ())[0]
+        pos, at = self.out.table("Buffer", (), ["Data"])
+        self.data_fields.append((at["Data"], buffer.data))
+        return pos
+
+    def _metadata(self, entry: Metadata) -> int:
+        out = self.out
+        pos, at = out.table("Metadata", [("Buffer", self.buffer_index[id(entry.buffer)])], ["Name"])
+        out.patch(at["Name"], out.string(entry.name))
+        return pos
+
+    def _subgraph(self, subgraph: Subgraph) -> int:
+        out = self.out
         position = {id(t): i for i, t in enumerate(subgraph.tensors)}
 
         def index_of(tensor: Tensor | None) -> int:
@@ -470,81 +501,108 @@ class _Writer:
                     "but is not one of its tensors"
                 ) from None
 
-        subgraph_t = fb.SubGraphT()
-        subgraph_t.name = subgraph.name or None
-        subgraph_t.debugMetadataIndex = subgraph.debug_metadata_index
-        subgraph_t.tensors = [self._tensor_t(t) for t in subgraph.tensors]
-        subgraph_t.inputs = _int32([index_of(t) for t in subgraph.inputs])
-        subgraph_t.outputs = _int32([index_of(t) for t in subgraph.outputs])
-        subgraph_t.operators = [self._op_t(op, index_of) for op in subgraph.ops]
-        return subgraph_t
+        offsets = ["Tensors", "Inputs", "Outputs", "Operators"]
+        if subgraph.name:
+            offsets.append("Name")
+        scalars = [("DebugMetadataIndex", subgraph.debug_metadata_index)]
+        pos, at = out.table("SubGraph", scalars, offsets)
+        self._tables(at["Tensors"], subgraph.tensors, self._tensor)
+        out.patch(at["Inputs"], out.vector("i", map(index_of, subgraph.inputs)))
+        out.patch(at["Outputs"], out.vector("i", map(index_of, subgraph.outputs)))
+        self._tables(at["Operators"], subgraph.ops, lambda op: self._op(op, index_of))
+        if subgraph.name:
+            out.patch(at["Name"], out.string(subgraph.name))
+        return pos
 
-    def _tensor_t(self, tensor: Tensor) -> Any:
-        tensor_t = fb.TensorT()
-        tensor_t.shape = _int32(tensor.shape)
-        tensor_t.type = tensor.type
-        tensor_t.buffer = 0 if tensor.buffer is None else self.buffer_index[id(tensor.buffer)]
-        tensor_t.name = tensor.name
-        tensor_t.quantization = tensor.quantization
-        tensor_t.isVariable = tensor.is_variable
-        tensor_t.sparsity = tensor.sparsity
+    def _tensor(self, tensor: Tensor) -> int:
+        out = self.out
+        buffer = 0 if tensor.buffer is None else self.buffer_index[id(tensor.buffer)]
+        scalars = [
+            ("Type", tensor.type),
+            ("Buffer", buffer),
+            ("IsVariable", bool(tensor.is_variable)),
+            ("HasRank", bool(tensor.has_rank)),
+            ("ExternalBuffer", tensor.external_buffer),
+        ]
+        offsets = ["Shape", "Name"]
+        for name, value in (
+            ("Quantization", tensor.quantization),
+            ("Sparsity", tensor.sparsity),
+            ("ShapeSignature", tensor.shape_signature),
+            ("VariantTensors", tensor.variant_tensors),
+        ):
+            if value is not None:
+                offsets.append(name)
+        pos, at = out.table("Tensor", scalars, offsets)
+        out.patch(at["Shape"], out.vector("i", tensor.shape))
+        out.patch(at["Name"], out.string(tensor.name))
+        if tensor.quantization is not None:
+            out.later(at["Quantization"], tensor.quantization)
+        if tensor.sparsity is not None:
+            out.later(at["Sparsity"], tensor.sparsity)
         if tensor.shape_signature is not None:
-            tensor_t.shapeSignature = _int32(tensor.shape_signature)
-        tensor_t.hasRank = tensor.has_rank
-        tensor_t.variantTensors = tensor.variant_tensors
-        tensor_t.externalBuffer = tensor.external_buffer
-        return tensor_t
+            out.patch(at["ShapeSignature"], out.vector("i", tensor.shape_signature))
+        if tensor.variant_tensors is not None:
+            elements = out.offsets(len(tensor.variant_tensors))
+            out.patch(at["VariantTensors"], len(out.buf) - 4 * len(elements) - 4)
+            for element, variant in zip(elements, tensor.variant_tensors, strict=True):
+                out.later(element, variant)
+        return pos
 
-    def _op_t(self, op: Op, index_of: Any) -> Any:
-        op_t = fb.OperatorT()
-        op_t.opcodeIndex = self.opcode_index[op.opcode]
-        op_t.inputs = _int32([index_of(t) for t in op.inputs])
-        op_t.outputs = _int32([index_of(t) for t in op.outputs])
-        op_t.builtinOptionsType = op.options_type
-        op_t.builtinOptions = op.options
-        op_t.builtinOptions2Type = op.options2_type if op.options2 is not None else 0
-        op_t.builtinOptions2 = op.options2
+    def _op(self, op: Op, index_of: Any) -> int:
+        out = self.out
+        options, options2 = op.options, op.options2
+        scalars = [
+            ("OpcodeIndex", self.opcode_index[op.opcode]),
+            ("BuiltinOptionsType", op.options_type),
+            ("CustomOptionsFormat", op.custom_options_format),
+            ("BuiltinOptions2Type", op.options2_type if options2 is not None else 0),
+            ("DebugMetadataIndex", op.debug_metadata_index),
+        ]
+        offsets = ["Inputs", "Outputs"]
+        for name, value in (
+            ("BuiltinOptions", options),
+            ("CustomOptions", op.custom_options),
+            ("MutatingVariableInputs", op.mutating_variable_inputs),
+            ("Intermediates", op.intermediates or None),
+            ("BuiltinOptions2", options2),
+        ):
+            if value is not None:
+                offsets.append(name)
+        pos, at = out.table("Operator", scalars, offsets)
+        out.patch(at["Inputs"], out.vector("i", map(index_of, op.inputs)))
+        out.patch(at["Outputs"], out.vector("i", map(index_of, op.outputs)))
+        if options is not None:
+            out.later(at["BuiltinOptions"], options)
         if op.custom_options is not None:
-            op_t.customOptions = np.frombuffer(op.custom_options, dtype=np.uint8)
-        op_t.customOptionsFormat = op.custom_options_format
+            out.patch(at["CustomOptions"], out.raw_vector(bytes(op.custom_options)))
         if op.mutating_variable_inputs is not None:
-            op_t.mutatingVariableInputs = op.mutating_variable_inputs
+            values = [bool(v) for v in op.mutating_variable_inputs]
+            out.patch(at["MutatingVariableInputs"], out.vector("?", values))
         if op.intermediates:
-            op_t.intermediates = _int32([index_of(t) for t in op.intermediates])
-        op_t.debugMetadataIndex = op.debug_metadata_index
-        return op_t
+            out.patch(at["Intermediates"], out.vector("i", map(index_of, op.intermediates)))
+        if options2 is not None:
+            out.later(at["BuiltinOptions2"], options2)
+        return pos
 
-    def _metadata_t(self, entry: Metadata) -> Any:
-        metadata_t = fb.MetadataT()
-        metadata_t.name = entry.name
-        metadata_t.buffer = self.buffer_index[id(entry.buffer)]
-        return metadata_t
-
-    def _signature_t(self, signature: SignatureDef) -> Any:
+    def _signature(self, signature: SignatureDef) -> int:
+        out = self.out
         subgraph = signature.subgraph
-        signature_t = fb.SignatureDefT()
-        signature_t.signatureKey = signature.key
-        signature_t.subgraphIndex = subgraph.index
-        signature_t.inputs = [_tensor_map_t(n, t) for n, t in signature.inputs.items()]
-        signature_t.outputs = [_tensor_map_t(n, t) for n, t in signature.outputs.items()]
-        return signature_t
+        scalars = [("SubgraphIndex", subgraph.index)]
+        pos, at = out.table("SignatureDef", scalars, ["Inputs", "Outputs", "SignatureKey"])
+        for name, mapping in (("Inputs", signature.inputs), ("Outputs", signature.outputs)):
+            self._tables(at[name], list(mapping.items()), self._tensor_map)
+        out.patch(at["SignatureKey"], out.string(signature.key))
+        return pos
+
+    def _tensor_map(self, item: tuple[str, Tensor]) -> int:
+        out = self.out
+        name, tensor = item
+        pos, at = out.table("TensorMap", [("TensorIndex", tensor.index)], ["Name"])
+        out.patch(at["Name"], out.string(name))
+        return pos
 
 
-def _opcode_t(code: OpCode) -> Any:
-    opcode_t = fb.OperatorCodeT()
-    opcode_t.builtinCode = code.builtin_code
-    opcode_t.deprecatedBuiltinCode = min(code.builtin_code, schema.PLACEHOLDER_FOR_GREATER_OP_CODES)
-    opcode_t.customCode = code.custom_code
-    opcode_t.version = code.version
-    return opcode_t
-
-
-def _tensor_map_t(name: str, tensor: Tensor) -> Any:
-    map_t = fb.TensorMapT()
-    map_t.name = name
-    map_t.tensorIndex = tensor.index
-    return map_t
-
-
-def _int32(values: Any) -> np.ndarray:
-    return np.asarray(values, dtype=np.int32).reshape(-1)
+def _names(table: str, fields: list[str]) -> list[str]:
+    """Object-API attribute names (``operatorCodes``) as schema field names (``OperatorCodes``)."""
+    return [name[:1].upper() + name[1:] for name in fields]

@@ -27,7 +27,7 @@ from typing import Any
 from tflkit.errors import ModelLoadError
 from tflkit.ir import schema
 
-__all__ = ["StructureError", "max_tensor_bytes", "verify_bytes"]
+__all__ = ["StructureError", "builder_slot", "max_tensor_bytes", "verify_bytes"]
 
 fb = schema.fb
 
@@ -174,6 +174,18 @@ def _adders() -> dict[str, list[tuple[str, Callable[..., Any]]]]:
                 break
             at = name.find("Add", at + 1)
     return found
+
+
+@functools.cache
+def builder_slot(table: str, field: str) -> tuple[str, tuple[Any, ...]]:
+    """The ``Prepend*Slot`` method the generated ``<table>Add<field>`` calls, and its
+    arguments (slot, value, default for scalars); KeyError for an unknown field."""
+    for name, function in _adders().get(table, ()):
+        if name == field:
+            recorder = _Recorder()
+            function(recorder, 0)
+            return recorder.calls[0]
+    raise KeyError(f"{table}.{field}")
 
 
 def _slot(table: str, field: str) -> int:
