@@ -41,7 +41,6 @@ class OnnxModel:
     #: Validation pairs that must fail, and a text their finding holds (the verdict's truth).
     fails: tuple[str, ...] = ()
     finding: str = ""
-    reference_sets: int = 3
 
 
 MODELS = {
@@ -75,15 +74,6 @@ MODELS = {
         "onnx==1.19.1",
         "1839af08ab4a909e4af936b8149c27f8c64b96138981024e251906e0539d8bf9",
         "onnx/backend/test/data/pytorch-converted/test_ConvTranspose2d/model.onnx",
-    ),
-    # DNSMOS signal/background/overall (speechmos 0.0.1.1, MIT; a keras2onnx export): 9 s of
-    # 16 kHz audio in, its own spectrogram, dynamic batch `N`. One reference set: each GPU run of
-    # the 144,160-sample input takes tens of seconds on the software GPU.
-    "dnsmos": OnnxModel(
-        "speechmos==0.0.1.1",
-        "31c4c9d3234f6ee10102edff74333014c50006a3f389daf7ecacae34e68ebbf7",
-        "speechmos/dnsmos_models/sig_bak_ovr.onnx",
-        reference_sets=1,
     ),
     # AECMOS echo-cancellation quality (speechmos 0.0.1.1, MIT; PyTorch 1.9 export): two GRU
     # layers whose initial state is the input h0 [4, 1, 64], and dynamic batch and frames (100
@@ -173,7 +163,7 @@ def test_onnx_model(name, gpu, tmp_path):
     model = MODELS[name]
     source = _fetch(model)
     output = tmp_path / f"{name}.tflite"
-    options = ConvertOptions(input_shapes=model.input_shapes, reference_sets=model.reference_sets)
+    options = ConvertOptions(input_shapes=model.input_shapes)
     before = hashlib.sha256(source.read_bytes()).hexdigest()
     report = convert_gpu_ready(source, output, options)
     assert hashlib.sha256(source.read_bytes()).hexdigest() == before, "the source was modified"
