@@ -110,9 +110,11 @@ def _warm_page_cache(model: Path, chunk: int = 8 << 20) -> None:
 
 
 def worker(task: str, model: Path, out_dir: Path) -> dict[str, float]:
-    """Run ``task`` once and measure it; the file is read once first so the cache is warm."""
+    """Run ``task`` once and measure it; the file is read once first so the cache is warm, and
+    what earlier tasks left to write back is flushed (a task's fsync waits for it otherwise)."""
     _warm_page_cache(model)
     call = _prepare(task, model)
+    os.sync()
     out = out_dir / f"{task}.tflite"
     before = _peak_rss_mb()
     start = time.perf_counter()
