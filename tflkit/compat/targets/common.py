@@ -235,9 +235,7 @@ def const_input(index: int, dtypes: frozenset[str] = frozenset({"INT32"})) -> Ch
     return check
 
 
-
 # --- options ------------------------------------------------------------------------------
-
 
 
 def block_size_above_one(sig: OpSignature) -> Rejection | None:
@@ -271,7 +269,6 @@ def positive_kernel(sig: OpSignature) -> Rejection | None:
 # --- tensors ------------------------------------------------------------------------------
 
 
-
 def rank_in(index: int, ranks: frozenset[int]) -> Check:
     def check(sig: OpSignature) -> Rejection | None:
         t = sig.input(index)
@@ -288,13 +285,11 @@ def rank_in(index: int, ranks: frozenset[int]) -> Check:
     return check
 
 
-
 def same_dtype_in_out(sig: OpSignature) -> Rejection | None:
     src, dst = sig.input(0), sig.outputs[0] if sig.outputs else None
     if src is None or dst is None or src.dtype == dst.dtype:
         return None
     return reject(Reason.DTYPE, sig.op_type, f"Input is {src.dtype} but output is {dst.dtype}.")
-
 
 
 def broadcastable(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
