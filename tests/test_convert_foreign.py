@@ -171,8 +171,9 @@ def test_onnx_model(name, gpu, tmp_path):
     assert report.versions["framework"].startswith("onnxruntime 1.23")
     assert report.converter_env["packages"] == ["onnx2tf==1.29.24"]
     assert report.cpu_only_ops == []
-    for entry in report.inputs:
+    for entry in report.inputs:  # each input with its own source shape (matched by name)
         assert all(d >= 1 for d in entry["shape"]), entry
+        assert len(entry["source_shape"]) == len(entry["shape"]), entry
     fired = str([s.details for s in report.stages if s.name == "rewrite"])
     for rule in model.rewrites:
         assert rule in fired, report.stages
