@@ -237,3 +237,39 @@ def test_realistic_inputs_photos_metadata_audio_and_indices(world_models):
     random = make_input_sets(_gather_model(), count=1, kind="random")
     assert random.kinds == {"ids": "random", "x": "random"}
     assert random.to_json()["inputs"][0]["data"] == "random"
+
+
+def _relu_model(name: str, shape: tuple[int, ...]) -> ir.Model:
+    """One float input of ``shape`` named ``name`` -> RELU."""
+    model = ir.Model(description="relu")
+    graph = model.add_subgraph("main")
+    x = graph.new_tensor(name, shape, np.float32)
+    y = OpBuilder(graph, prefix="r").RELU(x, shape=shape)
+    graph.inputs, graph.outputs = [x], [y]
+    return model
+
+
+def test_realistic_spectrogram_inputs(world_models):
+    # mltk's keyword model: its SL_PARAMSv1 metadata describes the front end (49 channels, 20 ms)
+    kws = make_input_sets(
+        ir.load(world_models["mltk/keyword_spotting_mobilenetv2"]), count=2, kind="realistic"
+    )
+    (name,) = kws.kinds
+    x = kws.feeds[0][name]
+    assert kws.kinds[name] == "spectrogram" and kws.source == "realistic"
+    assert x.shape == (1, 59, 49, 1) and x.dtype == np.int8
+    assert x.min() == -128 and x.max() == 127  # the top 90 dB over the int8 range
+    assert any("SL_PARAMSv1 metadata" in n and "20 ms step" in n for n in kws.notes)
+    # a spectrogram, not noise: neighbouring frames and channels are strongly correlated
+    s = x[0, :, :, 0].astype(np.float64)
+    assert np.corrcoef(s[:-1].ravel(), s[1:].ravel())[0, 1] > 0.5
+    assert np.corrcoef(s[:, :-1].ravel(), s[:, 1:].ravel())[0, 1] > 0.5
+    assert not np.array_equal(kws.feeds[0][name], kws.feeds[1][name])
+    # no metadata: a name that says log-mel gets the default front end; the same shape
+    # without that evidence stays an image
+    mel = make_input_sets(_relu_model("log_mel", (1, 98, 40, 1)), count=1, kind="realistic")
+    assert mel.kinds == {"log_mel": "spectrogram"}
+    features = mel.feeds[0]["log_mel"]
+    assert 0.0 <= features.min() < 0.5 and features.max() == 1.0  # [0, 1]: a float input
+    image = make_input_sets(_relu_model("input", (1, 98, 40, 1)), count=1, kind="realistic")
+    assert image.kinds == {"input": "photo"}

@@ -6,7 +6,9 @@ names, or tensor names for a model without signatures) to arrays.
 ``kind="realistic"`` gives each input the most plausible data we have (:mod:`tflkit.sample_data`):
 photographs for image-shaped inputs (normalised with the model's metadata when it has
 normalization options, else mapped onto the input's value range), a speech-like signal for
-audio-shaped inputs, valid indices for integer inputs that index a table; everything else falls
+audio-shaped inputs, log-mel spectrograms of it for spectrogram inputs
+(:mod:`tflkit.spectrogram`: the model's audio front-end metadata, or a name that says so), valid
+indices for integer inputs that index a table; everything else falls
 back to random data, and :attr:`InputSets.kinds` says what each input got.
 
 Random data follows what the model says about each input: floats in [0, 1] (images), [-1, 1]
@@ -38,6 +40,7 @@ from tflkit.sample_data import (
     photo_paths,
     photos,
 )
+from tflkit.spectrogram import METADATA_NAME, FrontEnd, features, front_end, layout, to_range
 
 __all__ = [
     "InputSets",
@@ -106,7 +109,8 @@ class InputSets:
     seed: int | None = None
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    #: per input, what it got: "photo", "audio", "index", "random" (or "file", "images")
+    #: per input, what it got: "photo", "audio", "spectrogram", "index", "random" (or "file",
+    #: "images")
     kinds: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -116,7 +120,7 @@ class InputSets:
 
     def summary(self) -> dict[str, Any]:
         """What kind of data the sets hold: source ("realistic", "realistic+random", "random",
-        a file...), seed, and per input its data ("photo", "audio", "index", "random"...)."""
+        a file...), seed, and per input its data ("photo", "audio", "spectrogram", "index"...)."""
         return {"source": self.source, "seed": self.seed, "data": dict(self.kinds)}
 
     def to_json(self) -> dict[str, Any]:
@@ -309,6 +313,38 @@ def _photo_feed(
     return out, how
 
 
+def _spectrogram_feed(
+    spec: IoSpec,
+    time: int,
+    freq: int,
+    front: FrontEnd,
+    low: float,
+    high: float,
+    count: int,
+    seed: int,
+) -> list[np.ndarray]:
+    """``count`` log-mel spectrograms of speech-like clips laid out and ranged as ``spec``."""
+    out = []
+    for k in range(count):
+        db = features(front, spec.shape[time], spec.shape[freq], seed + k)
+        value = to_range(db, low, high, front.dynamic_range_db)
+        if time > freq:
+            value = value.T
+        if spec.dtype.kind in "iu":
+            value = np.round(value)
+        out.append(value.reshape(spec.shape).astype(spec.dtype))
+    return out
+
+
+def _spectrogram_note(front: FrontEnd, low: float, high: float) -> str:
+    return (
+        f"log-mel spectrograms of a speech-like {front.sample_rate / 1000:g} kHz signal "
+        f"({front.window_ms:g} ms window, {front.step_ms:g} ms step, {front.low_hz:g}-"
+        f"{front.high_hz:g} Hz; {front.source}), the top {front.dynamic_range_db:.0f} dB mapped "
+        f"to [{low:g}, {high:g}]"
+    )
+
+
 def _realistic(
     specs: Sequence[IoSpec],
     metas: Sequence[InputMetadata],
@@ -316,6 +352,7 @@ def _realistic(
     count: int,
     seed: int,
     notes: list[str],
+    front: FrontEnd | None = None,
 ) -> tuple[list[dict[str, np.ndarray]], dict[str, str]]:
     rng = np.random.default_rng(seed)
     columns: dict[str, list[np.ndarray]] = {}
@@ -323,6 +360,12 @@ def _realistic(
     names = [p.name for p in photo_paths()]
     for spec, meta in zip(specs, metas, strict=True):
         shape = spec.shape
+        found = layout(spec.name, shape, front)
+        if found is not None and (spec.dtype.kind == "f" or spec.quant is not None):
+            columns[spec.name] = _spectrogram_feed(spec, *found, *ranges[spec.name], count, seed)
+            kinds[spec.name] = "spectrogram"
+            notes.append(f"input {spec.name}: {_spectrogram_note(found[2], *ranges[spec.name])}")
+            continue
         image = channels_last_image(shape) or channels_first_image(shape)
         if image and (spec.dtype.kind == "f" or spec.quant is not None or spec.dtype == np.uint8):
             n, h, w, c = (
@@ -543,7 +586,9 @@ def make_input_sets(
     metas = _metadata(model, subgraph, specs)
     ranges = {spec.name: value_range(spec, meta) for spec, meta in zip(specs, metas, strict=True)}
     if source is None and kind == "realistic":
-        feeds, kinds = _realistic(specs, metas, ranges, count, seed, notes)
+        entry = model.metadata_entry(METADATA_NAME)
+        front = front_end(bytes(entry.buffer.data) if entry is not None else None)
+        feeds, kinds = _realistic(specs, metas, ranges, count, seed, notes, front)
         source_name = "realistic" if "random" not in kinds.values() else "realistic+random"
         return InputSets(feeds, specs, source_name, seed, ranges, notes, kinds)
     if source is None:
