@@ -128,8 +128,8 @@ def validate(
         str,
         typer.Option(
             "--input-kind",
-            help="realistic (photographs, speech-like audio, valid indices; random where nothing "
-            "fits) or random.",
+            help="realistic (photographs, speech-like audio and its spectrograms, valid indices; "
+            "random where nothing fits) or random.",
         ),
     ] = "realistic",
     fixed_tolerances: Annotated[
