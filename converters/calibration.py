@@ -18,7 +18,6 @@ from tflkit.inputs import image_batches
 __all__ = ["InputSpec", "calibration_feeds"]
 
 
-
 @dataclass(frozen=True)
 class InputSpec:
     """One static model input as the converter sees it."""

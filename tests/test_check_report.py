@@ -38,9 +38,7 @@ def test_index_ranges() -> None:
     assert index_ranges(list(range(0, 40, 2)), limit=3) == "0, 2, 4, ..."
 
 
-def test_every_corpus_model_fits_in_40_lines(
-    world_models: dict[str, Path], corpus: Any
-) -> None:
+def test_every_corpus_model_fits_in_40_lines(world_models: dict[str, Path], corpus: Any) -> None:
     """The default report of every real and generated model: at most 40 lines at 120 columns,
     every op off the GPU in exactly one group, no group without a why; --all lists every op."""
     paths = {**world_models, **{f"generated/{n}": corpus.path(n) for n in corpus.names()}}
@@ -153,8 +151,10 @@ def test_every_json_report_names_a_documented_schema(
         (["inspect", str(EXAMPLE)], INSPECT_SCHEMA),
         (["check", str(EXAMPLE)], CHECK_SCHEMA),
         (["rewrite", str(EXAMPLE), "-o", str(out)], REWRITE_SCHEMA),
-        (["validate", str(EXAMPLE), "--runner", "cpu", "--runner", "cpu-ref", "-n", "1"],
-         validate_report.SCHEMA),
+        (
+            ["validate", str(EXAMPLE), "--runner", "cpu", "--runner", "cpu-ref", "-n", "1"],
+            validate_report.SCHEMA,
+        ),
     ):
         assert main([*args, "--json"]) == EXIT_OK, args
         assert json.loads(capsys.readouterr().out)["schema"] == schema

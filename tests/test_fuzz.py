@@ -29,16 +29,12 @@ def seeds(corpus: Corpus, real_models: list[Path]) -> list[run.Seed]:
     ]
 
 
-def test_every_mutator_on_real_and_generated_models(
-    seeds: list[run.Seed], tmp_path: Path
-) -> None:
+def test_every_mutator_on_real_and_generated_models(seeds: list[run.Seed], tmp_path: Path) -> None:
     results = []
     for name in sorted(mutators.ALL):
         for index in range(len(seeds)):
             try:
-                results.append(
-                    run.run_one(seeds, SEED, index, tmp_path, timeout=120.0, only=name)
-                )
+                results.append(run.run_one(seeds, SEED, index, tmp_path, timeout=120.0, only=name))
             except mutators.Skip:
                 continue
     bad = [

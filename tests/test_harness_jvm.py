@@ -81,6 +81,7 @@ def test_jvm_reads_every_fixture_input_exactly(jvm_out: Path) -> None:
 
 def test_jvm_results_read_back_in_python(jvm_out: Path) -> None:
     import jsonschema  # part of the test extra: never skipped
+
     schema = json.loads((PROTOCOL_DIR / "result.schema.json").read_text())
     for fixture in sorted((FIXTURES / "results").iterdir()):
         written = jvm_out / "results" / fixture.name

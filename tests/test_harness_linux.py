@@ -45,6 +45,7 @@ def _run(job: Path, out: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.gpu
 def test_accelerator_abort_is_a_status(tmp_path: Path) -> None:
     import jsonschema  # part of the test extra: never skipped
+
     feed = {"x": np.arange(4, dtype=np.float32).reshape(1, 4)}
     options = JobOptions(backends=("gpu_fp16", "cpu"))
     job = write_job(tmp_path / "job", _pack_twice(), [feed], options)

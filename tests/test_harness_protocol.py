@@ -176,6 +176,7 @@ def test_fixtures_are_current(tmp_path: Path) -> None:
 
 def test_fixtures_follow_the_schemas() -> None:
     import jsonschema  # part of the test extra: never skipped
+
     job_schema = json.loads((PROTOCOL_DIR / "job.schema.json").read_text())
     result_schema = json.loads((PROTOCOL_DIR / "result.schema.json").read_text())
     jobs = sorted((FIXTURES / "jobs").glob("*/job.json"))
@@ -215,6 +216,7 @@ def _harness(job: Path, out: Path) -> subprocess.CompletedProcess[str]:
 def test_linux_harness_round_trips_every_dtype(fmt: str, tmp_path: Path) -> None:
     """The harness reads the fixture job (npy or raw) and returns exactly the expected outputs."""
     import jsonschema  # part of the test extra: never skipped
+
     done = _harness(FIXTURES / "jobs" / f"all_dtypes_{fmt}", tmp_path / "r")
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / "r" / ".work").exists()

@@ -141,9 +141,7 @@ def test_rewrite_interrupted_at_several_moments(tmp_path: Path) -> None:
             out_dir = tmp_path / f"{sig.name}-{delay}"
             out_dir.mkdir()
             out = out_dir / "out.tflite"
-            code, err, survivors = _interrupt(
-                ["rewrite", str(EXAMPLE), "-o", str(out)], sig, delay
-            )
+            code, err, survivors = _interrupt(["rewrite", str(EXAMPLE), "-o", str(out)], sig, delay)
             landed += _check_interrupted(code, err, sig, survivors)
             assert _leftovers(out_dir, {"out.tflite"}) == []
             assert not out.exists() or out.read_bytes() == expected, "partial or mixed output"

@@ -56,7 +56,10 @@ def test_facade_names_are_functions_and_no_module_has_their_name():
 def test_import_tflkit_is_light():
     code = "import sys, tflkit; print(sorted(m for m in sys.modules if m.startswith('tflkit')))"
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         cwd=Path(__file__).resolve().parents[1],
     ).stdout.strip()
     assert out == "['tflkit']"
@@ -81,7 +84,10 @@ def test_help_imports_only_the_cli():
         "print(heavy)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         cwd=Path(__file__).resolve().parents[1],
     )
     assert done.stdout.strip().splitlines()[-1] == "[]"

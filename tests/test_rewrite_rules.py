@@ -71,9 +71,7 @@ def _outputs_match(example: Example, before: bytes, after: bytes, contract) -> N
     original = ir.load(before)
     with pytest.raises((RuntimeError, ValueError)):
         run_cpu(before)  # why the example needs a reference
-    details = [
-        {"name": t.name, "shape": t.shape, "dtype": t.dtype} for t in original.main.inputs
-    ]
+    details = [{"name": t.name, "shape": t.shape, "dtype": t.dtype} for t in original.main.inputs]
     for seed in (0, 1, 2):
         feed = {d["name"]: a for d, a in zip(details, random_inputs(details, seed), strict=True)}
         expected = example.reference(original, feed)
@@ -140,9 +138,7 @@ def test_rule_on_int8_variant(rule: Rule, example: Example) -> None:
     assert [f.rule for f in result.fired] == [rule.name]
     assert ir.verify_model(model) == []
     created = [t for t in model.main.tensors if id(t) not in old_tensors]
-    unquantized = [
-        t.name for t in created if t.type_name in QUANTIZED_TYPES and not t.is_quantized
-    ]
+    unquantized = [t.name for t in created if t.type_name in QUANTIZED_TYPES and not t.is_quantized]
     assert unquantized == []
     after = ir.dumps(model)
     verdict = rule.verify_rewrite(before, after, rule.contract, (0,)) or verify(

@@ -77,4 +77,3 @@ def kill_group(pgid: int) -> None:
     """
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-

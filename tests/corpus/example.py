@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-
 #: standard deviation of the dense head's weights (see ``build_example``)
 HEAD_STDDEV = 10.0
 

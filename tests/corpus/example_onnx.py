@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 #: standard deviation of the dense head's weights: at the fan-in scale the log-probabilities are
 #: near-uniform on every photograph and ``validate`` calls them "not meaningful"
 HEAD_STDDEV = 10.0

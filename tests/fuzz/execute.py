@@ -63,8 +63,12 @@ def preload() -> None:
     # once here, on a path that fails before any native code could start a thread.
     missing = str(Path(tempfile.gettempdir()) / "tflkit-fuzz-no-such-model.tflite")
     with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
-        for argv in (["inspect", missing], ["check", missing], ["validate", missing],
-                     ["rewrite", missing, "-o", missing + ".out"]):
+        for argv in (
+            ["inspect", missing],
+            ["check", missing],
+            ["validate", missing],
+            ["rewrite", missing, "-o", missing + ".out"],
+        ):
             main(argv)
 
 

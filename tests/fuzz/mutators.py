@@ -269,8 +269,13 @@ def subgraph_self_call(rng: random.Random, model: Any) -> str:
     for s, sg in enumerate(model.subgraphs):
         for k, op in enumerate(sg.operators or []):
             options = op.builtinOptions
-            for attr in ("thenSubgraphIndex", "elseSubgraphIndex", "condSubgraphIndex",
-                         "bodySubgraphIndex", "initSubgraphIndex"):
+            for attr in (
+                "thenSubgraphIndex",
+                "elseSubgraphIndex",
+                "condSubgraphIndex",
+                "bodySubgraphIndex",
+                "initSubgraphIndex",
+            ):
                 if hasattr(options, attr):
                     value = rng.choice([s, len(model.subgraphs) + 2, -1])
                     setattr(options, attr, value)

@@ -160,9 +160,7 @@ def format_numbers(results: list[Result], seconds: float) -> str:
         "|---|" + "---:|" * len(KINDS),
     ]
     for command in COMMANDS:
-        lines.append(
-            f"| {command} | " + " | ".join(str(table[command][k]) for k in KINDS) + " |"
-        )
+        lines.append(f"| {command} | " + " | ".join(str(table[command][k]) for k in KINDS) + " |")
     bad = [r for r in results if r.bad]
     rejected = sum(table[c]["rejected"] for c in COMMANDS)
     unexplained = sum(table[c]["unexplained"] for c in COMMANDS)
@@ -218,8 +216,7 @@ def format_report(
         "| mutator | mutants | rejected by inspect | loaded by some command | bad |",
         "|---|---:|---:|---:|---:|",
         *(
-            f"| {name} | {c['mutants']} | {c['rejected by inspect']} | {c['loaded']} | "
-            f"{c['bad']} |"
+            f"| {name} | {c['mutants']} | {c['rejected by inspect']} | {c['loaded']} | {c['bad']} |"
             for name, c in sorted(by_mutator.items())
         ),
         "",

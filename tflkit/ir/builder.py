@@ -62,9 +62,7 @@ class OpBuilder:
         """A constant tensor holding ``value`` (with ``like``'s quantization, if given)."""
         array = np.asarray(value, dtype=dtype)
         quantization = copy.deepcopy(like.quantization) if like is not None else None
-        return self.subgraph.add_constant(
-            array, f"{self.prefix}/{name}", quantization=quantization
-        )
+        return self.subgraph.add_constant(array, f"{self.prefix}/{name}", quantization=quantization)
 
     def tensor(self, shape: Sequence[int], dtype: Any, name: str = "t", **kwargs: Any) -> Tensor:
         """A new non-constant tensor (for outputs built by hand)."""

@@ -40,6 +40,7 @@ _U16 = struct.Struct("<H").unpack_from
 def _format(code: str, count: int) -> Callable[..., tuple[int, ...]]:
     return struct.Struct(f"<{count}{code}").unpack_from
 
+
 #: Bits per element of each tensor type; None where the data has no fixed element size.
 _BITS: dict[int, int | None] = {
     fb.TensorType.FLOAT32: 32,
@@ -241,16 +242,21 @@ class _Slots:
 
     def __init__(self) -> None:
         for table, fields in (
-            ("Model", "OperatorCodes Subgraphs Description Buffers MetadataBuffer Metadata "
-             "SignatureDefs"),
+            (
+                "Model",
+                "OperatorCodes Subgraphs Description Buffers MetadataBuffer Metadata SignatureDefs",
+            ),
             ("OperatorCode", "DeprecatedBuiltinCode BuiltinCode CustomCode"),
             ("Buffer", "Data Offset Size"),
             ("Metadata", "Name Buffer"),
             ("SubGraph", "Tensors Inputs Outputs Operators Name"),
             ("Tensor", "Shape Type Buffer Name Quantization Sparsity ShapeSignature"),
-            ("Operator", "OpcodeIndex Inputs Outputs BuiltinOptionsType BuiltinOptions "
-             "CustomOptions MutatingVariableInputs Intermediates LargeCustomOptionsOffset "
-             "LargeCustomOptionsSize BuiltinOptions2Type BuiltinOptions2"),
+            (
+                "Operator",
+                "OpcodeIndex Inputs Outputs BuiltinOptionsType BuiltinOptions "
+                "CustomOptions MutatingVariableInputs Intermediates LargeCustomOptionsOffset "
+                "LargeCustomOptionsSize BuiltinOptions2Type BuiltinOptions2",
+            ),
             ("QuantizationParameters", "DetailsType Details"),
             ("SignatureDef", "Inputs Outputs SignatureKey SubgraphIndex"),
             ("TensorMap", "Name TensorIndex"),
@@ -580,8 +586,10 @@ class _Walker:
             raise _Fail(f"{_w(where)}: sparsity traversal order {list(order)} is not a permutation")
         fields = _fields("DimensionMetadata")
         for dim in dims:
-            for kind_field, field in (("ArraySegmentsType", "ArraySegments"),
-                                      ("ArrayIndicesType", "ArrayIndices")):
+            for kind_field, field in (
+                ("ArraySegmentsType", "ArraySegments"),
+                ("ArrayIndicesType", "ArrayIndices"),
+            ):
                 kind = self.scalar(dim, fields[kind_field][0], "B")
                 if kind:
                     self.union(dim, fields[field][0], kind, "SparseIndexVector", here)

@@ -281,7 +281,7 @@ def group_cpu_ops(report: CheckReport) -> list[OpGroup]:
 
 
 def index_ranges(indices: list[int], limit: int = 6) -> str:
-    """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8"; at most ``limit`` pieces, then "...". """
+    """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8"; at most ``limit`` pieces, then "..."."""
     pieces: list[str] = []
     ordered = sorted(set(indices))
     start = prev = ordered[0] if ordered else 0

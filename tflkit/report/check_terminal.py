@@ -221,9 +221,7 @@ def render_check(report: CheckReport, console: Console, *, all_ops: bool = False
     hidden = groups[shown:]
     if hidden:
         ops = sum(g.count for g in hidden)
-        console.print(
-            f"[dim]{len(hidden)} more group(s), {ops} op(s) on the CPU not shown[/dim]"
-        )
+        console.print(f"[dim]{len(hidden)} more group(s), {ops} op(s) on the CPU not shown[/dim]")
     for line in tail:
         console.print(line)
     if groups:

@@ -196,7 +196,6 @@ def is_float(tensor: Tensor | None) -> bool:
     return tensor is not None and tensor.type == fb.TensorType.FLOAT32 and not tensor.is_quantized
 
 
-
 def const_ints(tensor: Tensor | None) -> list[int] | None:
     """The values of a constant integer tensor as a flat list, else None."""
     if tensor is None or not tensor.is_constant or tensor.data is None:

@@ -287,4 +287,3 @@ def _gelu_model(kind: str, tail, shape: tuple[int, ...] = (1, 16), div: bool = F
 
 def _erf_model(kind: str, shape: tuple[int, ...]):
     return lambda: graph_model([(shape, F32)], lambda b, x: scale(b, _erf(b, kind, scale(b, x))))
-
