@@ -202,8 +202,8 @@ def render(runs: Path, out: Path) -> None:
         "Written by `PYTHONPATH=. python bench/validate_corpus.py` (runners: "
         + ", ".join(RUNNERS)
         + "; input sets per run as recorded in the runs file). Verdict with realistic inputs "
-        "(photographs, speech-like audio, valid indices; random where nothing fits) and with "
-        "random inputs; the reason for anything but a plain pass.",
+        "(photographs, speech-like audio and its spectrograms, valid indices; random where "
+        "nothing fits) and with random inputs; the reason for anything but a plain pass.",
         "",
         "| model | realistic | why | random | why |",
         "|---|---|---|---|---|",
