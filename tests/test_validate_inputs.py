@@ -90,6 +90,7 @@ def test_npy_npz_and_leading_set_axis(tmp_path):
 
 def test_image_folder_is_resized_to_the_input(tmp_path, corpus):
     from PIL import Image as image  # part of the test extra: never skipped
+
     folder = tmp_path / "images"
     folder.mkdir()
     for i, colour in enumerate([(255, 0, 0), (0, 0, 255)]):
