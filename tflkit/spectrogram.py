@@ -19,6 +19,7 @@ else the span of the micro front end's fixed int8 scaling (90 dB at log_scale_sh
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,8 +62,6 @@ class FrontEnd:
 def _params(data: bytes) -> dict[str, float]:
     """The scalar entries of an MLTK ``SL_PARAMSv1`` dictionary (Dictionary.entries (slot 1) ->
     Entry {key (0), value_type (1), value (2)} -> XValue {value (0)})."""
-    import struct
-
     from flatbuffers.table import Table
 
     buf = bytearray(data)
