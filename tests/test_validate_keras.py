@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest_corpus import cache_root, tensorflow_version, unavailable
+from tests.conftest_corpus import build_with_script, cache_root, tensorflow_version, unavailable
 from tests.keras_weights import SOURCE as WEIGHTS_SOURCE
 from tests.keras_weights import make_alive
 
@@ -58,22 +57,9 @@ def mobilenet() -> Path:
     source = Path(__file__).read_bytes() + WEIGHTS_SOURCE.read_bytes()
     key = hashlib.sha256(source + version.encode()).hexdigest()[:12]
     out = cache_root() / "validate" / f"mobilenet_v2-{key}"
-    if not (out / "keras_outputs.npy").is_file():
-        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-        done = subprocess.run(
-            [sys.executable, __file__, str(tmp)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.fail(f"MobileNetV2 generation failed:\n{done.stderr[-2000:]}", pytrace=False)
-        os.replace(tmp, out)
-    return out
+    return build_with_script(
+        Path(__file__), out, done_marker="keras_outputs.npy", what="MobileNetV2"
+    )
 
 
 def _interpreter_outputs(model: Path, images: np.ndarray) -> np.ndarray:

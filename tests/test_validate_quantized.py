@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest_corpus import cache_root, tensorflow_version, unavailable
+from tests.conftest_corpus import build_with_script, cache_root, tensorflow_version, unavailable
 from tflkit.validation import ValidateOptions, validate
 
 SIZE = 32
@@ -59,21 +58,7 @@ def regressor() -> Path:
         unavailable("TensorFlow is not importable: cannot build the Keras model")
     key = hashlib.sha256(Path(__file__).read_bytes() + version.encode()).hexdigest()[:12]
     out = cache_root() / "validate" / f"regressor-{key}"
-    if not (out / "regressor.keras").is_file():
-        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-        done = subprocess.run(
-            [sys.executable, __file__, str(tmp)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.fail(f"model generation failed:\n{done.stderr[-2000:]}", pytrace=False)
-        os.replace(tmp, out)
+    build_with_script(Path(__file__), out, done_marker="regressor.keras", what="Keras regressor")
     return out / "regressor.keras"
 
 
