@@ -457,18 +457,20 @@ def _fp16_storage(
     except Exception:
         return {}
     found = {}
-    for name in failing:
-        effects, complete = runner.storage_effects(
-            sets.feeds[0], name, budget=STORAGE_BUDGET_S / len(failing)
-        )
-        top = [e for e in effects if e[2] > 0][:3]
-        if top:
-            found[name] = (
-                "the values whose fp16 storage moves it most are the outputs of "
-                + ", ".join(f"op #{i} {t} ({v:.3g} alone)" for i, t, v in top)
-                + ("" if complete else " (among the ops tried in the time allowed)")
+    try:
+        for name in failing:
+            effects, complete = runner.storage_effects(
+                sets.feeds[0], name, budget=STORAGE_BUDGET_S / len(failing)
             )
-    runner.deactivate()
+            top = [e for e in effects if e[2] > 0][:3]
+            if top:
+                found[name] = (
+                    "the values whose fp16 storage moves it most are the outputs of "
+                    + ", ".join(f"op #{i} {t} ({v:.3g} alone)" for i, t, v in top)
+                    + ("" if complete else " (among the ops tried in the time allowed)")
+                )
+    finally:
+        runner.deactivate()
     return found
 
 
