@@ -19,6 +19,7 @@ shapes, quantized tensors) pass unchanged.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,8 @@ class _Step:
     calls: tuple[int, int] | None = None
     #: per output, the zero point of a per-tensor quantized output (else None)
     zero_points: list[int | None] | None = None
+    #: how many products or values each output element sums (:func:`reduction_length`)
+    terms: int = 1
 
 
 @dataclass
@@ -114,9 +117,10 @@ class Fp16EmulationRunner:
 
     fp16_constants = True
 
-    def store(self, value: np.ndarray, zero_point: int | None = None) -> np.ndarray:
+    def store(self, value: np.ndarray, zero_point: int | None = None, terms: int = 1) -> np.ndarray:
         """What a value an op stores becomes (``zero_point``: of a quantized op output; None
-        for graph inputs and branch arguments): here, rounded to fp16."""
+        for graph inputs and branch arguments; ``terms``: how many values each element of it
+        sums): here, rounded to fp16."""
         return round_fp16(value)
 
     def __init__(self, model: bytes, *, signature: str | None = None, name: str = "cpu-fp16"):
@@ -360,6 +364,7 @@ def _program(model: Any, index: int, fp16: bool = True) -> _Program:
                 [(d["index"], by_name[d["name"]]) for d in details_in],
                 [(d["index"], by_name[d["name"]]) for d in details_out],
                 zero_points=[_zero_point(produced[d["name"]]) for d in details_out],
+                terms=reduction_length(op),
             )
         )
     return _Program(
@@ -367,8 +372,34 @@ def _program(model: Any, index: int, fp16: bool = True) -> _Program:
     )
 
 
-def _keep(value: np.ndarray, zero_point: int | None = None) -> np.ndarray:
+def _keep(value: np.ndarray, zero_point: int | None = None, terms: int = 1) -> np.ndarray:
     return value
+
+
+def reduction_length(op: Any) -> int:
+    """How many products or values each output element of ``op`` sums (1 for ops that sum
+    nothing): the length of the accumulation a GPU carries out at its own precision."""
+    inputs = [t for t in op.inputs if t is not None]
+    shapes = [tuple(int(d) for d in (t.shape or ())) for t in inputs]
+    if op.type in ("CONV_2D", "TRANSPOSE_CONV") and len(shapes) > 1:  # weights [O, kh, kw, I]
+        return max(1, math.prod(shapes[1][1:]))
+    if op.type == "CONV_3D" and len(shapes) > 1:  # weights [kd, kh, kw, I, O]
+        return max(1, math.prod(shapes[1][:-1]))
+    if op.type == "DEPTHWISE_CONV_2D" and len(shapes) > 1 and len(shapes[1]) == 4:
+        return max(1, shapes[1][1] * shapes[1][2])
+    if op.type == "FULLY_CONNECTED" and len(shapes) > 1 and shapes[1]:
+        return max(1, shapes[1][-1])
+    if op.type == "BATCH_MATMUL" and shapes and shapes[0]:
+        adjoint = bool(getattr(op.options, "adjX", False))
+        return max(1, shapes[0][-2] if adjoint and len(shapes[0]) > 1 else shapes[0][-1])
+    if op.type == "AVERAGE_POOL_2D":
+        options = op.options
+        return max(1, getattr(options, "filterHeight", 1) * getattr(options, "filterWidth", 1))
+    if op.type in ("MEAN", "SUM") and inputs and op.outputs:
+        size = math.prod(max(1, d) for d in shapes[0])
+        out = math.prod(max(1, int(d)) for d in (op.outputs[0].shape or ()))
+        return max(1, size // max(1, out))
+    return 1
 
 
 def _zero_point(tensor: Any) -> int | None:
@@ -383,7 +414,7 @@ def _run(
     step: _Step,
     values: dict[int, np.ndarray],
     hazards: dict[int, Fp16Hazard],
-    store: Callable[[np.ndarray, int | None], np.ndarray] | None = None,
+    store: Callable[[np.ndarray, int | None, int], np.ndarray] | None = None,
 ) -> None:
     """Run one cut-out op on ``values``, keep its outputs as ``store`` makes them (rounded to
     fp16), note a new fp16 hazard."""
@@ -407,7 +438,7 @@ def _run(
     zero_points = step.zero_points or [None] * len(step.outputs)
     for (slot, tensor), zero_point in zip(step.outputs, zero_points, strict=True):
         raw = np.array(interpreter.get_tensor(slot))
-        rounded = round_fp16(raw) if store is None else store(raw, zero_point)
+        rounded = round_fp16(raw) if store is None else store(raw, zero_point, step.terms)
         values[tensor] = rounded
         if step.index in hazards or raw.dtype.kind != "f" or not finite_in:
             continue  # an op fed inf/NaN inherits them (kernels may clamp them to 3.4e38)

@@ -14,6 +14,8 @@ of half-precision runners on quantized models scale by (docs/validate.md).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .fp16_emulation import Fp16EmulationRunner
@@ -34,19 +36,23 @@ class StepFlipRunner(Fp16EmulationRunner):
         super().__init__(model, signature=signature, name="cpu-step-flips")
         self._rng = np.random.default_rng(seed)
 
-    def store(self, value: np.ndarray, zero_point: int | None = None) -> np.ndarray:
+    def store(self, value: np.ndarray, zero_point: int | None = None, terms: int = 1) -> np.ndarray:
         """An op's int8/uint8 output, each element one step off with the odds fp16 gives it.
 
         In fp16 the value of an element ``m = |q - zero_point|`` steps from zero is off by up to
         ``m * 2^-11`` steps (fp16's unit roundoff, the fp16 input perturbation's ``eps``), so it
         rounds to a neighbouring step with probability ``m * 2^-10`` (a window of ``2 m 2^-11``
-        in a period of one step), towards either side. Graph inputs (the input perturbation
-        moves them) and float values are left alone.
+        in a period of one step), towards either side. An element that sums ``terms`` products
+        (a convolution, a dense layer) accumulates ``sqrt(terms)`` roundings in fp16 (the
+        probabilistic bound of a sum's rounding error), so its odds grow by that factor: a
+        4,000-long dense layer flips most of its large outputs. Graph inputs (the input
+        perturbation moves them) and float values are left alone.
         """
         if zero_point is None or value.dtype not in (np.int8, np.uint8):
             return value
         info = np.iinfo(value.dtype)
         magnitude = np.abs(value.astype(np.int64) - zero_point)
-        flip = self._rng.random(value.shape) < magnitude * (2 * FP16_ROUNDOFF)
+        odds = magnitude * (2 * FP16_ROUNDOFF * math.sqrt(terms))
+        flip = self._rng.random(value.shape) < odds
         step = np.where(flip, self._rng.choice((-1, 1), value.shape), 0)
         return np.clip(value.astype(np.int64) + step, info.min, info.max).astype(value.dtype)

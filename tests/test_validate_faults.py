@@ -19,6 +19,7 @@ import pytest
 
 from tflkit import ir
 from tflkit.compare.localize import capture_cpu
+from tflkit.compare.tolerances import NOISE_FACTOR
 from tflkit.inputs import entry_point, make_input_sets
 from tflkit.ir.builder import OpBuilder
 from tflkit.report.validate_report import ValidateReport
@@ -318,6 +319,34 @@ def test_dropped_zero_point_caught_in_the_dequantized_domain(world_models, tmp_p
     assert loc is not None and loc.first_divergent is not None
     assert loc.first_divergent.op_index == tensor.producer.index
     assert loc.culprits[0].op_index in touching
+
+
+def test_same_grid_reference_holds_a_copy_to_one_step_not_to_the_inputs_noise(
+    world_models, tmp_path
+):
+    """Against a ``.tflite`` with the same quantized inputs and outputs, the CPU runs two integer
+    computations on identical integers: a healthy re-export passes with 0 steps, and a lost zero
+    point that moves the output 26 steps fails. The model moves ~12 steps when its input moves
+    one step, so the int8 contract (8 x that noise) let it through."""
+    original = world_models["mltk/keyword_spotting_with_transfer_learning"]
+    copy = tmp_path / "re-export.tflite"
+    copy.write_bytes(ir.dumps(ir.load(original)))
+    healthy = validate(copy, ValidateOptions(runners=["cpu"], reference=original, num_inputs=2))
+    (out,) = healthy.pair("cpu:reference").outputs
+    assert out.tolerance.precision == "int8-same-grid"
+    assert out.verdict == "pass" and out.steps == 0
+    assert out.bound_steps == NOISE_FACTOR["int8-same-grid"]  # the factor times one step
+    planted = plant_dropped_zero_point(original, tmp_path / "dropped.tflite")
+    assert planted is not None
+    report = validate(
+        tmp_path / "dropped.tflite",
+        ValidateOptions(runners=["cpu"], reference=original, num_inputs=2, localize=True),
+    )
+    (out,) = report.pair("cpu:reference").outputs
+    assert out.verdict == "fail" and out.steps is not None and out.steps > 2 * out.bound_steps
+    assert "int8" in report.sensitivity and "int8-same-grid" in report.sensitivity
+    assert report.sensitivity["int8"][out.name]["max_abs"] * NOISE_FACTOR["int8"] > out.steps
+    _culprit(report)
 
 
 def test_reference_values_put_on_the_models_own_grid(world_models, tmp_path):

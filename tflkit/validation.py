@@ -22,7 +22,7 @@ import numpy as np
 from tflkit import ir
 from tflkit.compare.comparator import OutputInfo, PairComparison, compare_pair, default_pairs
 from tflkit.compare.localize import Localization, localize
-from tflkit.compare.sensitivity import EPS, FLIPS, OutputNoise, measure, perturb
+from tflkit.compare.sensitivity import EPS, FLIPS, SAME_GRID, OutputNoise, measure, perturb
 from tflkit.compare.tolerances import DEFAULTS, precision_of, tolerance_for
 from tflkit.delegates.base import Runner, RunResult, execute
 from tflkit.delegates.external import ExternalDelegateRunner
@@ -191,6 +191,27 @@ def _is_quantized(model: ir.Model) -> bool:
     )
 
 
+def _same_grid_reference(model: ir.Model, options: ValidateOptions) -> bool:
+    """The reference is a ``.tflite`` whose inputs and outputs have the model's names, types and
+    quantization: another computation on the same 8-bit grid (a rewritten or re-exported copy)."""
+    if options.reference is None or not _is_tflite(options.reference):
+        return False
+    reference = ir.load(ir.serde.read_model_bytes(options.reference)[0])
+    try:
+        ours = entry_point(model, options.signature)
+        theirs = entry_point(reference, options.signature)
+    except UsageError:
+        return False
+
+    def grid(tensors: Mapping[str, ir.Tensor]) -> dict[str, tuple[object, ...]]:
+        return {name: (t.type_name, IoSpec(name, t, t.shape).quant) for name, t in tensors.items()}
+
+    return all(
+        grid(a) == grid(b) and any(q is not None for _, q in grid(a).values())
+        for a, b in ((ours[2], theirs[2]), (ours[3], theirs[3]))
+    )
+
+
 def _build(
     name: str, data: bytes, options: ValidateOptions, model: ir.Model, outputs: list[OutputInfo]
 ) -> Runner:
@@ -279,7 +300,12 @@ def _sensitivity(
     quant = {s.name: s.quant for s in sets.specs if s.quant is not None}
     steps = {o.name: (o.scale, o.zero_point) for o in outputs if o.scale is not None}
     noise: dict[str, dict[str, OutputNoise]] = {}
-    for seed_offset, precision in enumerate(sorted(precisions - {FLIPS})):
+    if SAME_GRID in precisions:  # identical integer inputs, the same kernels: nothing moves
+        label = "none: the same integer kernels on identical integer inputs"
+        noise[SAME_GRID] = measure(
+            base.outputs, [base.outputs], SAME_GRID, dequantize=steps, labels=[label]
+        )
+    for seed_offset, precision in enumerate(sorted(precisions - {FLIPS, SAME_GRID})):
         moved = perturb(sets.feeds, EPS[precision], options.seed + 1 + seed_offset, quant)
         trial = execute(LiteRTCpuRunner(data, signature=key), moved)
         if not trial.ok:
@@ -334,6 +360,7 @@ def validate(
     sets = _inputs(model, options)
     outputs = _output_infos(outs)
     quantized = _is_quantized(model)
+    same_grid = quantized and _same_grid_reference(model, options)
     results = []
     for name in names:
         _say(options, _running_line(name))
@@ -356,9 +383,10 @@ def validate(
     noise: dict[str, dict[str, OutputNoise]] = {}
     if options.calibrate:
         _say(options, "measuring the model's own noise on the CPU")
-        precisions = {tolerance_for(a, e, quantized=quantized).precision for a, e in pairs} | (
-            {"int8"} if quantized else set()
-        )
+        precisions = {
+            tolerance_for(a, e, quantized=quantized, same_grid=same_grid).precision
+            for a, e in pairs
+        } | ({"int8"} if quantized else set())
         if quantized and any("fp16" in (precision_of(a), precision_of(e)) for a, e in pairs):
             precisions.add(FLIPS)
         noise = _sensitivity(data, sets, by_name, outputs, precisions, options)
@@ -370,6 +398,7 @@ def validate(
             overrides=options.tolerances,
             noise=noise,
             quantized=quantized,
+            same_grid=same_grid,
         )
         for a, e in pairs
     ]

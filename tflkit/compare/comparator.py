@@ -20,7 +20,15 @@ from tflkit.compare.metrics import (
     compute,
     error_histogram,
 )
-from tflkit.compare.sensitivity import EPS, FLIPS, OutputNoise, log_diff, log_peak
+from tflkit.compare.sensitivity import (
+    EPS,
+    FLIPS,
+    SAME_GRID,
+    STEP_CLASSES,
+    OutputNoise,
+    log_diff,
+    log_peak,
+)
 from tflkit.compare.tolerances import EXACT, NOISE_FACTOR, Tolerance, precision_of, tolerance_for
 from tflkit.delegates.base import RunResult
 
@@ -336,7 +344,7 @@ def _bound(
     resolution = EPS[tolerance.precision] * scale
     if quantized:
         resolution = max(resolution, unit)  # one step is the finest a quantized output moves
-        noise_abs = noise.max_abs * unit if noise.precision in ("int8", FLIPS) else noise.max_abs
+        noise_abs = noise.max_abs * unit if noise.precision in STEP_CLASSES else noise.max_abs
     else:
         noise_abs = noise.max_abs
     floor = max(noise_abs, resolution)
@@ -373,12 +381,15 @@ def compare_pair(
     overrides: Mapping[str, Mapping[str, float]] | None = None,
     noise: Mapping[str, Mapping[str, OutputNoise]] | None = None,
     quantized: bool = False,
+    same_grid: bool = False,
 ) -> PairComparison:
     """Compare every output of ``actual`` with ``expected`` under the pair's tolerance.
 
     ``noise``: per precision class, per output, the output's own movement (see
     :mod:`tflkit.compare.sensitivity`); without it the fixed tolerances apply. ``quantized``:
     the model is quantized (a pair with the framework reference is held to the int8 contract).
+    ``same_grid``: a ``.tflite`` reference has the same quantized inputs and outputs, so the two
+    CPU runs are held to what two integer kernels differ by (see :func:`tolerance_for`).
     """
     pair = PairComparison(actual.runner, expected.runner, "skipped")
     failed = [r for r in (actual, expected) if not r.ok]
@@ -389,7 +400,11 @@ def compare_pair(
         pair.reason = f"{len(actual.outputs)} vs {len(expected.outputs)} input sets ran"
         return pair
     tolerance = tolerance_for(
-        actual.runner, expected.runner, overrides=overrides, quantized=quantized
+        actual.runner,
+        expected.runner,
+        overrides=overrides,
+        quantized=quantized,
+        same_grid=same_grid,
     )
     half = "fp16" in (precision_of(actual.runner), precision_of(expected.runner))
     for info in outputs:
@@ -428,7 +443,9 @@ def _noise_for(
         return None
     quantized = info.scale is not None and np.dtype(info.dtype).kind in "iu"
     order: tuple[str, ...] = ("int8", tolerance.precision) if quantized else (tolerance.precision,)
-    if half and (quantized or tolerance.precision == "int8"):
+    if tolerance.precision == SAME_GRID:
+        order = (SAME_GRID,)
+    elif half and (quantized or tolerance.precision == "int8"):
         order = (FLIPS, *order)
     for precision in order:
         found = (noise.get(precision) or {}).get(info.name)

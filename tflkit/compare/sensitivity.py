@@ -26,6 +26,8 @@ __all__ = [
     "EPS",
     "FLIPS",
     "LOG_FLOOR",
+    "SAME_GRID",
+    "STEP_CLASSES",
     "OutputNoise",
     "log_diff",
     "log_peak",
@@ -41,6 +43,13 @@ EPS = {"fp32": 2.0**-23, "fp16": 2.0**-11, "int8": 2.0**-8}
 #: flips of every quantized activation (:mod:`tflkit.delegates.step_flips`)
 FLIPS = "int8-fp16"
 EPS[FLIPS] = EPS["int8"]
+#: a quantized model against a ``.tflite`` reference with the same quantized inputs and outputs
+#: (a rewritten copy, a re-export), both run by the same integer kernels (XNNPACK) on identical
+#: integer inputs: nothing moves, so the bound is the factor times one step (docs/validate.md)
+SAME_GRID = "int8-same-grid"
+EPS[SAME_GRID] = EPS["int8"]
+#: precision classes whose quantized outputs are measured in quantization steps
+STEP_CLASSES = ("int8", FLIPS, SAME_GRID)
 #: the smallest normal float32: a probability below it has lost its relative precision, so
 #: log-probabilities are compared with values clamped to it (see :func:`log_diff`)
 LOG_FLOOR = float(np.finfo(np.float32).tiny)

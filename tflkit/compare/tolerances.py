@@ -87,7 +87,12 @@ EXACT = Tolerance(rtol=0.0, atol=0.0, min_cosine=0.0, basis="exact: integer or b
 #: "int8-fp16": a quantized model against a half-precision runner, whose noise includes one-step
 #: flips of its quantized activations with fp16's odds (``tflkit.delegates.step_flips``): the
 #: int8 factor, the corpus's healthy models staying within it (docs/validate.md).
-NOISE_FACTOR = {"fp32": 16.0, "fp16": 32.0, "int8": 8.0, "int8-fp16": 8.0}
+#: "int8-same-grid": a quantized model against a ``.tflite`` reference on the same grid, both on
+#: the CPU's integer kernels: the int8 factor times one step, as nothing moves on its own; the
+#: corpus's rewritten quantized models stay bit-identical to their originals (docs/validate.md).
+NOISE_FACTOR = {"fp32": 16.0, "fp16": 32.0, "int8": 8.0, "int8-fp16": 8.0, "int8-same-grid": 8.0}
+#: the CPU runners that compute a quantized model on its 8-bit grid
+_INTEGER_KERNELS = ("cpu", "cpu-ref")
 
 _FP16_RUNNERS = re.compile(r"^(gpu-fp16|gpu|cpu-fp16|delegate.*)$")
 _KEYS = {"rtol", "atol", "min_cosine", "cosine", "noise_factor"}
@@ -107,12 +112,16 @@ def tolerance_for(
     *,
     overrides: Mapping[str, Mapping[str, float]] | None = None,
     quantized: bool = False,
+    same_grid: bool = False,
 ) -> Tolerance:
     """The tolerance of the pair ``actual`` vs ``expected``, after user overrides.
 
     ``quantized``: the model is quantized, so every pair but the two CPU kernels (which both
     compute on the 8-bit grid) is held to the quantization contract (precision class "int8"):
     the GPU dequantizes and computes in float, the framework reference never quantized.
+    ``same_grid``: the reference is a ``.tflite`` with the same quantized inputs and outputs, so
+    a CPU runner against it compares two integer computations of the same grid on identical
+    integer inputs (class "int8-same-grid": no input moves, so one step is all the slack).
     Override keys, most specific last: "all", the precision class ("fp16"/"fp32"/"int8"), the
     pair "actual:expected". Giving ``rtol`` or ``atol`` switches that pair to the fixed bound
     ``atol + rtol * peak``.
@@ -120,8 +129,10 @@ def tolerance_for(
     klass = "fp16" if "fp16" in (precision_of(actual), precision_of(expected)) else "fp32"
     if quantized and {actual, expected} != {"cpu", "cpu-ref"}:
         klass = "int8"  # the CPU computes on the 8-bit grid, the others in float
+        if same_grid and expected == "reference" and actual in _INTEGER_KERNELS:
+            klass = "int8-same-grid"
     tolerance = replace(
-        DEFAULTS["fp32" if klass == "int8" else klass],
+        DEFAULTS["fp32" if klass.startswith("int8") else klass],
         precision=klass,
         noise_factor=NOISE_FACTOR[klass],
     )
