@@ -44,14 +44,18 @@ class StepFlipRunner(Fp16EmulationRunner):
         rounds to a neighbouring step with probability ``m * 2^-10`` (a window of ``2 m 2^-11``
         in a period of one step), towards either side. An element that sums ``terms`` products
         (a convolution, a dense layer) accumulates ``sqrt(terms)`` roundings in fp16 (the
-        probabilistic bound of a sum's rounding error), so its odds grow by that factor: a
-        4,000-long dense layer flips most of its large outputs. Graph inputs (the input
-        perturbation moves them) and float values are left alone.
+        probabilistic bound of a sum's rounding error), so its odds grow by that factor; and
+        its partial sums were of the size of the tensor's elements even where the sum ends near
+        zero, so ``m`` is at least the tensor's RMS. A 4,000-long dense layer flips most of its
+        outputs. Graph inputs (the input perturbation moves them) and float values are left
+        alone.
         """
         if zero_point is None or value.dtype not in (np.int8, np.uint8):
             return value
         info = np.iinfo(value.dtype)
         magnitude = np.abs(value.astype(np.int64) - zero_point)
+        if terms > 1 and magnitude.size:  # a sum near 0 had partial sums of the tensor's size
+            magnitude = np.maximum(magnitude, math.sqrt(np.mean(magnitude.astype(np.float64) ** 2)))
         odds = magnitude * (2 * FP16_ROUNDOFF * math.sqrt(terms))
         flip = self._rng.random(value.shape) < odds
         step = np.where(flip, self._rng.choice((-1, 1), value.shape), 0)
