@@ -104,7 +104,8 @@ def validate(
         list[str],
         typer.Option(
             "--tolerance",
-            help="[PAIR|fp16|fp32|int8|all@]rtol=..,atol=..,min_cosine=..,noise_factor=.. "
+            help="[PAIR|CLASS|all@]rtol=..,atol=..,min_cosine=..,noise_factor=..;"
+            " CLASS: fp32, fp16, int8, int8-fp16, int8-same-grid "
             "(e.g. gpu-fp16:cpu@noise_factor=128)",
         ),
     ] = [],  # noqa: B006
