@@ -266,6 +266,19 @@ def value_range(spec: IoSpec, meta: InputMetadata | None = None) -> tuple[float,
     return 0.0, 1.0
 
 
+def quantize_step(tensor: ir.Tensor) -> float | None:
+    """The step of the 8-bit grid a float input is put on by the QUANTIZE op that reads it (a
+    quantized model with float inputs), else None."""
+    if tensor.dtype is None or np.dtype(tensor.dtype).kind != "f":
+        return None
+    for op in tensor.consumers:
+        if op.type == "QUANTIZE" and op.outputs and op.outputs[0].is_quantized:
+            scale = op.outputs[0].quantization.scale
+            if scale is not None and len(scale) == 1:
+                return float(scale[0])
+    return None
+
+
 def _index_limit(op: ir.Op) -> int | None:
     """How many valid indices the table an index input points into has."""
     if op.type == "ONE_HOT":

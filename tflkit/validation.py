@@ -29,10 +29,11 @@ from tflkit.delegates.external import ExternalDelegateRunner
 from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.delegates.litert_gpu import LiteRTGpuRunner
+from tflkit.delegates.reference_io import Port, ReferenceIo, convert, match_ports
 from tflkit.delegates.step_flips import StepFlipRunner
 from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle, load_bundle, save_bundle
 from tflkit.errors import UsageError
-from tflkit.inputs import InputSets, IoSpec, entry_point, make_input_sets
+from tflkit.inputs import InputSets, IoSpec, entry_point, make_input_sets, quantize_step
 from tflkit.native_check import ensure_cpu_safe
 from tflkit.report.validate_report import ValidateReport
 
@@ -191,6 +192,13 @@ def _is_quantized(model: ir.Model) -> bool:
     )
 
 
+def _quantized_reference(options: ValidateOptions) -> bool:
+    """The reference is a quantized ``.tflite``."""
+    if options.reference is None or not _is_tflite(options.reference):
+        return False
+    return _is_quantized(ir.load(ir.serde.read_model_bytes(options.reference)[0]))
+
+
 def _same_grid_reference(model: ir.Model, options: ValidateOptions) -> bool:
     """The reference is a ``.tflite`` whose inputs and outputs have the model's names, types and
     quantization: another computation on the same 8-bit grid (a rewritten or re-exported copy)."""
@@ -237,15 +245,43 @@ def _build(
             timeout=options.timeout,
         )
     assert options.reference is not None
+    ports_in, ports_out = _ports(ins), _ports(outs)
     if _is_tflite(options.reference):
         reference = ir.serde.read_model_bytes(options.reference)[0]
-        return LiteRTCpuRunner(reference, signature=key, name="reference")
-    return ReferenceRunner(
-        options.reference,
-        outputs={o.name: o.shape for o in outputs},
-        signature=key,
-        timeout=options.timeout,
-    )
+        runner: Runner = LiteRTCpuRunner(reference, signature=key, name="reference")
+        _, _, their_ins, their_outs = entry_point(ir.load(reference), None)
+        theirs: tuple[list[Port] | None, list[Port] | None] = (
+            _ports(their_ins),
+            _ports(their_outs),
+        )
+    else:
+        runner = ReferenceRunner(
+            options.reference,
+            outputs={o.name: o.shape for o in outputs},
+            signature=key,
+            timeout=options.timeout,
+        )
+        theirs = (None, None)
+    try:
+        adapter = ReferenceIo(
+            runner,
+            model_inputs=ports_in,
+            model_outputs=ports_out,
+            reference_inputs=theirs[0],
+            reference_outputs=theirs[1],
+        )
+    except ValueError as exc:
+        raise UsageError(f"--reference {options.reference}: {exc}") from None
+    return adapter if adapter.adapted else runner
+
+
+def _ports(tensors: Mapping[str, ir.Tensor]) -> list[Port]:
+    """The inputs or outputs of an entry point as the reference adapter sees them."""
+    return [
+        Port(name, spec.dtype, tuple(t.shape_signature or t.shape), spec.quant)
+        for name, t in tensors.items()
+        for spec in [IoSpec(name, t, t.shape)]
+    ]
 
 
 def _check_pairs(pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> None:
@@ -298,6 +334,7 @@ def _sensitivity(
     if spread is None:
         spread = execute(LiteRTCpuRunner(data, kernels="reference", signature=key), sets.feeds)
     quant = {s.name: s.quant for s in sets.specs if s.quant is not None}
+    grid_steps = {s.name: step for s in sets.specs if (step := quantize_step(s.tensor))}
     steps = {o.name: (o.scale, o.zero_point) for o in outputs if o.scale is not None}
     noise: dict[str, dict[str, OutputNoise]] = {}
     if SAME_GRID in precisions:  # identical integer inputs, the same kernels: nothing moves
@@ -306,7 +343,9 @@ def _sensitivity(
             base.outputs, [base.outputs], SAME_GRID, dequantize=steps, labels=[label]
         )
     for seed_offset, precision in enumerate(sorted(precisions - {FLIPS, SAME_GRID})):
-        moved = perturb(sets.feeds, EPS[precision], options.seed + 1 + seed_offset, quant)
+        moved = perturb(
+            sets.feeds, EPS[precision], options.seed + 1 + seed_offset, quant, grid_steps
+        )
         trial = execute(LiteRTCpuRunner(data, signature=key), moved)
         if not trial.ok:
             continue
@@ -332,6 +371,41 @@ def _sensitivity(
                     labels=["inputs one step", *([label] * FLIP_TRIALS)],
                 )
     return noise
+
+
+def _add_reference_noise(
+    noise: dict[str, OutputNoise],
+    sets: InputSets,
+    by_name: dict[str, RunResult],
+    model: ir.Model,
+    outputs: list[OutputInfo],
+    options: ValidateOptions,
+) -> None:
+    """A float model against a quantized ``.tflite`` reference: the reference's own response to a
+    one-step input change counts too (the quantization error is the reference's, not this
+    model's), element-wise the larger of the two."""
+    base = by_name.get("reference")
+    if base is None or not base.ok:
+        return
+    assert options.reference is not None
+    reference = ir.load(ir.serde.read_model_bytes(options.reference)[0])
+    _, _, ours, _ = entry_point(model, options.signature)
+    _, _, theirs_in, _ = entry_point(reference, None)
+    beside = match_ports(_ports(ours), _ports(theirs_in))
+    steps = {
+        name: step
+        for name, port in beside.items()
+        if (step := quantize_step(theirs_in[port.name])) is not None
+    }
+    moved = perturb(sets.feeds, EPS["int8"], options.seed + 1, None, steps)
+    trial = execute(_build("reference", b"", options, model, outputs), moved)
+    if not trial.ok:
+        return
+    label = "the quantized reference's inputs one step"
+    theirs = measure(base.outputs, [trial.outputs], "int8", labels=[label])
+    for name, extra in theirs.items():
+        if name in noise:
+            noise[name] = noise[name].widened(extra)
 
 
 def validate(
@@ -361,6 +435,13 @@ def validate(
     outputs = _output_infos(outs)
     quantized = _is_quantized(model)
     same_grid = quantized and _same_grid_reference(model, options)
+    # a quantized .tflite reference holds the pairs against it to the quantization contract
+    # even when this model is float (checked against the int8 model it replaces)
+    quantized_reference = _quantized_reference(options)
+
+    def pair_quantized(expected: str) -> bool:
+        return quantized or (expected == "reference" and quantized_reference)
+
     results = []
     for name in names:
         _say(options, _running_line(name))
@@ -384,12 +465,14 @@ def validate(
     if options.calibrate:
         _say(options, "measuring the model's own noise on the CPU")
         precisions = {
-            tolerance_for(a, e, quantized=quantized, same_grid=same_grid).precision
+            tolerance_for(a, e, quantized=pair_quantized(e), same_grid=same_grid).precision
             for a, e in pairs
         } | ({"int8"} if quantized else set())
         if quantized and any("fp16" in (precision_of(a), precision_of(e)) for a, e in pairs):
             precisions.add(FLIPS)
         noise = _sensitivity(data, sets, by_name, outputs, precisions, options)
+        if quantized_reference and not quantized and "int8" in noise:
+            _add_reference_noise(noise["int8"], sets, by_name, model, outputs, options)
     comparisons = [
         compare_pair(
             by_name[a],
@@ -397,7 +480,7 @@ def validate(
             outputs,
             overrides=options.tolerances,
             noise=noise,
-            quantized=quantized,
+            quantized=pair_quantized(e),
             same_grid=same_grid,
         )
         for a, e in pairs
@@ -633,6 +716,12 @@ def _localize(
     threshold = tolerance_for(runner, "cpu", overrides=options.tolerances).rtol or (
         DEFAULTS[precision].rtol
     )
+    reference_feed = None
+    if reference is not None:
+        ours = _ports(ins)
+        beside = match_ports(ours, _ports(entry_point(ir.load(reference), None)[2]))
+        port = {p.name: p for p in ours}
+        reference_feed = {beside[n].name: convert(v, port[n], beside[n]) for n, v in feed.items()}
     return localize(
         data,
         feed,
@@ -641,6 +730,7 @@ def _localize(
         threshold=threshold,
         timeout=options.timeout,
         reference=reference,
+        reference_feed=reference_feed,
     )
 
 

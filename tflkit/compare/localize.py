@@ -351,12 +351,14 @@ def localize(
     timeout: float = 300.0,
     accumulated: bool = True,
     reference: bytes | None = None,
+    reference_feed: Mapping[str, np.ndarray] | None = None,
 ) -> Localization:
     """Per-op isolated and accumulated error of ``runner`` against the CPU, ranked culprits,
     fp16 hazards.
 
     ``runner``: "gpu-fp16", "gpu-fp32", "cpu-fp16" (the fp16 emulation) or "reference" (then
-    ``reference`` holds the ``.tflite`` the model replaces). ``feed`` is one input set by
+    ``reference`` holds the ``.tflite`` the model replaces; ``reference_feed``: the same input
+    set in the reference's names and types, when they differ). ``feed`` is one input set by
     entry-point name; ``inputs`` maps those names to tensors of the model's main subgraph
     (default: its graph inputs by tensor name). ``threshold`` is the score (max_abs / peak)
     above which an op counts as divergent.
@@ -378,7 +380,8 @@ def localize(
         if reference is None:
             raise ValueError("localizing against a reference needs the reference model's bytes")
         report.against = "reference (.tflite, reference kernels)"
-        expected, real, off_grid = _capture_by_name(reference, model, feed)
+        theirs = feed if reference_feed is None else reference_feed
+        expected, real, off_grid = _capture_by_name(reference, model, theirs)
     ops = _float_ops(model)
     if not ops:
         report.unavailable = (

@@ -68,6 +68,22 @@ class OutputNoise:
     #: fp32, outputs in [0, 1]: the largest movement of log(value) (see :func:`log_diff`)
     log_max_abs: float | None = None
 
+    def widened(self, other: OutputNoise) -> OutputNoise:
+        """The element-wise larger of two measurements of the same output, witnesses of both."""
+        elements = self.elements
+        if elements is not None and other.elements is not None:
+            elements = np.fmax(elements, other.elements)
+        logs = [v for v in (self.log_max_abs, other.log_max_abs) if v is not None]
+        return OutputNoise(
+            self.precision,
+            self.eps,
+            rms=max(self.rms, other.rms),
+            max_abs=max(self.max_abs, other.max_abs),
+            witnesses=list(dict.fromkeys(self.witnesses + other.witnesses)),
+            elements=elements,
+            log_max_abs=max(logs) if logs else None,
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "precision": self.precision,
@@ -88,11 +104,14 @@ def perturb(
     eps: float,
     seed: int,
     quant: Mapping[str, tuple[float, int]] | None = None,
+    steps: Mapping[str, float] | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """Feeds with every float value scaled by ``1 + eps*u``, ``u`` uniform in [-1, 1].
 
     Quantized integer inputs (``quant`` names them) move by one step on a random half of their
-    elements when ``eps`` is the 8-bit grid's; other integer inputs (indices) are left alone.
+    elements when ``eps`` is the 8-bit grid's; so do float inputs a QUANTIZE op puts on a grid
+    (``steps`` gives that grid's step: a relative ``eps`` would round away where values are
+    small); other integer inputs (indices) are left alone.
     """
     rng = np.random.default_rng(seed)
     out = []
@@ -100,7 +119,10 @@ def perturb(
         moved = {}
         for name, value in feed.items():
             value = np.asarray(value)
-            if value.dtype.kind == "f":
+            if value.dtype.kind == "f" and steps and name in steps and eps >= EPS["int8"]:
+                step = steps[name] * rng.integers(-1, 2, value.shape)
+                moved[name] = (value.astype(np.float64) + step).astype(value.dtype)
+            elif value.dtype.kind == "f":
                 factor = 1.0 + eps * rng.uniform(-1.0, 1.0, value.shape)
                 moved[name] = (value.astype(np.float64) * factor).astype(value.dtype)
             elif quant and name in quant and eps >= EPS["int8"]:
