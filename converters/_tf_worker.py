@@ -232,8 +232,14 @@ def _conversion_failure(text: str) -> dict[str, Any]:
     }
 
 
-def _cpu_check(data: bytes, feeds: list[dict[str, np.ndarray]], refs: list[dict[str, Any]]) -> dict:
-    """Max |tflite CPU - framework| per output on the reference inputs (CPU Interpreter)."""
+def _cpu_check(
+    data: bytes,
+    feeds: list[dict[str, np.ndarray]],
+    refs: list[dict[str, Any]],
+    out_quant: dict[str, tuple[float, int]],
+) -> dict:
+    """Max |tflite CPU - framework| per output on the reference inputs (CPU Interpreter);
+    quantized outputs (``out_quant``: scale, zero point) in their real values."""
     from ai_edge_litert.interpreter import Interpreter
 
     runner = Interpreter(model_content=data).get_signature_runner()
@@ -241,7 +247,11 @@ def _cpu_check(data: bytes, feeds: list[dict[str, np.ndarray]], refs: list[dict[
     for feed, ref in zip(feeds, refs, strict=True):
         got = runner(**feed)
         for name, value in got.items():
-            diff = np.abs(np.asarray(value, np.float64) - np.asarray(ref[name], np.float64))
+            real = np.asarray(value, np.float64)
+            if name in out_quant:
+                scale, zero = out_quant[name]
+                real = (real - zero) * scale
+            diff = np.abs(real - np.asarray(ref[name], np.float64))
             worst[name] = max(worst.get(name, 0.0), float(diff.max()) if diff.size else 0.0)
     return worst
 
@@ -299,26 +309,30 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         (work / "model.tflite").write_bytes(data)
         state["stage"] = "reference"
         from tflkit import ir
+        from tflkit.delegates.reference_io import Port, convert
         from tflkit.delegates.tf_reference import save_bundle
-        from tflkit.inputs import make_input_sets
+        from tflkit.inputs import IoSpec, entry_point, make_input_sets
 
         model = ir.load(data)
         state["flex_ops"] = sorted(
             {op.type for sg in model.subgraphs for op in sg.ops if op.type.startswith("Flex")}
         )
-        if options["int8_io"]:
-            state["notes"] = ["no reference bundle: int8 inputs cannot be fed to the float model"]
-            state["stage"] = "done"
-            return state
         sets = make_input_sets(
             model,
             count=int(options["reference_sets"]),
             seed=int(options["seed"]),
             kind="realistic",  # what validate feeds the model: photographs, audio, indices
         )
+        # --int8-io: the float model gets the real values the int8 inputs stand for
+        quant = {spec.name: spec.quant for spec in sets.specs if spec.quant is not None}
+        real32 = Port("", np.dtype(np.float32), ())
         refs = []
         for feed in sets.feeds:
-            out = ref({k: tf.constant(v) for k, v in feed.items()})
+            real = {
+                k: v if k not in quant else convert(v, Port(k, v.dtype, v.shape, quant[k]), real32)
+                for k, v in feed.items()
+            }
+            out = ref({k: tf.constant(v) for k, v in real.items()})
             refs.append(
                 {
                     k: np.asarray(v, dtype=np.float32)
@@ -338,7 +352,11 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         state["reference_inputs"] = sets.summary()
         state["output_names"] = list(refs[0])
         if not state["flex_ops"]:
-            state["cpu_vs_reference_max_abs"] = _cpu_check(data, sets.feeds, refs)
+            outputs = entry_point(model)[3]
+            out_quant = {
+                n: q for n, t in outputs.items() if (q := IoSpec(n, t, t.shape).quant) is not None
+            }
+            state["cpu_vs_reference_max_abs"] = _cpu_check(data, sets.feeds, refs, out_quant)
         state["stage"] = "done"
     except UsageError as exc:
         state.update(error=str(exc), error_kind="usage")

@@ -62,11 +62,14 @@ def regressor() -> Path:
     return out / "regressor.keras"
 
 
-def _convert(source: Path, out: Path, quantize: str, representative: Path | None) -> None:
+def _convert(
+    source: Path, out: Path, quantize: str, representative: Path | None, int8_io: bool = False
+) -> None:
     from tflkit.converters.api import convert
     from tflkit.converters.base import ConvertOptions
 
-    convert(source, out, ConvertOptions(quantize=quantize, representative=representative))
+    options = ConvertOptions(quantize=quantize, representative=representative, int8_io=int8_io)
+    convert(source, out, options)
 
 
 def test_quantized_models_hold_the_contract_and_a_broken_calibration_fails(regressor, tmp_path):
@@ -92,6 +95,29 @@ def test_quantized_models_hold_the_contract_and_a_broken_calibration_fails(regre
     assert verdicts["dynamic"][0] == "pass", verdicts
     assert verdicts["int8"][0] == "pass", verdicts
     assert verdicts["int8-narrow"][0] == "fail", verdicts
+
+
+def test_int8_inputs_and_outputs_against_the_float_source(regressor, tmp_path):
+    """``--int8-io``: the Keras source gets the int8 inputs' real values (dequantized), and its
+    float outputs are compared with the model's dequantized ones, in steps."""
+    calibration = tmp_path / "calibration.npz"
+    rng = np.random.default_rng(5)
+    np.savez(calibration, image=rng.uniform(0.0, 1.0, (16, 1, SIZE, SIZE, 3)).astype(np.float32))
+    out = tmp_path / "int8-io.tflite"
+    _convert(regressor, out, "int8", calibration, int8_io=True)
+    report = validate(out, ValidateOptions(runners=["cpu"], reference=regressor, num_inputs=2))
+    reference = report.runner("reference")
+    assert reference.ok, reference.error
+    assert any("dequantized to float32" in note for note in reference.notes)
+    (output,) = report.pair("cpu:reference").outputs
+    assert output.tolerance.precision == "int8" and output.dequantized
+    assert output.verdict == "pass", output.reasons
+    assert output.steps is not None and 0 < output.steps <= output.bound_steps
+    # convert recorded its reference bundle the same way: the source fed the real values
+    bundle = out.with_suffix(".reference.npz")
+    assert bundle.is_file()
+    recorded = validate(out, ValidateOptions(runners=["cpu"], reference=bundle))
+    assert recorded.pair("cpu:reference").verdict == "pass", recorded.findings
 
 
 if __name__ == "__main__":
