@@ -238,8 +238,14 @@ def index_limit(tensor: ir.Tensor) -> int | None:
     return None
 
 
-def value_range(spec: IoSpec, meta: InputMetadata | None = None) -> tuple[float, float]:
-    """The range random values for ``spec`` are drawn from (inclusive for integers)."""
+def value_range(
+    spec: IoSpec, meta: InputMetadata | None = None, fallback: tuple[float, float] | None = None
+) -> tuple[float, float]:
+    """The range random values for ``spec`` are drawn from (inclusive for integers).
+
+    ``fallback``: the real-valued range of a float input the model itself says nothing about
+    (no metadata, no QUANTIZE), from a caller that knows better (a quantized reference's grid).
+    """
     dtype = spec.dtype
     tensor = spec.tensor
     if dtype.kind == "b":
@@ -252,18 +258,45 @@ def value_range(spec: IoSpec, meta: InputMetadata | None = None) -> tuple[float,
         if limit:
             return 0, limit - 1
         return max(info.min, 0), min(info.max, 9)
+    known = real_range(spec, meta)
+    if known is not None:
+        return known
+    if fallback is not None:
+        return fallback
+    if _SIGNED_HINT.search(spec.name) or _SIGNED_HINT.search(tensor.name):
+        return -1.0, 1.0
+    return 0.0, 1.0
+
+
+def real_range(spec: IoSpec, meta: InputMetadata | None = None) -> tuple[float, float] | None:
+    """The real values an input covers by the model's own account: its metadata's value range,
+    the grid of a quantized input or of the QUANTIZE op that reads a float one; else None."""
+    if spec.dtype.kind in "iu" and spec.quant is not None:
+        info = np.iinfo(spec.dtype)
+        scale, zero = spec.quant
+        return (info.min - zero) * scale, (info.max - zero) * scale
+    if spec.dtype.kind != "f":
+        return None
     if meta is not None and meta.value_min is not None and meta.value_max is not None:
         return meta.value_min, max(meta.value_max, meta.value_min)
-    for op in tensor.consumers:
+    for op in spec.tensor.consumers:
         if op.type == "QUANTIZE" and op.outputs and op.outputs[0].is_quantized:
             out = op.outputs[0]
             scale = float(out.quantization.scale[0])
             zero = int(out.quantization.zeroPoint[0]) if len(out.quantization.zeroPoint) else 0
             info = np.iinfo(out.dtype)
             return (info.min - zero) * scale, (info.max - zero) * scale
-    if _SIGNED_HINT.search(spec.name) or _SIGNED_HINT.search(tensor.name):
-        return -1.0, 1.0
-    return 0.0, 1.0
+    return None
+
+
+def input_real_ranges(
+    model: ir.Model, signature: str | None = None
+) -> dict[str, tuple[float, float] | None]:
+    """:func:`real_range` of every input of the entry point, by feed name."""
+    _, subgraph, inputs, _ = entry_point(model, signature)
+    specs = [IoSpec(name, t, t.shape) for name, t in inputs.items()]
+    metas = _metadata(model, subgraph, specs)
+    return {s.name: real_range(s, m) for s, m in zip(specs, metas, strict=True)}
 
 
 def quantize_step(tensor: ir.Tensor) -> float | None:
@@ -586,9 +619,11 @@ def make_input_sets(
     seed: int = 0,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
     kind: str = "random",
+    fallback_ranges: Mapping[str, tuple[float, float]] | None = None,
 ) -> InputSets:
     """``count`` generated feeds (``kind`` "realistic" or seeded "random"), or the feeds in
-    ``source`` (.npy, .npz or image folder)."""
+    ``source`` (.npy, .npz or image folder). ``fallback_ranges``: real-valued ranges for float
+    inputs the model says nothing about (see :func:`value_range`)."""
     if count < 1:
         raise UsageError(f"the number of input sets must be at least 1, got {count}")
     if kind not in KINDS:
@@ -597,7 +632,18 @@ def make_input_sets(
     notes: list[str] = []
     specs = _resolve_shapes(inputs, by_feed_name(model, shapes, signature), notes)
     metas = _metadata(model, subgraph, specs)
-    ranges = {spec.name: value_range(spec, meta) for spec, meta in zip(specs, metas, strict=True)}
+    fallback = fallback_ranges or {}
+    ranges = {
+        spec.name: value_range(spec, meta, fallback.get(spec.name))
+        for spec, meta in zip(specs, metas, strict=True)
+    }
+    for spec, meta in zip(specs, metas, strict=True):
+        if spec.name in fallback and spec.dtype.kind == "f" and real_range(spec, meta) is None:
+            low, high = fallback[spec.name]
+            notes.append(
+                f"input {spec.name}: values in [{low:.6g}, {high:.6g}], the range the reference's "
+                "quantization covers (this model states none)"
+            )
     if source is None and kind == "realistic":
         entry = model.metadata_entry(METADATA_NAME)
         front = front_end(bytes(entry.buffer.data) if entry is not None else None)

@@ -33,7 +33,14 @@ from tflkit.delegates.reference_io import Port, ReferenceIo, convert, match_port
 from tflkit.delegates.step_flips import StepFlipRunner
 from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle, load_bundle, save_bundle
 from tflkit.errors import UsageError
-from tflkit.inputs import InputSets, IoSpec, entry_point, make_input_sets, quantize_step
+from tflkit.inputs import (
+    InputSets,
+    IoSpec,
+    entry_point,
+    input_real_ranges,
+    make_input_sets,
+    quantize_step,
+)
 from tflkit.native_check import ensure_cpu_safe
 from tflkit.report.validate_report import ValidateReport
 
@@ -122,6 +129,7 @@ def _inputs(model: ir.Model, options: ValidateOptions) -> InputSets:
         seed=options.seed,
         shapes=options.input_shapes,
         kind=options.input_kind,
+        fallback_ranges=_reference_ranges(model, options),
     )
     if options.reference is not None and is_bundle(options.reference) and options.inputs is None:
         bundle = load_bundle(options.reference)
@@ -138,6 +146,23 @@ def _inputs(model: ir.Model, options: ValidateOptions) -> InputSets:
             kinds={n: "file" for n in names},
         )
     return sets
+
+
+def _reference_ranges(model: ir.Model, options: ValidateOptions) -> dict[str, tuple[float, float]]:
+    """A ``.tflite`` reference's own account of its inputs' real values (a quantized model's
+    grid), by this model's input names: the range for inputs this model says nothing about, so
+    a float model gets what the quantized model it replaces was calibrated for."""
+    if options.reference is None or not _is_tflite(options.reference):
+        return {}
+    reference = ir.load(ir.serde.read_model_bytes(options.reference)[0])
+    ranges = input_real_ranges(reference)
+    _, _, ours, _ = entry_point(model, options.signature)
+    _, _, theirs, _ = entry_point(reference, None)
+    try:
+        beside = match_ports(_ports(ours), _ports(theirs))
+    except ValueError:
+        return {}  # the reference runner says why
+    return {n: found for n, port in beside.items() if (found := ranges.get(port.name))}
 
 
 def output_kind(tensor: ir.Tensor) -> str:
@@ -221,8 +246,14 @@ def _same_grid_reference(model: ir.Model, options: ValidateOptions) -> bool:
 
 
 def _build(
-    name: str, data: bytes, options: ValidateOptions, model: ir.Model, outputs: list[OutputInfo]
+    name: str,
+    data: bytes,
+    options: ValidateOptions,
+    model: ir.Model,
+    outputs: list[OutputInfo],
+    reference_kernels: str = "xnnpack",
 ) -> Runner:
+    """The runner ``name`` of ``data``; a ``.tflite`` reference runs on ``reference_kernels``."""
     key = options.signature
     if name in ("cpu", "cpu-ref"):
         kernels = "xnnpack" if name == "cpu" else "reference"
@@ -248,7 +279,9 @@ def _build(
     ports_in, ports_out = _ports(ins), _ports(outs)
     if _is_tflite(options.reference):
         reference = ir.serde.read_model_bytes(options.reference)[0]
-        runner: Runner = LiteRTCpuRunner(reference, signature=key, name="reference")
+        runner: Runner = LiteRTCpuRunner(
+            reference, kernels=reference_kernels, signature=key, name="reference"
+        )
         _, _, their_ins, their_outs = entry_point(ir.load(reference), None)
         theirs: tuple[list[Port] | None, list[Port] | None] = (
             _ports(their_ins),
@@ -383,9 +416,9 @@ def _add_reference_noise(
     outputs: list[OutputInfo],
     options: ValidateOptions,
 ) -> None:
-    """A float model against a quantized ``.tflite`` reference: the reference's own response to a
-    one-step input change counts too (the quantization error is the reference's, not this
-    model's), element-wise the larger of the two."""
+    """A float model against a quantized ``.tflite`` reference: the reference's own noise counts
+    too (the quantization error is the reference's, not this model's): its response to a
+    one-step input change and the spread of its two CPU kernel sets, element-wise the larger."""
     base = by_name.get("reference")
     if base is None or not base.ok:
         return
@@ -401,10 +434,14 @@ def _add_reference_noise(
     }
     moved = perturb(sets.feeds, EPS["int8"], options.seed + 1, None, steps)
     trial = execute(_build("reference", b"", options, model, outputs), moved)
-    if not trial.ok:
+    spread = execute(
+        _build("reference", b"", options, model, outputs, reference_kernels="reference"),
+        sets.feeds,
+    )
+    if not trial.ok or not spread.ok:
         return
-    label = "the quantized reference's inputs one step"
-    theirs = measure(base.outputs, [trial.outputs], "int8", labels=[label])
+    labels = ["the quantized reference's inputs one step", "its XNNPACK vs reference kernels"]
+    theirs = measure(base.outputs, [trial.outputs, spread.outputs], "int8", labels=labels)
     for name, extra in theirs.items():
         if name in noise:
             noise[name] = noise[name].widened(extra)
