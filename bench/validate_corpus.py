@@ -220,7 +220,7 @@ def render(runs: Path, out: Path) -> None:
             counts[kind][verdict] = counts[kind].get(verdict, 0) + 1
             row += [verdict, _why(report).replace("|", "/")]
         lines.append("| " + " | ".join(row) + " |")
-    agree = total = 0
+    agree = total = healthy_agree = healthy = 0
     differ = []
     for name, kinds in sorted(by_model.items()):
         for kind, report in kinds.items():
@@ -228,21 +228,30 @@ def render(runs: Path, out: Path) -> None:
             emu, gpu = pairs.get("cpu-fp16:cpu"), pairs.get("gpu-fp16:cpu")
             if not emu or not gpu or "skipped" in (emu["verdict"], gpu["verdict"]):
                 continue
+            fp32 = pairs.get("gpu-fp32:cpu")
+            fp32_fails = {
+                o["name"] for o in (fp32 or {}).get("outputs", []) if o["verdict"] == "fail"
+            }
             for e_out, g_out in zip(emu["outputs"], gpu["outputs"], strict=True):
                 if "unverified" in (e_out["verdict"], g_out["verdict"]):
                     continue
+                same = e_out["verdict"] == g_out["verdict"]
                 total += 1
-                if e_out["verdict"] == g_out["verdict"]:
-                    agree += 1
-                else:
+                agree += same
+                if e_out["name"] not in fp32_fails:
+                    healthy += 1
+                    healthy_agree += same
+                if not same:
                     differ.append(
                         f"{name} ({kind}) {e_out['name']}: emulation {e_out['verdict']}, "
                         f"GPU {g_out['verdict']}"
+                        + (", GPU fp32 fails too" if e_out["name"] in fp32_fails else "")
                     )
     lines += [
         "",
         f"fp16 emulation vs the software GPU's fp16 run: same verdict on {agree} of {total} "
-        "outputs compared by both" + (": differ on " + "; ".join(differ) if differ else "."),
+        f"outputs compared by both, {healthy_agree} of {healthy} where the GPU's fp32 run does "
+        "not fail" + (": differ on " + "; ".join(differ) if differ else "."),
     ]
     suspects: list[str] = []
     unexplained: list[str] = []
