@@ -76,11 +76,25 @@ class LiteRTCpuRunner:
                 "runtime": "LiteRT Interpreter",
                 "device": "CPU",
                 "kernels": "XNNPACK" if self.kernels == "xnnpack" else "reference (BUILTIN_REF)",
-                "precision": "fp32",
+                "precision": self._precision(),
             },
             compile_seconds=self._compile_seconds,
             infer_seconds=times,
         )
+
+    def _precision(self) -> str:
+        """ "int8" when ops write quantized 8-bit tensors (the kernels compute on their grid),
+        "fp32, int8 weights" when only constants are quantized (dynamic range), else "fp32"."""
+        interpreter = self._interpreter
+        written = {i for op in interpreter._get_ops_details() for i in op["outputs"]}
+        weights = False
+        for detail in interpreter.get_tensor_details():
+            scales = detail.get("quantization_parameters", {}).get("scales")
+            if detail["dtype"] in (np.int8, np.uint8) and scales is not None and len(scales):
+                if detail["index"] in written:
+                    return "int8"
+                weights = True
+        return "fp32, int8 weights" if weights else "fp32"
 
     def _signature_call(self, signatures: dict[str, Any]) -> Any:
         key = self.signature or next(iter(signatures))
