@@ -28,8 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     from tflkit.delegates.base import execute
     from tflkit.delegates.litert_cpu import LiteRTCpuRunner
     from tflkit.delegates.step_flips import StepFlipRunner
-    from tflkit.inputs import make_input_sets
-    from tflkit.validation import _is_quantized
+    from tflkit.inputs import is_quantized, make_input_sets
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[], help="substring of model names")
@@ -41,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         data = path.read_bytes()
         model = ir.load(data)
-        if not _is_quantized(model):
+        if not is_quantized(model):
             continue
         for kind in ("realistic", "random"):
             feeds = make_input_sets(model, count=2, seed=0, kind=kind).feeds

@@ -27,13 +27,13 @@ RUNNERS = ["cpu", "cpu-ref", "cpu-fp16", "gpu-fp16", "gpu-fp32"]
 
 def _probability_models(models: dict[str, Path]) -> dict[str, list[str]]:
     from tflkit import ir
-    from tflkit.inputs import entry_point
-    from tflkit.validation import _is_quantized, output_kind
+    from tflkit.inputs import entry_point, is_quantized
+    from tflkit.validation import output_kind
 
     found = {}
     for name, path in sorted(models.items()):
         model = ir.load(path)
-        if _is_quantized(model):
+        if is_quantized(model):
             continue
         _, _, _, outs = entry_point(model)
         probs = [n for n, t in outs.items() if output_kind(t) == "probabilities"]

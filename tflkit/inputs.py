@@ -299,6 +299,14 @@ def input_real_ranges(
     return {s.name: real_range(s, m) for s, m in zip(specs, metas, strict=True)}
 
 
+def is_quantized(model: ir.Model) -> bool:
+    """Int8/uint8 weights or activations anywhere in the main subgraph."""
+    return any(
+        t.is_quantized and t.dtype is not None and np.dtype(t.dtype).kind in "iu"
+        for t in model.main.tensors
+    )
+
+
 def quantize_step(tensor: ir.Tensor) -> float | None:
     """The step of the 8-bit grid a float input is put on by the QUANTIZE op that reads it (a
     quantized model with float inputs), else None."""

@@ -29,7 +29,7 @@ from tflkit.delegates.external import ExternalDelegateRunner
 from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.delegates.litert_gpu import LiteRTGpuRunner
-from tflkit.delegates.reference_io import Port, ReferenceIo, convert, match_ports
+from tflkit.delegates.reference_io import Port, ReferenceIo
 from tflkit.delegates.step_flips import StepFlipRunner
 from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle, load_bundle, save_bundle
 from tflkit.errors import UsageError
@@ -37,12 +37,13 @@ from tflkit.inputs import (
     InputSets,
     IoSpec,
     entry_point,
-    input_real_ranges,
+    is_quantized,
     make_input_sets,
     quantize_step,
 )
 from tflkit.native_check import ensure_cpu_safe
 from tflkit.report.validate_report import ValidateReport
+from tflkit.tflite_reference import TfliteReference, io_ports
 
 __all__ = ["RUNNERS", "ValidateOptions", "output_kind", "validate"]
 
@@ -120,7 +121,12 @@ def _runner_names(options: ValidateOptions) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _inputs(model: ir.Model, options: ValidateOptions) -> InputSets:
+def _inputs(
+    model: ir.Model, options: ValidateOptions, tflite: TfliteReference | None = None
+) -> InputSets:
+    ranges = None
+    if tflite is not None:  # a float input this model states no range for: the reference's
+        ranges = tflite.ranges_for(entry_point(model, options.signature)[2])
     sets = make_input_sets(
         model,
         signature=options.signature,
@@ -129,7 +135,7 @@ def _inputs(model: ir.Model, options: ValidateOptions) -> InputSets:
         seed=options.seed,
         shapes=options.input_shapes,
         kind=options.input_kind,
-        fallback_ranges=_reference_ranges(model, options),
+        fallback_ranges=ranges,
     )
     if options.reference is not None and is_bundle(options.reference) and options.inputs is None:
         bundle = load_bundle(options.reference)
@@ -146,23 +152,6 @@ def _inputs(model: ir.Model, options: ValidateOptions) -> InputSets:
             kinds={n: "file" for n in names},
         )
     return sets
-
-
-def _reference_ranges(model: ir.Model, options: ValidateOptions) -> dict[str, tuple[float, float]]:
-    """A ``.tflite`` reference's own account of its inputs' real values (a quantized model's
-    grid), by this model's input names: the range for inputs this model says nothing about, so
-    a float model gets what the quantized model it replaces was calibrated for."""
-    if options.reference is None or not _is_tflite(options.reference):
-        return {}
-    reference = ir.load(ir.serde.read_model_bytes(options.reference)[0])
-    ranges = input_real_ranges(reference)
-    _, _, ours, _ = entry_point(model, options.signature)
-    _, _, theirs, _ = entry_point(reference, None)
-    try:
-        beside = match_ports(_ports(ours), _ports(theirs))
-    except ValueError:
-        return {}  # the reference runner says why
-    return {n: found for n, port in beside.items() if (found := ranges.get(port.name))}
 
 
 def output_kind(tensor: ir.Tensor) -> str:
@@ -209,51 +198,17 @@ def _output_infos(outputs: Mapping[str, ir.Tensor]) -> list[OutputInfo]:
     return infos
 
 
-def _is_quantized(model: ir.Model) -> bool:
-    """Int8/uint8 weights or activations anywhere in the main subgraph."""
-    return any(
-        t.is_quantized and t.dtype is not None and np.dtype(t.dtype).kind in "iu"
-        for t in model.main.tensors
-    )
-
-
-def _quantized_reference(options: ValidateOptions) -> bool:
-    """The reference is a quantized ``.tflite``."""
-    if options.reference is None or not _is_tflite(options.reference):
-        return False
-    return _is_quantized(ir.load(ir.serde.read_model_bytes(options.reference)[0]))
-
-
-def _same_grid_reference(model: ir.Model, options: ValidateOptions) -> bool:
-    """The reference is a ``.tflite`` whose inputs and outputs have the model's names, types and
-    quantization: another computation on the same 8-bit grid (a rewritten or re-exported copy)."""
-    if options.reference is None or not _is_tflite(options.reference):
-        return False
-    reference = ir.load(ir.serde.read_model_bytes(options.reference)[0])
-    try:
-        ours = entry_point(model, options.signature)
-        theirs = entry_point(reference, options.signature)
-    except UsageError:
-        return False
-
-    def grid(tensors: Mapping[str, ir.Tensor]) -> dict[str, tuple[object, ...]]:
-        return {name: (t.type_name, IoSpec(name, t, t.shape).quant) for name, t in tensors.items()}
-
-    return all(
-        grid(a) == grid(b) and any(q is not None for _, q in grid(a).values())
-        for a, b in ((ours[2], theirs[2]), (ours[3], theirs[3]))
-    )
-
-
 def _build(
     name: str,
     data: bytes,
     options: ValidateOptions,
     model: ir.Model,
     outputs: list[OutputInfo],
+    tflite: TfliteReference | None = None,
     reference_kernels: str = "xnnpack",
 ) -> Runner:
-    """The runner ``name`` of ``data``; a ``.tflite`` reference runs on ``reference_kernels``."""
+    """The runner ``name`` of ``data``; a ``.tflite`` reference (``tflite``, loaded) runs on
+    ``reference_kernels``."""
     key = options.signature
     if name in ("cpu", "cpu-ref"):
         kernels = "xnnpack" if name == "cpu" else "reference"
@@ -276,17 +231,10 @@ def _build(
             timeout=options.timeout,
         )
     assert options.reference is not None
-    ports_in, ports_out = _ports(ins), _ports(outs)
-    if _is_tflite(options.reference):
-        reference = ir.serde.read_model_bytes(options.reference)[0]
-        runner: Runner = LiteRTCpuRunner(
-            reference, kernels=reference_kernels, signature=key, name="reference"
-        )
-        _, _, their_ins, their_outs = entry_point(ir.load(reference), None)
-        theirs: tuple[list[Port] | None, list[Port] | None] = (
-            _ports(their_ins),
-            _ports(their_outs),
-        )
+    ports_in, ports_out = io_ports(ins), io_ports(outs)
+    if tflite is not None:
+        runner: Runner = tflite.runner(reference_kernels, key)
+        theirs: tuple[list[Port] | None, list[Port] | None] = tflite.ports()
     else:
         runner = ReferenceRunner(
             options.reference,
@@ -308,15 +256,6 @@ def _build(
     except ValueError as exc:
         raise UsageError(f"--reference {options.reference}: {exc}") from None
     return adapter if adapter.adapted else runner
-
-
-def _ports(tensors: Mapping[str, ir.Tensor]) -> list[Port]:
-    """The inputs or outputs of an entry point as the reference adapter sees them."""
-    return [
-        Port(name, spec.dtype, tuple(t.shape_signature or t.shape), spec.quant)
-        for name, t in tensors.items()
-        for spec in [IoSpec(name, t, t.shape)]
-    ]
 
 
 def _check_pairs(pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> None:
@@ -415,6 +354,7 @@ def _add_reference_noise(
     model: ir.Model,
     outputs: list[OutputInfo],
     options: ValidateOptions,
+    tflite: TfliteReference,
 ) -> None:
     """A float model against a quantized ``.tflite`` reference: the reference's own noise counts
     too (the quantization error is the reference's, not this model's): its response to a
@@ -422,20 +362,11 @@ def _add_reference_noise(
     base = by_name.get("reference")
     if base is None or not base.ok:
         return
-    assert options.reference is not None
-    reference = ir.load(ir.serde.read_model_bytes(options.reference)[0])
-    _, _, ours, _ = entry_point(model, options.signature)
-    _, _, theirs_in, _ = entry_point(reference, None)
-    beside = match_ports(_ports(ours), _ports(theirs_in))
-    steps = {
-        name: step
-        for name, port in beside.items()
-        if (step := quantize_step(theirs_in[port.name])) is not None
-    }
+    steps = tflite.steps_for(entry_point(model, options.signature)[2])
     moved = perturb(sets.feeds, EPS["int8"], options.seed + 1, None, steps)
-    trial = execute(_build("reference", b"", options, model, outputs), moved)
+    trial = execute(_build("reference", b"", options, model, outputs, tflite), moved)
     spread = execute(
-        _build("reference", b"", options, model, outputs, reference_kernels="reference"),
+        _build("reference", b"", options, model, outputs, tflite, reference_kernels="reference"),
         sets.feeds,
     )
     if not trial.ok or not spread.ok:
@@ -462,6 +393,7 @@ def validate(
         fix_input_shapes(model, options.input_shapes)
         data = ir.dumps(model)
     names = _runner_names(options)
+    tflite = TfliteReference.load(options.reference) if _is_tflite(options.reference) else None
     extra = {r.name: r for r in options.extra_runners}
     names += [n for n in extra if n not in names]
     if options.localize or {"cpu", "cpu-ref"} & set(names):  # they run in this process
@@ -470,13 +402,13 @@ def validate(
     pairs = list(options.pairs) or default_pairs(names)
     _check_pairs(pairs, names)
     key, _, _, outs = entry_point(model, options.signature)
-    sets = _inputs(model, options)
+    sets = _inputs(model, options, tflite)
     outputs = _output_infos(outs)
-    quantized = _is_quantized(model)
-    same_grid = quantized and _same_grid_reference(model, options)
+    quantized = is_quantized(model)
+    same_grid = quantized and tflite is not None and tflite.same_grid(model, options.signature)
     # a quantized .tflite reference holds the pairs against it to the quantization contract
     # even when this model is float (checked against the int8 model it replaces)
-    quantized_reference = _quantized_reference(options)
+    quantized_reference = tflite is not None and tflite.quantized
 
     def pair_quantized(expected: str) -> bool:
         return quantized or (expected == "reference" and quantized_reference)
@@ -484,7 +416,9 @@ def validate(
     results = []
     for name in names:
         _say(options, _running_line(name))
-        runner = extra[name] if name in extra else _build(name, data, options, model, outputs)
+        runner = (
+            extra[name] if name in extra else _build(name, data, options, model, outputs, tflite)
+        )
         results.append(execute(runner, sets.feeds))
     by_name = {r.runner: r for r in results}
     bundle_path = None
@@ -511,7 +445,8 @@ def validate(
             precisions.add(FLIPS)
         noise = _sensitivity(data, sets, by_name, outputs, precisions, options)
         if quantized_reference and not quantized and "int8" in noise:
-            _add_reference_noise(noise["int8"], sets, by_name, model, outputs, options)
+            assert tflite is not None
+            _add_reference_noise(noise["int8"], sets, by_name, model, outputs, options, tflite)
     comparisons = [
         compare_pair(
             by_name[a],
@@ -569,7 +504,7 @@ def validate(
     _verdict(report, comparisons, optional)
     if options.localize:
         _say(options, "localizing: running every op on its own")
-        report.localization = _localize(data, model, sets, options, comparisons, names)
+        report.localization = _localize(data, model, sets, options, comparisons, names, tflite)
     report.wall_seconds = time.perf_counter() - start
     return report
 
@@ -730,21 +665,19 @@ def _localize(
     options: ValidateOptions,
     comparisons: Sequence[PairComparison],
     names: Sequence[str],
+    tflite: TfliteReference | None = None,
 ) -> Localization:
     """Localize on the runner of the first failing pair (a GPU, the emulation, the reference)."""
     runner = options.localize_runner
     if runner is None:
         failing = [p.actual for p in comparisons if p.verdict == "fail"]
         failing += [p.expected for p in comparisons if p.verdict == "fail"]
-        ran = [n for n in names if n in _LOCALIZABLE or _reference_tflite(n, options)]
+        ran = [n for n in names if n in _LOCALIZABLE or (n == "reference" and tflite)]
         candidates = [n for n in failing if n in ran] or ran or ["gpu-fp16"]
         runner = candidates[0]
-    reference = None
     if runner == "reference":
-        if not _is_tflite(options.reference):
+        if tflite is None:
             raise UsageError("--localize against a reference works with a .tflite reference")
-        assert options.reference is not None
-        reference = ir.serde.read_model_bytes(options.reference)[0]
     elif runner not in _LOCALIZABLE:
         raise UsageError(
             f"--localize works on gpu-fp16, gpu-fp32, cpu-fp16 or a .tflite reference, not {runner}"
@@ -755,12 +688,7 @@ def _localize(
     threshold = tolerance_for(runner, "cpu", overrides=options.tolerances).rtol or (
         DEFAULTS[precision].rtol
     )
-    reference_feed = None
-    if reference is not None:
-        ours = _ports(ins)
-        beside = match_ports(ours, _ports(entry_point(ir.load(reference), None)[2]))
-        port = {p.name: p for p in ours}
-        reference_feed = {beside[n].name: convert(v, port[n], beside[n]) for n, v in feed.items()}
+    against = tflite if runner == "reference" else None
     return localize(
         data,
         feed,
@@ -768,13 +696,9 @@ def _localize(
         runner=runner,
         threshold=threshold,
         timeout=options.timeout,
-        reference=reference,
-        reference_feed=reference_feed,
+        reference=None if against is None else against.data,
+        reference_feed=None if against is None else against.feed_for(ins, feed),
     )
 
 
 _LOCALIZABLE = ("gpu-fp16", "gpu-fp32", "cpu-fp16")
-
-
-def _reference_tflite(name: str, options: ValidateOptions) -> bool:
-    return name == "reference" and _is_tflite(options.reference)
