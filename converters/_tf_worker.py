@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.delegates.reference_io import Port, convert
 from tflkit.errors import UsageError
 
 from .calibration import InputSpec, calibration_feeds
@@ -232,6 +233,11 @@ def _conversion_failure(text: str) -> dict[str, Any]:
     }
 
 
+#: float32 real values: what quantized inputs become for the float source, and the quantized
+#: outputs for the CPU check
+REAL = Port("", np.dtype(np.float32), ())
+
+
 def _cpu_check(
     data: bytes,
     feeds: list[dict[str, np.ndarray]],
@@ -247,11 +253,10 @@ def _cpu_check(
     for feed, ref in zip(feeds, refs, strict=True):
         got = runner(**feed)
         for name, value in got.items():
-            real = np.asarray(value, np.float64)
+            value = np.asarray(value)
             if name in out_quant:
-                scale, zero = out_quant[name]
-                real = (real - zero) * scale
-            diff = np.abs(real - np.asarray(ref[name], np.float64))
+                value = convert(value, Port(name, value.dtype, value.shape, out_quant[name]), REAL)
+            diff = np.abs(np.asarray(value, np.float64) - np.asarray(ref[name], np.float64))
             worst[name] = max(worst.get(name, 0.0), float(diff.max()) if diff.size else 0.0)
     return worst
 
@@ -309,7 +314,6 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         (work / "model.tflite").write_bytes(data)
         state["stage"] = "reference"
         from tflkit import ir
-        from tflkit.delegates.reference_io import Port, convert
         from tflkit.delegates.tf_reference import save_bundle
         from tflkit.inputs import IoSpec, entry_point, make_input_sets
 
@@ -325,11 +329,10 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         )
         # --int8-io: the float model gets the real values the int8 inputs stand for
         quant = {spec.name: spec.quant for spec in sets.specs if spec.quant is not None}
-        real32 = Port("", np.dtype(np.float32), ())
         refs = []
         for feed in sets.feeds:
             real = {
-                k: v if k not in quant else convert(v, Port(k, v.dtype, v.shape, quant[k]), real32)
+                k: v if k not in quant else convert(v, Port(k, v.dtype, v.shape, quant[k]), REAL)
                 for k, v in feed.items()
             }
             out = ref({k: tf.constant(v) for k, v in real.items()})

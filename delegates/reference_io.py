@@ -171,7 +171,7 @@ class ReferenceIo:
         if not result.ok:
             return result
         if self.reference_outputs is None:  # a framework runner matches its outputs itself
-            result.notes.append(f"the reference's inputs differ: {self.describe()}")
+            self._note(result)
             return result
         sources = self.outputs_from
         real = Port("", np.dtype(np.float64), ())
@@ -187,5 +187,10 @@ class ReferenceIo:
             }
             for produced in result.outputs
         ]
-        result.notes.append(f"the reference's inputs and outputs differ: {self.describe()}")
+        self._note(result)
         return result
+
+    def _note(self, result: RunResult) -> None:
+        how = self.describe()
+        if how:
+            result.notes.append(f"the reference's inputs and outputs differ: {how}")

@@ -279,14 +279,29 @@ def real_range(spec: IoSpec, meta: InputMetadata | None = None) -> tuple[float, 
         return None
     if meta is not None and meta.value_min is not None and meta.value_max is not None:
         return meta.value_min, max(meta.value_max, meta.value_min)
-    for op in spec.tensor.consumers:
+    grid = _quantized_by(spec.tensor)
+    if grid is None:
+        return None
+    info = np.iinfo(grid.dtype)
+    scale, zero = _scale_zero(grid)
+    return (info.min - zero) * scale, (info.max - zero) * scale
+
+
+def _quantized_by(tensor: ir.Tensor) -> ir.Tensor | None:
+    """The per-tensor quantized output of the QUANTIZE op that reads ``tensor`` (a quantized
+    model with float inputs), else None."""
+    for op in tensor.consumers:
         if op.type == "QUANTIZE" and op.outputs and op.outputs[0].is_quantized:
-            out = op.outputs[0]
-            scale = float(out.quantization.scale[0])
-            zero = int(out.quantization.zeroPoint[0]) if len(out.quantization.zeroPoint) else 0
-            info = np.iinfo(out.dtype)
-            return (info.min - zero) * scale, (info.max - zero) * scale
+            scale = op.outputs[0].quantization.scale
+            if scale is not None and len(scale) == 1:
+                return op.outputs[0]
     return None
+
+
+def _scale_zero(tensor: ir.Tensor) -> tuple[float, int]:
+    q = tensor.quantization
+    zero = int(q.zeroPoint[0]) if q.zeroPoint is not None and len(q.zeroPoint) else 0
+    return float(q.scale[0]), zero
 
 
 def input_real_ranges(
@@ -312,12 +327,8 @@ def quantize_step(tensor: ir.Tensor) -> float | None:
     quantized model with float inputs), else None."""
     if tensor.dtype is None or np.dtype(tensor.dtype).kind != "f":
         return None
-    for op in tensor.consumers:
-        if op.type == "QUANTIZE" and op.outputs and op.outputs[0].is_quantized:
-            scale = op.outputs[0].quantization.scale
-            if scale is not None and len(scale) == 1:
-                return float(scale[0])
-    return None
+    grid = _quantized_by(tensor)
+    return None if grid is None else _scale_zero(grid)[0]
 
 
 def _index_limit(op: ir.Op) -> int | None:

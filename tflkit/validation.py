@@ -205,10 +205,8 @@ def _build(
     model: ir.Model,
     outputs: list[OutputInfo],
     tflite: TfliteReference | None = None,
-    reference_kernels: str = "xnnpack",
 ) -> Runner:
-    """The runner ``name`` of ``data``; a ``.tflite`` reference (``tflite``, loaded) runs on
-    ``reference_kernels``."""
+    """The runner ``name`` of ``data`` (``tflite``: a ``.tflite`` reference, loaded)."""
     key = options.signature
     if name in ("cpu", "cpu-ref"):
         kernels = "xnnpack" if name == "cpu" else "reference"
@@ -230,10 +228,24 @@ def _build(
             output_names={t.name: n for n, t in outs.items()},
             timeout=options.timeout,
         )
+    return _reference(options, model, outputs, tflite)
+
+
+def _reference(
+    options: ValidateOptions,
+    model: ir.Model,
+    outputs: list[OutputInfo],
+    tflite: TfliteReference | None,
+    kernels: str = "xnnpack",
+) -> Runner:
+    """The reference runner (a ``.tflite`` on ``kernels``, a framework model or a bundle), fed
+    and read in its own terms when they differ from the model's."""
     assert options.reference is not None
+    key = options.signature
+    _, _, ins, outs = entry_point(model, key)
     ports_in, ports_out = io_ports(ins), io_ports(outs)
     if tflite is not None:
-        runner: Runner = tflite.runner(reference_kernels, key)
+        runner: Runner = tflite.runner(kernels, key)
         theirs: tuple[list[Port] | None, list[Port] | None] = tflite.ports()
     else:
         runner = ReferenceRunner(
@@ -364,11 +376,8 @@ def _add_reference_noise(
         return
     steps = tflite.steps_for(entry_point(model, options.signature)[2])
     moved = perturb(sets.feeds, EPS["int8"], options.seed + 1, None, steps)
-    trial = execute(_build("reference", b"", options, model, outputs, tflite), moved)
-    spread = execute(
-        _build("reference", b"", options, model, outputs, tflite, reference_kernels="reference"),
-        sets.feeds,
-    )
+    trial = execute(_reference(options, model, outputs, tflite), moved)
+    spread = execute(_reference(options, model, outputs, tflite, "reference"), sets.feeds)
     if not trial.ok or not spread.ok:
         return
     labels = ["the quantized reference's inputs one step", "its XNNPACK vs reference kernels"]
