@@ -90,9 +90,9 @@ def test_a_healthy_int8_model_passes_on_the_gpu_in_fp16(world_models, gpu):
 
 def test_flip_odds_grow_with_the_length_of_the_sum(world_models):
     """mltk's micro-speech model ends in a 4,000-long dense layer: in fp16 its sums round
-    ~sqrt(4000) times more than one value does, so its large logits flip a step nearly always,
-    and one logit step moves the softmax ~15 steps (the GPU's fp16 run is 14 steps off, its fp32
-    run exact). Odds from the output magnitude alone flip them too rarely to see it."""
+    ~sqrt(4000) times more than one value does, so its logits flip a step nearly always and
+    move its softmax by many steps (the GPU's fp16 run is 14 steps off, its fp32 run exact;
+    ``bench/fp16_accumulation.py`` and ``bench/step_flips.py`` measure both)."""
     model = load(world_models["mltk/tflite_micro_speech"])
     (dense,) = [op for op in model.main.ops if op.type == "FULLY_CONNECTED"]
     (conv,) = [op for op in model.main.ops if op.type == "CONV_2D"]
