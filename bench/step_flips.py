@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     from tflkit.delegates.base import execute
     from tflkit.delegates.litert_cpu import LiteRTCpuRunner
     from tflkit.delegates.step_flips import StepFlipRunner
-    from tflkit.inputs import is_quantized, make_input_sets
+    from tflkit.validation.inputs import is_quantized, make_input_sets
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[], help="substring of model names")

@@ -86,7 +86,7 @@ def tflkit_command() -> list[str]:
 
 def run_cli(args: list[str], timeout: float) -> dict[str, Any]:
     """One CLI run: exit code, seconds, hang, traceback, parsed ``--json`` stdout."""
-    from tflkit.worker import kill_group
+    from tflkit.proc.worker import kill_group
 
     env = dict(os.environ)
     env.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())

@@ -54,7 +54,7 @@ def _done(runs: Path) -> set[tuple[str, str]]:
 
 
 def sweep(models: dict[str, Path], runs: Path, count: int, timeout: float) -> None:
-    from tflkit.validation import ValidateOptions, validate
+    from tflkit.validation.run import ValidateOptions, validate
 
     done = _done(runs)
     for name, path in sorted(models.items()):

@@ -27,8 +27,8 @@ RUNNERS = ["cpu", "cpu-ref", "cpu-fp16", "gpu-fp16", "gpu-fp32"]
 
 def _probability_models(models: dict[str, Path]) -> dict[str, list[str]]:
     from tflkit import ir
-    from tflkit.inputs import entry_point, is_quantized
-    from tflkit.validation import output_kind
+    from tflkit.validation.inputs import entry_point, is_quantized
+    from tflkit.validation.run import output_kind
 
     found = {}
     for name, path in sorted(models.items()):
@@ -45,7 +45,7 @@ def _probability_models(models: dict[str, Path]) -> dict[str, list[str]]:
 def measure(name: str, path: Path, outputs: list[str], count: int, kind: str) -> list[str]:
     """Table rows (markdown) for one model."""
     from tflkit.compare.sensitivity import EPS, log_diff, log_peak
-    from tflkit.validation import ValidateOptions, validate
+    from tflkit.validation.run import ValidateOptions, validate
 
     options = ValidateOptions(runners=RUNNERS, num_inputs=count, input_kind=kind)
     report = validate(path, options)

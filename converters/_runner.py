@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tflkit.worker import run_worker as run_child
+from tflkit.proc.worker import run_worker as run_child
 
 from .base import ConversionError
 
@@ -28,7 +28,7 @@ class WorkerOutcome:
 
 
 def run_worker(cmd: Sequence[str], workdir: Path, *, timeout: float) -> WorkerOutcome:
-    """Run ``cmd`` in ``workdir`` (:func:`tflkit.worker.run_worker`) and read its result.json."""
+    """Run ``cmd`` in ``workdir`` (:func:`tflkit.proc.worker.run_worker`); read its result.json."""
     done = run_child(cmd, cwd=workdir, timeout=timeout)
     if done.timed_out:
         raise ConversionError(f"the converter gave no answer in {timeout:g} s (--timeout)")

@@ -315,7 +315,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         state["stage"] = "reference"
         from tflkit import ir
         from tflkit.delegates.tf_reference import save_bundle
-        from tflkit.inputs import IoSpec, entry_point, make_input_sets
+        from tflkit.validation.inputs import IoSpec, entry_point, make_input_sets
 
         model = ir.load(data)
         state["flex_ops"] = sorted(

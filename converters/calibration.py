@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from tflkit.errors import UsageError
-from tflkit.inputs import image_batches
+from tflkit.validation.inputs import image_batches
 
 __all__ = ["InputSpec", "calibration_feeds"]
 

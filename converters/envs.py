@@ -236,7 +236,7 @@ def _run_logged(cmd: list[str], log: Path, progress: Progress) -> tuple[int, lis
     The command runs in a session of its own, killed whole when this process is interrupted
     (Ctrl-C, or the CLI's SIGTERM/SIGHUP exit): no pip, nor its build children, outlives tflkit.
     """
-    from tflkit.worker import kill_group
+    from tflkit.proc.worker import kill_group
 
     lines: list[str] = []
     with log.open("a") as out:

@@ -32,7 +32,7 @@ from .provenance import finalize, tool_version
 from .tf_common import _raise_for, scratch_dir
 
 if TYPE_CHECKING:
-    from tflkit.inputs import IoSpec
+    from tflkit.validation.inputs import IoSpec
 
 __all__ = ["ONNX", "TORCH", "ForeignRoute", "convert_foreign", "has_module"]
 
@@ -185,7 +185,7 @@ def convert_foreign(
 ) -> ConvertReport:
     """Convert ``source`` through ``route`` and write ``output``, its provenance and bundle."""
     from tflkit.delegates.tf_reference import match_outputs, save_bundle
-    from tflkit.inputs import entry_point, make_input_sets
+    from tflkit.validation.inputs import entry_point, make_input_sets
 
     given = [flag for name, flag in _TF_ONLY.items() if getattr(options, name)]
     if options.quantize != "none":

@@ -19,7 +19,7 @@ from tflkit.fsio import write_atomic
 from tflkit.report.check_report import CheckReport
 from tflkit.report.convert_report import ConvertReport, PipelineStage, write_json
 from tflkit.rewriter.run import rewrite_model
-from tflkit.validation import ValidateOptions, validate
+from tflkit.validation.run import ValidateOptions, validate
 
 from .api import convert
 from .base import ConvertOptions

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tflkit.worker import run_worker
+from tflkit.proc.worker import run_worker
 
 from .base import Feed, RunnerUnavailable, RunResult
 

@@ -134,7 +134,7 @@ class Fp16EmulationRunner:
 
     def activate(self) -> None:
         from tflkit import ir
-        from tflkit.inputs import entry_point
+        from tflkit.validation.inputs import entry_point
 
         start = time.perf_counter()
         model = ir.load(self.model)

@@ -1,6 +1,6 @@
 """LiteRT's GPU accelerator (fp16 by default, fp32 with ``enforce_f32``), in a child process.
 
-Compiling and running happen in the probe worker (:mod:`tflkit.compat.probe`): one process per
+Compiling and running happen in the probe worker (:mod:`tflkit.gpu.probe`): one process per
 runner compiles once and runs every input set, with a timeout. A crash, a hang, a refused model,
 a partial delegation (ops silently left on the CPU) or a software adapter is recorded in the
 result as what it is.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tflkit.compat.probe import ProbeResult, probe
+from tflkit.gpu.probe import ProbeResult, probe
 
 from .base import Feed, RunResult
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from tflkit.errors import UsageError
 from tflkit.fsio import atomic_output
-from tflkit.worker import run_worker
+from tflkit.proc.worker import run_worker
 
 from .base import Feed, RunnerUnavailable, RunResult
 

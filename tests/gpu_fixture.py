@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tflkit.compat.availability import gpu_available
+from tflkit.gpu.availability import gpu_available
 
 GPU_MARKER = (
     "gpu: needs the real LiteRT GPU accelerator (software GPU in CI); fails in CI when missing"

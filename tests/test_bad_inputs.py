@@ -17,7 +17,7 @@ import pytest
 
 from tflkit import ir
 from tflkit.errors import UsageError
-from tflkit.inputs import make_input_sets
+from tflkit.validation.inputs import make_input_sets
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "tflkit" / "examples" / "tiny_classifier.tflite"  # one input: image [1,32,32,3]

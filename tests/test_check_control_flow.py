@@ -19,7 +19,7 @@ import pytest
 from tflkit import ir
 from tflkit.cli.main import EXIT_OK, main
 from tflkit.compat.check import attach_probe, check_model
-from tflkit.compat.probe import probe
+from tflkit.gpu.probe import probe
 
 JARVIS = "openwakeword/hey_jarvis_v0.1"
 STATE_OPS = {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"}

@@ -23,8 +23,8 @@ from tflkit.compat.agreement import (
     compare,
     probe_op_verdicts,
 )
-from tflkit.compat.probe import probe, probe_many
 from tflkit.compat.static import check
+from tflkit.gpu.probe import probe, probe_many
 
 TARGET = "litert-gpu"
 #: Ops of models the probe cannot speak about (compile errors, crashes): 17 of 1,793 when the

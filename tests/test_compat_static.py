@@ -545,7 +545,7 @@ def neighbour_models() -> dict[str, ir.Model]:
 
 @pytest.mark.gpu
 def test_verdicts_match_the_accelerator(gpu: str, tmp_path: Any) -> None:
-    from tflkit.compat.probe import probe
+    from tflkit.gpu.probe import probe
 
     for name, model in neighbour_models().items():
         data = ir.dumps(model)

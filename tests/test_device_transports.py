@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 from tflkit.cli.main import main
-from tflkit.gpu_env import project_root
 from tflkit.harness.protocol import JobOptions, write_job
+from tflkit.proc.child_env import project_root
 
 EXAMPLE = project_root() / "tflkit" / "examples" / "tiny_classifier.tflite"
 PY = sys.executable
@@ -282,7 +282,7 @@ def test_two_devices_at_once_compare_with_each_other(
 
 def _example_feed() -> dict[str, np.ndarray]:
     from tflkit import ir
-    from tflkit.inputs import entry_point
+    from tflkit.validation.inputs import entry_point
 
     _, _, inputs, _ = entry_point(ir.load(EXAMPLE))
     name, tensor = next(iter(inputs.items()))

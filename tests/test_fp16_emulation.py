@@ -10,9 +10,9 @@ from tflkit import ir
 from tflkit.delegates.base import execute
 from tflkit.delegates.fp16_emulation import Fp16EmulationRunner, round_fp16
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
-from tflkit.inputs import make_input_sets
 from tflkit.ir.builder import OpBuilder
-from tflkit.validation import ValidateOptions, validate
+from tflkit.validation.inputs import make_input_sets
+from tflkit.validation.run import ValidateOptions, validate
 
 fb = ir.schema.fb
 

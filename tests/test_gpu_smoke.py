@@ -1,7 +1,7 @@
 """Issue acceptance: the real GPU accelerator runs a small model here, and its numbers hold up.
 
 The model (CONV_2D + RELU, then FULLY_CONNECTED, constant weights) is built with the IR in this
-process, without TensorFlow. The GPU runs in a child process (tflkit.compat.probe); the CPU
+process, without TensorFlow. The GPU runs in a child process (tflkit.gpu.probe); the CPU
 reference is LiteRT's classic interpreter, run here on the same inputs.
 """
 
@@ -12,7 +12,7 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter
 
 from tflkit import ir
-from tflkit.compat.probe import probe
+from tflkit.gpu.probe import probe
 from tflkit.ir.builder import OpBuilder
 
 pytestmark = pytest.mark.gpu

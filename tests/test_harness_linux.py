@@ -95,7 +95,7 @@ def test_device_job_then_run_locally(tmp_path: Path, capsys) -> None:
     import jsonschema  # part of the test extra: never skipped
 
     from tflkit.cli.main import main
-    from tflkit.gpu_env import project_root
+    from tflkit.proc.child_env import project_root
 
     example = project_root() / "tflkit" / "examples" / "tiny_classifier.tflite"
     job = tmp_path / "job"

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from tflkit import ir
-from tflkit.gpu_env import project_root
 from tflkit.harness import linux_harness
 from tflkit.harness.protocol import DTYPES, JobOptions, harness_source, read_result, write_job
 from tflkit.ir.builder import OpBuilder
+from tflkit.proc.child_env import project_root
 
 PROTOCOL_DIR = project_root() / "android_harness" / "protocol"
 FIXTURES = PROTOCOL_DIR / "fixtures"

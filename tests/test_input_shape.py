@@ -16,7 +16,7 @@ import pytest
 from tflkit import ir
 from tflkit.cli.main import EXIT_OK, EXIT_USAGE, main
 from tflkit.errors import UsageError
-from tflkit.input_shapes import (
+from tflkit.ir.shapes import (
     by_feed_name,
     by_tensor_name,
     parse_input_shapes,

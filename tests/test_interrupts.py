@@ -22,7 +22,7 @@ import pytest
 
 from tflkit import ir
 from tflkit.fsio import file_mode, is_temporary, write_atomic
-from tflkit.interrupts import Interrupted, exit_on_signals
+from tflkit.proc.interrupts import Interrupted, exit_on_signals
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "tflkit" / "examples" / "tiny_classifier.tflite"
@@ -288,7 +288,7 @@ def test_sigterm_during_a_write_unwinds(tmp_path: Path) -> None:
     script = (
         "import os, signal, sys, time\n"
         "from tflkit.fsio import write_atomic\n"
-        "from tflkit.interrupts import exit_on_signals, exit_code\n"
+        "from tflkit.proc.interrupts import exit_on_signals, exit_code\n"
         "def chunks():\n"
         "    yield b'x' * 1000\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"

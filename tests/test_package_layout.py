@@ -26,7 +26,7 @@ def test_walks_the_whole_package():
     names = _module_names()
     for expected in (
         "tflkit.rewriter.rules",
-        "tflkit.validation",
+        "tflkit.validation.run",
         "tflkit.inspection",
         "tflkit.converters",
         "tflkit.delegates",

@@ -1,4 +1,4 @@
-"""tflkit.compat.probe and gpu_log against the real GPU accelerator (software GPU: Mesa lavapipe).
+"""tflkit.gpu.probe and gpu_log against the real GPU accelerator (software GPU: Mesa lavapipe).
 
 Models are built with the IR in this process (no TensorFlow); every GPU compile happens in the
 probe's child process. Logs are recorded from the real accelerator in each test; the pasted
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from tflkit import ir
-from tflkit.compat.availability import canary_model
-from tflkit.compat.gpu_log import matching_ops, parse_gpu_log, signature_aliases
-from tflkit.compat.probe import default_cache_dir, probe, spawn_count
 from tflkit.errors import ModelLoadError
-from tflkit.gpu_env import child_env
+from tflkit.gpu.availability import canary_model
+from tflkit.gpu.log import matching_ops, parse_gpu_log, signature_aliases
+from tflkit.gpu.probe import default_cache_dir, probe, spawn_count
 from tflkit.ir.builder import OpBuilder
+from tflkit.proc.child_env import child_env
 
 fb = ir.schema.fb
 
@@ -365,7 +365,7 @@ def _child_env(**extra: str) -> dict[str, str]:
 
 
 def test_gpu_available_says_why_without_a_vulkan_driver():
-    code = "from tflkit.compat.availability import gpu_available; print(repr(gpu_available()))"
+    code = "from tflkit.gpu.availability import gpu_available; print(repr(gpu_available()))"
     out = (
         subprocess.run(
             [sys.executable, "-c", code],

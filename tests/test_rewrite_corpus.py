@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tflkit import ir
-from tflkit.compat.probe import probe
+from tflkit.gpu.probe import probe
 from tflkit.report.rewrite_report import Residency
 from tflkit.rewriter.run import rewrite_model
 

@@ -23,7 +23,7 @@ import pytest
 
 from tflkit import ir
 from tflkit.compat import static
-from tflkit.compat.probe import probe
+from tflkit.gpu.probe import probe
 from tflkit.rewriter.example import int8_variant
 from tflkit.rewriter.passes import PassResult, run_passes
 from tflkit.rewriter.rule import Example, Rule, combine

@@ -15,7 +15,7 @@ import pytest
 
 from tflkit import ir
 from tflkit.cli.main import main
-from tflkit.compat.probe import probe
+from tflkit.gpu.probe import probe
 from tflkit.rewriter.rule import EXACT
 from tflkit.rewriter.rules.streaming import PROOF_STEPS, RESOURCE_OPS, STATE_METADATA
 from tflkit.rewriter.run import rewrite_model

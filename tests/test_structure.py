@@ -25,7 +25,7 @@ from tests.fuzz.mutators import pack_model, unpack_model
 from tflkit import ir
 from tflkit.errors import ModelLoadError
 from tflkit.ir.structure import StructureError, max_tensor_bytes, verify_bytes
-from tflkit.native_check import NativeCrashError, ensure_cpu_safe
+from tflkit.proc.cpu_smoke import NativeCrashError, ensure_cpu_safe
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "tflkit" / "examples" / "tiny_classifier.tflite"

@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 
 from tflkit import ir
-from tflkit.compare.localize import capture_cpu
 from tflkit.compare.tolerances import NOISE_FACTOR
-from tflkit.inputs import entry_point, make_input_sets
 from tflkit.ir.builder import OpBuilder
 from tflkit.report.validate_report import ValidateReport
-from tflkit.validation import ValidateOptions, validate
+from tflkit.validation.inputs import entry_point, make_input_sets
+from tflkit.validation.localize import capture_cpu
+from tflkit.validation.run import ValidateOptions, validate
 
 fb = ir.schema.fb
 WEIGHT_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
@@ -137,7 +137,7 @@ def _cpu_outputs(data: bytes, feed: dict[str, np.ndarray]) -> list[np.ndarray] |
     dropped zero point at prepare time: SOFTMAX, MAX_POOL_2D on XNNPACK, PAD)."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from tflkit.compare.localize import dequantize
+    from tflkit.validation.localize import dequantize
 
     model = ir.load(data)
     _, _, ins, outs = entry_point(model)
@@ -353,7 +353,7 @@ def test_reference_values_put_on_the_models_own_grid(world_models, tmp_path):
     """Localizing against a ``.tflite`` reference that quantizes a tensor differently: the op
     that writes it is the culprit, and its reader (a CONV_2D that requantizes correctly) gets the
     reference's real values on its own grid, its error marked as inherited from the clipping."""
-    from tflkit.compare.localize import localize
+    from tflkit.validation.localize import localize
 
     original = world_models["mltk/image_example1"]
     model = ir.load(original)

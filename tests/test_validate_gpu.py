@@ -22,11 +22,11 @@ import pytest
 from tests.conftest_corpus import unavailable
 from tflkit import ir
 from tflkit.cli.main import main
-from tflkit.compat.probe import probe
-from tflkit.inputs import make_input_sets
+from tflkit.gpu.probe import probe
 from tflkit.ir.builder import OpBuilder
 from tflkit.report.html import write_html
-from tflkit.validation import ValidateOptions, validate
+from tflkit.validation.inputs import make_input_sets
+from tflkit.validation.run import ValidateOptions, validate
 
 fb = ir.schema.fb
 pytestmark = pytest.mark.gpu

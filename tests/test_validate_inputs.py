@@ -1,5 +1,5 @@
-"""tflkit.inputs and the runners that need no GPU: ranges per dtype, files, images, shapes,
-reference bundles, the external delegate runner's failures. Real LiteRT on the CPU."""
+"""tflkit.validation.inputs and the runners that need no GPU: ranges per dtype, files, images,
+shapes, reference bundles, the external delegate runner's failures. Real LiteRT on the CPU."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from tflkit.delegates.external import ExternalDelegateRunner
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.delegates.tf_reference import ReferenceRunner, load_bundle, save_bundle
 from tflkit.errors import UsageError
-from tflkit.inputs import make_input_sets, parse_input_shapes
 from tflkit.ir.builder import OpBuilder
-from tflkit.validation import ValidateOptions, validate
+from tflkit.validation.inputs import make_input_sets, parse_input_shapes
+from tflkit.validation.run import ValidateOptions, validate
 
 fb = ir.schema.fb
 

@@ -16,9 +16,9 @@ from tflkit.delegates.base import RunResult, execute
 from tflkit.delegates.fp16_emulation import reduction_length
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.delegates.step_flips import StepFlipRunner
-from tflkit.inputs import make_input_sets
 from tflkit.ir import load
-from tflkit.validation import ValidateOptions, validate
+from tflkit.validation.inputs import make_input_sets
+from tflkit.validation.run import ValidateOptions, validate
 
 AUDIO = "mltk/audio_example1"  # int8 keyword model: GPU fp16 11 steps off on photographs
 

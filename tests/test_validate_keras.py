@@ -71,8 +71,8 @@ def _interpreter_outputs(model: Path, images: np.ndarray) -> np.ndarray:
 
 @pytest.mark.gpu
 def test_mobilenet_v2_against_keras(mobilenet, gpu, tmp_path):
-    from tflkit.compat.probe import probe
-    from tflkit.validation import ValidateOptions, validate
+    from tflkit.gpu.probe import probe
+    from tflkit.validation.run import ValidateOptions, validate
 
     model = mobilenet / "mobilenet_v2.tflite"
     images = np.load(mobilenet / "inputs.npz")["image"]

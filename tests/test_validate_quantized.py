@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from tests.conftest_corpus import build_with_script, cache_root, tensorflow_version, unavailable
-from tflkit.validation import ValidateOptions, validate
+from tflkit.validation.run import ValidateOptions, validate
 
 SIZE = 32
 

@@ -47,7 +47,7 @@ def check(
     """Per-op GPU verdicts with reasons and fixes, partitions, CPU<->GPU copies, FLOP share."""
     from tflkit.cli.output import console, echo_native_log, print_json, spinner
     from tflkit.compat.check import TARGET_DEFAULT, check_path
-    from tflkit.input_shapes import parse_input_shapes
+    from tflkit.ir.shapes import parse_input_shapes
 
     limit = TARGET_DEFAULT if max_partitions is None else (max_partitions or None)
     report, loaded = check_path(

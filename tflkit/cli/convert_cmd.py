@@ -111,7 +111,7 @@ def convert(
     """Convert a model to a GPU-ready .tflite with provenance and a reference bundle."""
     from tflkit.cli.output import console, print_json
     from tflkit.converters.base import ConvertOptions, parse_converter_options
-    from tflkit.input_shapes import parse_input_shapes
+    from tflkit.ir.shapes import parse_input_shapes
 
     options = ConvertOptions(
         input_shapes=parse_input_shapes(input_shape),

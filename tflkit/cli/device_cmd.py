@@ -155,8 +155,8 @@ def make_job(
     """Write a job folder (model, input sets, job.json) for `device run` or a harness by hand."""
     from tflkit import ir
     from tflkit.harness.protocol import JobOptions, write_job
-    from tflkit.input_shapes import parse_input_shapes
-    from tflkit.inputs import entry_point, make_input_sets
+    from tflkit.ir.shapes import parse_input_shapes
+    from tflkit.validation.inputs import entry_point, make_input_sets
 
     data, label = ir.serde.read_model_bytes(model)
     loaded = ir.load(data, label=label)
@@ -330,7 +330,7 @@ def validate(
     """Run the model on the device(s); compare with the host CPU, the reference, each other."""
     from tflkit.compare.tolerances import parse_overrides
     from tflkit.harness.device_validate import DeviceValidateOptions, device_validate
-    from tflkit.input_shapes import parse_input_shapes
+    from tflkit.ir.shapes import parse_input_shapes
 
     if html is not None and html.resolve() == model.resolve():
         raise UsageError("refusing to overwrite the input model with a report")

@@ -22,7 +22,7 @@ from tflkit.cli import (
     validate_cmd,
 )
 from tflkit.errors import TflkitError
-from tflkit.interrupts import exit_code, exit_on_signals, interrupted_by
+from tflkit.proc.interrupts import exit_code, exit_on_signals, interrupted_by
 
 EXIT_OK = 0
 EXIT_FINDING = 1

@@ -126,7 +126,7 @@ def record(
 ) -> None:
     """Run MODEL on each runner and store inputs, outputs, residency and versions in -o DIR."""
     from tflkit.compare.tolerances import parse_overrides
-    from tflkit.input_shapes import parse_input_shapes
+    from tflkit.ir.shapes import parse_input_shapes
 
     _model_and_suite(model, suite, output)
     if suite is not None:

@@ -28,7 +28,7 @@ def rewrite(
 ) -> None:
     """Rewrite the ops the GPU delegate rejects into equivalents it takes, and prove it."""
     from tflkit.cli.output import console, echo_native_log, print_json, spinner
-    from tflkit.input_shapes import parse_input_shapes
+    from tflkit.ir.shapes import parse_input_shapes
     from tflkit.report.rewrite_report import build_report, render_rewrite
     from tflkit.rewriter.run import RewriteRefused, rewrite_file
 
@@ -38,7 +38,7 @@ def rewrite(
     )
     before = after = None
     if probe:
-        from tflkit.compat.probe import probe as run_probe
+        from tflkit.gpu.probe import probe as run_probe
 
         with spinner(f"compiling {model.name} on the GPU accelerator (probe, before)"):
             before = run_probe(outcome.original)

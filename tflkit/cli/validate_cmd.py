@@ -158,9 +158,9 @@ def validate(
     """Run the model with and without the GPU delegate, compare, and find where they part."""
     from tflkit.cli.output import console, native_log, print_json
     from tflkit.compare.tolerances import parse_overrides
-    from tflkit.input_shapes import parse_input_shapes
-    from tflkit.validation import ValidateOptions
-    from tflkit.validation import validate as run_validate
+    from tflkit.ir.shapes import parse_input_shapes
+    from tflkit.validation.run import ValidateOptions
+    from tflkit.validation.run import validate as run_validate
 
     if (html is not None or model_explorer is not None) and model.resolve() in {
         p.resolve() for p in (html, model_explorer) if p is not None

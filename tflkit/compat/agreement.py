@@ -1,9 +1,9 @@
 """Per-op agreement between the static verdict and what the real GPU accelerator did.
 
-``probe_op_verdicts(model, result)`` turns a :class:`~tflkit.compat.probe.ProbeResult` into one
+``probe_op_verdicts(model, result)`` turns a :class:`~tflkit.gpu.probe.ProbeResult` into one
 :class:`ProbeOpVerdict` per op; ``compare(static, probed)`` lines those up with the static
 :class:`~tflkit.compat.static.OpVerdict` list. To probe a corpus in few processes, use
-:func:`tflkit.compat.probe.probe_many`.
+:func:`tflkit.gpu.probe.probe_many`.
 
 How the accelerator's log maps to ops (ai-edge-litert 2.3.0, measured):
 
@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tflkit import ir
-from tflkit.compat.gpu_log import (
+from tflkit.compat.partition import plan_partitions
+from tflkit.compat.static import OpVerdict, subgraph_roles
+from tflkit.gpu.log import (
     REJECTION_HEADER,
     GpuLog,
     LogRejection,
@@ -32,8 +34,6 @@ from tflkit.compat.gpu_log import (
     parse_gpu_log,
     signature_aliases,
 )
-from tflkit.compat.partition import plan_partitions
-from tflkit.compat.static import OpVerdict, subgraph_roles
 
 __all__ = [
     "Agreement",

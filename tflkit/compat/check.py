@@ -39,7 +39,7 @@ from tflkit.report.check_report import (
 )
 
 if TYPE_CHECKING:
-    from tflkit.compat.probe import ProbeResult
+    from tflkit.gpu.probe import ProbeResult
     from tflkit.rewriter.rule import Rule
 
 #: The default for ``max_partitions``: whatever the target's delegate does by default.
@@ -81,7 +81,7 @@ def check_path(
     report.sha256 = digest.hexdigest()
     report.input_shapes = {k: list(v) for k, v in (input_shapes or {}).items()}
     if with_probe:
-        from tflkit.compat.probe import probe
+        from tflkit.gpu.probe import probe
 
         probed = ir.dumps(model) if input_shapes else bytes(data)
         what = f"compiling {Path(label).name} on the GPU accelerator (probe)"
@@ -307,17 +307,18 @@ def _stored_shape_issue(model: ir.Model, hint: str) -> IssueInfo | None:
     its dynamic inputs. Measured: wyoming-openwakeword's melspectrogram stores [1, 1] for its
     ?x? audio input; its CONV_2D (a 512-wide kernel) fails to prepare, and the accelerator
     answers "Failed to modify graph with delegate" for the whole model. The CPU interpreter
-    runs in a child process (``tflkit._cpu_smoke_worker``): a native crash there is no claim."""
+    runs in a child process (``tflkit.proc._cpu_smoke_worker``): a native crash there is no
+    claim."""
     import sys
     import tempfile
 
-    from tflkit.worker import run_worker
+    from tflkit.proc.worker import run_worker
 
     with tempfile.TemporaryDirectory(prefix="tflkit-prepare-") as tmp:
         path = Path(tmp) / "model.tflite"
         path.write_bytes(ir.dumps(model))
         done = run_worker(
-            [sys.executable, "-m", "tflkit._cpu_smoke_worker", str(path)], cwd=tmp, timeout=120
+            [sys.executable, "-m", "tflkit.proc._cpu_smoke_worker", str(path)], cwd=tmp, timeout=120
         )
     lines = done.output.splitlines()
     stages = [line for line in lines if line.startswith("stage: ")]

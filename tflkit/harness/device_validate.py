@@ -1,6 +1,6 @@
 """``device validate``: run a model on devices and compare there exactly as ``validate`` does.
 
-The devices are runners of :func:`tflkit.validation.validate` (one per device and backend, named
+The devices are runners of :func:`tflkit.validation.run.validate` (one per device and backend, named
 ``gpu-fp16@adb:SERIAL``), so inputs, calibration, tolerances, verdicts and report formats are
 ``validate``'s own. The first device runner to be asked writes one job with ``validate``'s input
 sets and runs it on every device at once; the others read their part of the results. Pairs: every
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from tflkit.compare.comparator import default_pairs
 from tflkit.delegates.base import Feed, RunResult
-from tflkit.delegates.device import RUNNER_OF, device_run_results, runner_name
 from tflkit.errors import UsageError
+from tflkit.harness.device_runs import RUNNER_OF, device_run_results, runner_name
 from tflkit.harness.protocol import DeviceResult, JobOptions, write_job
 from tflkit.harness.transport import Device, DeviceError, stop_all
 from tflkit.report.validate_report import ValidateReport
@@ -190,7 +190,7 @@ def device_validate(
 ) -> ValidateReport:
     """Run the model on ``devices`` and compare; device failures raise :class:`DeviceError`."""
     from tflkit import ir
-    from tflkit.validation import ValidateOptions, validate
+    from tflkit.validation.run import ValidateOptions, validate
 
     options = options or DeviceValidateOptions()
     if not devices:

@@ -1,8 +1,9 @@
 """``regress record``: run a model on every selected runner and keep what it did as a baseline.
 
-The runs are ``tflkit.validation.validate`` on input sets made here once (``tflkit.inputs``, the
-same realistic generator validate uses, or the user's file) and stored as they were fed; the
-residency is ``tflkit.compat.check.check_path`` (static, and probed on the real accelerator).
+The runs are ``tflkit.validation.run.validate`` on input sets made here once
+(``tflkit.validation.inputs``, the same realistic generator validate uses, or the user's file) and
+stored as they were fed; the residency is ``tflkit.compat.check.check_path`` (static, and probed on
+the real accelerator).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def versions(adapter: str | None) -> dict[str, Any]:
 
 def check_runners(names: Sequence[str], delegate: Path | None) -> list[str]:
     """The runners to record, validated; a usage error names the ones a baseline cannot hold."""
-    from tflkit.validation import RUNNERS
+    from tflkit.validation.run import RUNNERS
 
     recordable = [n for n in RUNNERS if n != "reference"]  # rerun from the model file alone
     chosen = list(dict.fromkeys(names or DEFAULT_RUNNERS))
@@ -132,7 +133,7 @@ def run_models(
 ) -> ValidateReport:
     """``validate`` on exactly these input sets (handed over as an ``.npz``)."""
     from tflkit.regress.baseline import npz_bytes
-    from tflkit.validation import ValidateOptions, validate
+    from tflkit.validation.run import ValidateOptions, validate
 
     names = list(feeds[0])
     arrays = {n: np.stack([np.asarray(f[n]) for f in feeds]) for n in names}
@@ -153,7 +154,7 @@ def run_models(
 
 def output_specs(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Name, dtype, shape and quantization of each output (what a comparison needs)."""
-    from tflkit.inputs import IoSpec
+    from tflkit.validation.inputs import IoSpec
 
     specs = []
     for name, tensor in outputs.items():
@@ -236,8 +237,8 @@ def record(
     its status (a later check then compares nothing for it), never raised.
     """
     from tflkit import ir
-    from tflkit.inputs import entry_point, make_input_sets
     from tflkit.regress.residency import snapshot
+    from tflkit.validation.inputs import entry_point, make_input_sets
 
     options = options or RecordOptions()
     path = Path(model_path)

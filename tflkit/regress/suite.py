@@ -189,7 +189,7 @@ def record_entry(entry: SuiteModel, *, force: bool = False) -> ModelResult:
 
 
 def _in_child(suite: Suite, entry: SuiteModel, mode: str, timeout: float) -> ModelResult:
-    from tflkit.worker import run_worker
+    from tflkit.proc.worker import run_worker
 
     cmd = [sys.executable, "-m", "tflkit.regress.suite", mode, str(suite.path), entry.name]
     done = run_worker(cmd, cwd=suite.path.resolve().parent, timeout=timeout)

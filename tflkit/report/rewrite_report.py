@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tflkit.compat.probe import ProbeResult
+from tflkit.gpu.probe import ProbeResult
 from tflkit.rewriter.run import RewriteOutcome, histogram
 
 REWRITE_SCHEMA = "tflkit.rewrite/1"

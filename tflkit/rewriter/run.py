@@ -13,10 +13,10 @@ import numpy as np
 from tflkit import ir
 from tflkit.errors import ModelLoadError, TflkitError, UsageError
 from tflkit.fsio import write_atomic
-from tflkit.input_shapes import by_tensor_name
 from tflkit.ir.graph import Model, Subgraph
+from tflkit.ir.shapes import by_tensor_name
 from tflkit.ir.structure import verify_bytes
-from tflkit.native_check import ensure_cpu_safe
+from tflkit.proc.cpu_smoke import ensure_cpu_safe
 from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, RejectedOps, run_passes
 from tflkit.rewriter.rule import Contract, combine
 from tflkit.rewriter.rules import catalog

@@ -1,7 +1,7 @@
 """Fix dynamic dimensions to concrete shapes (the GPU delegate needs static shapes).
 
 The user gives each dynamic input's shape (``--input-shape``, parsed and matched to inputs by
-:mod:`tflkit.input_shapes`); the CPU interpreter propagates them through the
+:mod:`tflkit.ir.shapes`); the CPU interpreter propagates them through the
 graph (its shape inference is the runtime's own), and every tensor of the main subgraph gets
 the static shape it computed.
 """
@@ -14,8 +14,8 @@ import numpy as np
 
 from tflkit import ir
 from tflkit.errors import UsageError
-from tflkit.input_shapes import resolve_input_shapes
 from tflkit.ir.graph import Model, Tensor
+from tflkit.ir.shapes import resolve_input_shapes
 
 
 def dynamic_inputs(model: Model) -> list[Tensor]:

@@ -21,7 +21,6 @@ import numpy as np
 
 from tflkit import ir
 from tflkit.compare.comparator import OutputInfo, PairComparison, compare_pair, default_pairs
-from tflkit.compare.localize import Localization, localize
 from tflkit.compare.sensitivity import EPS, FLIPS, SAME_GRID, OutputNoise, measure, perturb
 from tflkit.compare.tolerances import DEFAULTS, precision_of, tolerance_for
 from tflkit.delegates.base import Runner, RunResult, execute
@@ -33,7 +32,9 @@ from tflkit.delegates.reference_io import Port, ReferenceIo
 from tflkit.delegates.step_flips import StepFlipRunner
 from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle, load_bundle, save_bundle
 from tflkit.errors import UsageError
-from tflkit.inputs import (
+from tflkit.proc.cpu_smoke import ensure_cpu_safe
+from tflkit.report.validate_report import ValidateReport
+from tflkit.validation.inputs import (
     InputSets,
     IoSpec,
     entry_point,
@@ -41,9 +42,8 @@ from tflkit.inputs import (
     make_input_sets,
     quantize_step,
 )
-from tflkit.native_check import ensure_cpu_safe
-from tflkit.report.validate_report import ValidateReport
-from tflkit.tflite_reference import TfliteReference, io_ports
+from tflkit.validation.localize import Localization, localize
+from tflkit.validation.tflite_reference import TfliteReference, io_ports
 
 __all__ = ["RUNNERS", "ValidateOptions", "output_kind", "validate"]
 

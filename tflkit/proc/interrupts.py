@@ -4,7 +4,7 @@ Python turns SIGINT into ``KeyboardInterrupt``; a plain SIGTERM would kill the p
 spot, leaving temporary files and worker processes. :func:`exit_on_signals` makes SIGTERM and
 SIGHUP raise :class:`Interrupted` (a ``KeyboardInterrupt``) instead, so every ``finally`` and
 ``except BaseException`` runs: :mod:`tflkit.fsio` removes its temporary file, and
-:func:`tflkit.worker.run_worker` kills the worker's process group.
+:func:`tflkit.proc.worker.run_worker` kills the worker's process group.
 """
 
 from __future__ import annotations

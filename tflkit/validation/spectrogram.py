@@ -10,10 +10,10 @@ A keyword-spotting model takes time x frequency features ([1, frames, channels, 
 - otherwise an input whose name says spectrogram / fbank / filterbank / log-mel, with the front
   end's usual defaults (MLTK's own: 16 kHz, 25 ms window, 10 ms step, 125-7500 Hz).
 
-Features are log-mel filterbank amplitudes in dB of :func:`tflkit.sample_data.audio_clip`, one
-frame per step (with the front end's noise reduction when it has one), and :func:`to_range` maps
-the top ``dynamic_range_db`` of them onto the input's range: the metadata's dynamic-scale range,
-else the span of the micro front end's fixed int8 scaling (90 dB at log_scale_shift 6).
+Features are log-mel filterbank amplitudes in dB of :func:`tflkit.validation.samples.audio_clip`,
+one frame per step (with the front end's noise reduction when it has one), and :func:`to_range`
+maps the top ``dynamic_range_db`` of them onto the input's range: the metadata's dynamic-scale
+range, else the span of the micro front end's fixed int8 scaling (90 dB at log_scale_shift 6).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tflkit.sample_data import SAMPLE_RATE, audio_clip
+from tflkit.validation.samples import SAMPLE_RATE, audio_clip
 
 __all__ = ["METADATA_NAME", "FrontEnd", "features", "front_end", "layout", "to_range"]
 

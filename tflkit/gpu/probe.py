@@ -2,7 +2,7 @@
 
 ``probe(model)`` compiles the model on the GPU accelerator (with CPU fallback, so a partly
 supported model still compiles and says what it rejected) in ``python -m
-tflkit.compat._probe_worker``, parses the native log with :mod:`tflkit.compat.gpu_log`, and
+tflkit.gpu._probe_worker``, parses the native log with :mod:`tflkit.gpu.log`, and
 optionally runs one inference. A crash or a hang of the accelerator is a finding in the returned
 :class:`ProbeResult`, never an exception here; for a crash it looks for the op that caused it.
 Results are cached on disk by (model sha256, ai-edge-litert version, options).
@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from tflkit.compat.gpu_log import Adapter, GpuLog, parse_gpu_log
 from tflkit.errors import ModelLoadError, UsageError
 from tflkit.fsio import atomic_output
-from tflkit.worker import run_worker
+from tflkit.gpu.log import Adapter, GpuLog, parse_gpu_log
+from tflkit.proc.worker import run_worker
 
 __all__ = [
     "CrashNotLocated",
@@ -41,8 +41,8 @@ __all__ = [
 ]
 
 PROTOCOL = 1
-_WORKER = "tflkit.compat._probe_worker"
-#: the line the batch worker prints before each job (tflkit.compat._probe_worker.JOB_MARKER)
+_WORKER = "tflkit.gpu._probe_worker"
+#: the line the batch worker prints before each job (tflkit.gpu._probe_worker.JOB_MARKER)
 JOB_MARKER = "tflkit-probe: job "
 _FILE_IDENTIFIER = b"TFL3"
 

@@ -42,7 +42,7 @@ class WorkerExit:
 
 def run_worker(cmd: Sequence[str], *, cwd: str | Path, timeout: float) -> WorkerExit:
     """Run ``cmd`` with the GPU child environment; kill its whole session after ``timeout``."""
-    from tflkit.gpu_env import child_env
+    from tflkit.proc.child_env import child_env
 
     start = time.perf_counter()
     proc = subprocess.Popen(

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tflkit.compat.gpu_log import parse_gpu_log
+from tflkit.delegates.base import RunResult
+from tflkit.gpu.log import parse_gpu_log
 from tflkit.harness.protocol import BackendResult, DeviceResult
-
-from .base import RunResult
 
 __all__ = ["RUNNER_OF", "device_run_results", "runner_name"]
 

@@ -20,7 +20,13 @@ from tflkit import ir
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.delegates.reference_io import Port, convert, match_ports
 from tflkit.errors import UsageError
-from tflkit.inputs import IoSpec, entry_point, input_real_ranges, is_quantized, quantize_step
+from tflkit.validation.inputs import (
+    IoSpec,
+    entry_point,
+    input_real_ranges,
+    is_quantized,
+    quantize_step,
+)
 
 __all__ = ["TfliteReference", "io_ports"]
 

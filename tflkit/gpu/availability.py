@@ -68,7 +68,7 @@ def gpu_available(timeout: float = 120.0) -> tuple[bool, str]:
     Runs once per process (cached), in a child process, without the on-disk probe cache: the
     answer depends on the machine's drivers, not on the model.
     """
-    from tflkit.compat.probe import probe
+    from tflkit.gpu.probe import probe
 
     result = probe(canary_model(), timeout=timeout, use_cache=False, locate_crash=False)
     adapter = result.log.adapter

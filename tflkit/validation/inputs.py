@@ -3,11 +3,13 @@
 Every runner gets the same input sets. A feed maps the entry point's input names (signature
 names, or tensor names for a model without signatures) to arrays.
 
-``kind="realistic"`` gives each input the most plausible data we have (:mod:`tflkit.sample_data`):
+``kind="realistic"`` gives each input the most plausible data we have
+(:mod:`tflkit.validation.samples`):
 photographs for image-shaped inputs (normalised with the model's metadata when it has
 normalization options, else mapped onto the input's value range), a speech-like signal for
 audio-shaped inputs, log-mel spectrograms of it for spectrogram inputs
-(:mod:`tflkit.spectrogram`: the model's audio front-end metadata, or a name that says so), valid
+(:mod:`tflkit.validation.spectrogram`: the model's audio front-end metadata, or a name that says
+so), valid
 indices for integer inputs that index a table; everything else falls
 back to random data, and :attr:`InputSets.kinds` says what each input got.
 
@@ -30,8 +32,8 @@ import numpy as np
 
 from tflkit import ir
 from tflkit.errors import UsageError
-from tflkit.input_shapes import by_feed_name, parse_input_shapes
-from tflkit.sample_data import (
+from tflkit.ir.shapes import by_feed_name, parse_input_shapes
+from tflkit.validation.samples import (
     InputMetadata,
     audio_clip,
     channels_first_image,
@@ -40,7 +42,14 @@ from tflkit.sample_data import (
     photo_paths,
     photos,
 )
-from tflkit.spectrogram import METADATA_NAME, FrontEnd, features, front_end, layout, to_range
+from tflkit.validation.spectrogram import (
+    METADATA_NAME,
+    FrontEnd,
+    features,
+    front_end,
+    layout,
+    to_range,
+)
 
 __all__ = [
     "InputSets",

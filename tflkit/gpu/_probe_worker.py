@@ -1,10 +1,10 @@
 """Child process: compile one model on the LiteRT GPU accelerator, optionally run it once.
 
-Run as ``python -m tflkit.compat._probe_worker --model M --result R.json [--outputs O.npz]
+Run as ``python -m tflkit.gpu._probe_worker --model M --result R.json [--outputs O.npz]
 [--inputs I.npz | --input-sets S.npz] [--signature KEY] [--enforce-f32] [--run] [--seed N]``, or
 in batch mode ``--jobs J.json --result R.json [--start K]`` (compile and run several small models
 one after the other, e.g. every op of a model cut out on its own). The parent
-(:mod:`tflkit.compat.probe`) reads the accelerator's native log from this process's stderr. The
+(:mod:`tflkit.gpu.probe`) reads the accelerator's native log from this process's stderr. The
 result JSON is rewritten atomically after every stage (and every job), so when the accelerator
 kills the process the parent still knows which stage, and which job, it died in. Never import
 TensorFlow here.
@@ -235,7 +235,7 @@ def run_jobs(jobs_path: Path, result_path: Path, start_at: int, enforce_f32: boo
 
 def main(argv: list[str] | None = None) -> int:
     """Compile (and optionally run) the model; always exit 0 unless the runtime kills us."""
-    parser = argparse.ArgumentParser(prog="tflkit.compat._probe_worker")
+    parser = argparse.ArgumentParser(prog="tflkit.gpu._probe_worker")
     parser.add_argument("--model", type=Path)
     parser.add_argument("--result", type=Path, required=True)
     parser.add_argument("--outputs", type=Path)

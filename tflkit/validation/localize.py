@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 
 from tflkit import ir
-from tflkit.compat.probe import probe, run_jobs
 from tflkit.delegates.fp16_emulation import round_fp16, round_model_constants
+from tflkit.gpu.probe import probe, run_jobs
 
 __all__ = [
     "FP16_MAX",

@@ -5,7 +5,7 @@ indices in range, but a model can still be wrong in ways only a kernel notices, 
 kernels crash instead of returning an error (e.g. SPLIT given a float axis segfaults in
 ``allocate_tensors``). Commands that run the CPU interpreter in the tflkit process (``validate``
 with CPU runners, ``rewrite``'s verification) call :func:`ensure_cpu_safe` first: the model is
-loaded, allocated and invoked with zeros in a :mod:`tflkit.worker` child, and a crash or hang
+loaded, allocated and invoked with zeros in a :mod:`tflkit.proc.worker` child, and a crash or hang
 there becomes one clear error instead of a crash of tflkit.
 """
 
@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from tflkit.errors import ModelLoadError
-from tflkit.worker import run_worker
+from tflkit.proc.worker import run_worker
 
 __all__ = ["NativeCrashError", "ensure_cpu_safe"]
 
@@ -41,7 +41,9 @@ def ensure_cpu_safe(data: bytes, label: str, *, timeout: float = 300.0) -> None:
         model = Path(tmp) / "model.tflite"
         model.write_bytes(data)
         done = run_worker(
-            [sys.executable, "-m", "tflkit._cpu_smoke_worker", str(model)], cwd=tmp, timeout=timeout
+            [sys.executable, "-m", "tflkit.proc._cpu_smoke_worker", str(model)],
+            cwd=tmp,
+            timeout=timeout,
         )
     if done.returncode in (0, 1) and not done.timed_out:
         _PASSED.add(digest)

@@ -3,7 +3,7 @@
 GPU work always happens in a child process (the accelerator can abort its process, and importing
 TensorFlow next to it segfaulted here). :func:`child_env` is the environment for that child. A
 leaf module: it imports nothing of tflkit (whether the GPU works is
-:func:`tflkit.compat.availability.gpu_available`).
+:func:`tflkit.gpu.availability.gpu_available`).
 """
 
 from __future__ import annotations
