@@ -18,6 +18,7 @@ from tflkit.compat.check import check_model
 from tflkit.fsio import write_atomic
 from tflkit.report.check_report import CheckReport
 from tflkit.report.convert_report import ConvertReport, PipelineStage, write_json
+from tflkit.rewriter.advice import Advisor
 from tflkit.rewriter.run import rewrite_model
 from tflkit.validation.run import ValidateOptions, validate
 
@@ -33,7 +34,12 @@ def report_path_for(output: Path) -> Path:
 
 
 def _check(data: bytes, path: Path) -> CheckReport:
-    return check_model(ir.load(data), path=str(path), sha256=hashlib.sha256(data).hexdigest())
+    return check_model(
+        ir.load(data),
+        path=str(path),
+        sha256=hashlib.sha256(data).hexdigest(),
+        advise=Advisor(),
+    )
 
 
 def _check_stage(name: str, report: CheckReport) -> PipelineStage:

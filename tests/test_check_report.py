@@ -18,9 +18,9 @@ import pytest
 from rich.console import Console
 
 from tflkit.cli.main import EXIT_OK, main
-from tflkit.compat.check import check_path
 from tflkit.report.check_report import group_cpu_ops, index_ranges
 from tflkit.report.check_terminal import MAX_LINES, render_check
+from tflkit.rewriter.advice import check_path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 EXAMPLE = Path(__file__).resolve().parents[1] / "tflkit" / "examples" / "tiny_classifier.tflite"

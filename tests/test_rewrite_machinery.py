@@ -13,8 +13,9 @@ from tflkit.cli.main import main
 from tflkit.errors import UsageError
 from tflkit.ir.builder import OpBuilder
 from tflkit.rewriter import run as rewrite_run
+from tflkit.rewriter.contract import EXACT, bound
 from tflkit.rewriter.passes import RewriteLoop, run_passes
-from tflkit.rewriter.rule import EXACT, Example, Rule, bound, replace
+from tflkit.rewriter.rule import Example, Rule, replace
 from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.rules.activation import LogSoftmax, SoftmaxBeta
 from tflkit.rewriter.ruleset import RuleSet

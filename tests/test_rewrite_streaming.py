@@ -16,10 +16,14 @@ import pytest
 from tflkit import ir
 from tflkit.cli.main import main
 from tflkit.gpu.probe import probe
-from tflkit.rewriter.rule import EXACT
-from tflkit.rewriter.rules.streaming import PROOF_STEPS, RESOURCE_OPS, STATE_METADATA
+from tflkit.rewriter.contract import EXACT
+from tflkit.rewriter.rules.streaming import (
+    PROOF_STEPS,
+    RESOURCE_OPS,
+    STATE_METADATA,
+    verify_sequence,
+)
 from tflkit.rewriter.run import rewrite_model
-from tflkit.rewriter.verify import verify_sequence
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@
 The public facade: ``load``/``save`` (the editable IR), ``inspect``, ``check``, ``rewrite`` and
 ``validate``. Each returns a report dataclass with ``to_json()``; the CLI is a thin layer over
 these. No function has the name of a module: the modules behind them are ``tflkit.inspection``,
-``tflkit.compat.check``, ``tflkit.rewriter`` and ``tflkit.validation.run``, so ``import tflkit.x.y``
-always gives the module ``x/y``.
+``tflkit.rewriter.advice`` (check), ``tflkit.rewriter`` and ``tflkit.validation.run``, so
+``import tflkit.x.y`` always gives the module ``x/y``.
 
 The names are re-exported lazily (PEP 562): ``import tflkit`` loads nothing but this file, and
 each name imports its module on first use.
@@ -16,10 +16,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tflkit.compat.check import check
     from tflkit.errors import InvalidModelError, ModelLoadError, TflkitError, UsageError
     from tflkit.inspection import inspect_path as inspect
     from tflkit.ir import load, save
+    from tflkit.rewriter.advice import check
     from tflkit.rewriter.run import rewrite_file as rewrite
     from tflkit.validation.run import validate
 
@@ -29,7 +29,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ModelLoadError": ("tflkit.errors", "ModelLoadError"),
     "TflkitError": ("tflkit.errors", "TflkitError"),
     "UsageError": ("tflkit.errors", "UsageError"),
-    "check": ("tflkit.compat.check", "check"),
+    "check": ("tflkit.rewriter.advice", "check"),
     "inspect": ("tflkit.inspection", "inspect_path"),
     "load": ("tflkit.ir.serde", "load"),
     "rewrite": ("tflkit.rewriter.run", "rewrite_file"),

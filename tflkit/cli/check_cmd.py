@@ -46,8 +46,9 @@ def check(
 ) -> None:
     """Per-op GPU verdicts with reasons and fixes, partitions, CPU<->GPU copies, FLOP share."""
     from tflkit.cli.output import console, echo_native_log, print_json, spinner
-    from tflkit.compat.check import TARGET_DEFAULT, check_path
+    from tflkit.compat.check import TARGET_DEFAULT
     from tflkit.ir.shapes import parse_input_shapes
+    from tflkit.rewriter.advice import check_path
 
     limit = TARGET_DEFAULT if max_partitions is None else (max_partitions or None)
     report, loaded = check_path(

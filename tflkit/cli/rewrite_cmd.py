@@ -29,7 +29,8 @@ def rewrite(
     """Rewrite the ops the GPU delegate rejects into equivalents it takes, and prove it."""
     from tflkit.cli.output import console, echo_native_log, print_json, spinner
     from tflkit.ir.shapes import parse_input_shapes
-    from tflkit.report.rewrite_report import build_report, render_rewrite
+    from tflkit.report.rewrite_report import render_rewrite
+    from tflkit.rewriter.reporting import build_report
     from tflkit.rewriter.run import RewriteRefused, rewrite_file
 
     shapes = parse_input_shapes(input_shape)

@@ -8,10 +8,7 @@ GPU compilation fails for the whole model is itself compared with what the accel
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +37,6 @@ from tflkit.report.check_report import (
 
 if TYPE_CHECKING:
     from tflkit.gpu.probe import ProbeResult
-    from tflkit.rewriter.rule import Rule
 
 #: The default for ``max_partitions``: whatever the target's delegate does by default.
 TARGET_DEFAULT = -1
@@ -49,82 +45,6 @@ TARGET_DEFAULT = -1
 _COMPILED = ("ok", "run_error")
 
 Progress = Callable[[str], AbstractContextManager[object]]
-
-
-def check_path(
-    path: str | Path,
-    *,
-    target: str = DEFAULT_TARGET,
-    max_partitions: int | None = TARGET_DEFAULT,
-    with_probe: bool = False,
-    probe_timeout: float = 120.0,
-    cache_dir: str | Path | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    progress: Progress | None = None,
-    native_log: Callable[[str], None] | None = None,
-) -> tuple[CheckReport, ir.Model]:
-    """Check the model at ``path``; returns the report and the loaded model.
-
-    ``input_shapes`` (``--input-shape``, by signature or tensor name) fixes dynamic inputs
-    first, so verdicts, copies and the probe are those of the model at that shape. ``progress``
-    wraps the probe (e.g. a spinner: it compiles shaders for seconds); ``native_log`` gets the
-    accelerator's own log (``--verbose``).
-    """
-    data, label = ir.serde.read_model_bytes(path, mapped=True)
-    digest = _Sha256(data)
-    model = ir.load(data, label=label)
-    if input_shapes:
-        from tflkit.rewriter.shapes import fix_input_shapes
-
-        fix_input_shapes(model, input_shapes)
-    report = check_model(model, target=target, max_partitions=max_partitions, path=label)
-    report.sha256 = digest.hexdigest()
-    report.input_shapes = {k: list(v) for k, v in (input_shapes or {}).items()}
-    if with_probe:
-        from tflkit.gpu.probe import probe
-
-        probed = ir.dumps(model) if input_shapes else bytes(data)
-        what = f"compiling {Path(label).name} on the GPU accelerator (probe)"
-        with progress(what) if progress is not None else contextlib.nullcontext():
-            result = probe(probed, timeout=probe_timeout, cache_dir=cache_dir)
-        if native_log is not None:
-            native_log(result.log_text)
-        attach_probe(report, model, result)
-    return report, model
-
-
-class _Sha256:
-    """The file's sha256 (the report's ``sha256``), computed on a second thread while the model
-    is checked: hashing releases the GIL, and a large file takes as long to hash as to check."""
-
-    def __init__(self, data: ir.serde.ModelBytes) -> None:
-        self._hash = hashlib.sha256()
-        self._thread = threading.Thread(target=self._hash.update, args=(data,), daemon=True)
-        self._thread.start()
-
-    def hexdigest(self) -> str:
-        self._thread.join()
-        return self._hash.hexdigest()
-
-
-def check(
-    model: str | Path,
-    *,
-    target: str = DEFAULT_TARGET,
-    probe: bool = False,
-    max_partitions: int | None = TARGET_DEFAULT,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-) -> CheckReport:
-    """What the GPU delegate of ``target`` will run of ``model``, and why; ``probe`` asks the
-    real accelerator too. ``max_partitions`` -1 keeps the target's default, None takes all."""
-    report, _ = check_path(
-        Path(model),
-        target=target,
-        with_probe=probe,
-        max_partitions=max_partitions,
-        input_shapes=input_shapes,
-    )
-    return report
 
 
 def _sum(values: Sequence[int | None]) -> int | None:
@@ -139,14 +59,18 @@ def check_model(
     max_partitions: int | None = TARGET_DEFAULT,
     path: str = "<model>",
     sha256: str = "",
+    advise: Advisor | None = None,
 ) -> CheckReport:
-    """The static report: verdicts, partitions, transfers, FLOP share, fix hints."""
+    """The static report: verdicts, partitions, transfers, FLOP share, fix hints.
+
+    ``advise`` names the rewrite that fixes a rejected op (the rule catalogue's advisor,
+    :class:`tflkit.rewriter.advice.Advisor`); ops it has no rule for get
+    :func:`conversion_hint`."""
     spec = get_target(target)
     limit = spec.max_partitions if max_partitions == TARGET_DEFAULT else max_partitions
     result = static.check(model, spec)
     verdicts = {(v.subgraph_index, v.op_index): v for v in result.verdicts}
     dynamic = _dynamic_input_hint(model)
-    memo: dict[str, FixHint] = {}  # model-wide fix hints
     placeholders = any(  # a dynamic batch stored as 1 is a real batch; other dims may not be
         d < 0 for t in model.main.inputs for d in (t.shape_signature or ())[1:]
     )
@@ -214,7 +138,7 @@ def check_model(
                     supported=bool(verdict and verdict.ok),
                     on_gpu=index in on_gpu,
                     reasons=reasons,
-                    fix=fix_hint(op, reasons, dynamic, memo) if reasons else None,
+                    fix=_fix(op, reasons, dynamic, advise) if reasons else None,
                     not_taken=index in not_taken,
                     status=status,
                 )
@@ -283,10 +207,6 @@ def summarize(report: CheckReport) -> str:
 # --- fixes ----------------------------------------------------------------------------------------
 
 _RNN_CELL_OPS = frozenset({"FULLY_CONNECTED", "BATCH_MATMUL"})
-#: Ops of streaming state held in resource variables, and the opt-in rule that turns that state
-#: into explicit inputs and outputs.
-_STATE_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"})
-STREAMING_RULE = "streaming_state"
 _RNN_GATE_OPS = frozenset({"LOGISTIC", "TANH"})
 
 
@@ -336,20 +256,6 @@ def _stored_shape_issue(model: ir.Model, hint: str) -> IssueInfo | None:
     )
 
 
-def _streaming_hint(op: ir.Op, rules: Sequence[Rule]) -> FixHint:
-    """The streaming-state rewrite for every op of the state it removes (initialiser included),
-    when it can take this model; else why not."""
-    streaming = next((r for r in rules if r.name == STREAMING_RULE), None)
-    model = op.subgraph.model if op.subgraph is not None else None
-    if streaming is None or model is None:
-        return FixHint(None, "none in this version: resource variables stay on the CPU", "none")
-    anchor = next((o for o in model.main.ops if streaming.pattern(o)), None)
-    why_not = streaming.check(anchor) if anchor is not None else "no state in the main graph"
-    if why_not is None:
-        return FixHint(streaming.name, streaming.summary, "opt_in_rule")
-    return FixHint(None, f"none: the {STREAMING_RULE} rewrite cannot take it ({why_not})", "none")
-
-
 def _is_rnn_loop(op: ir.Op) -> bool:
     """A WHILE whose body computes a recurrent cell (matmuls and sigmoid/tanh gates)."""
     model = op.subgraph.model if op.subgraph is not None else None
@@ -360,35 +266,21 @@ def _is_rnn_loop(op: ir.Op) -> bool:
     return bool(types & _RNN_CELL_OPS) and bool(types & _RNN_GATE_OPS)
 
 
-def fix_hint(
-    op: ir.Op,
-    reasons: Sequence[ReasonInfo],
-    dynamic: str = "",
-    memo: dict[str, FixHint] | None = None,
-) -> FixHint | None:
-    """What fixes ``op`` for these reasons: the first default rewrite rule that does, else an
-    opt-in rule, ``--input-shape``, a conversion change; None when nothing is known. ``memo``
-    keeps model-wide answers (the streaming rewrite) across the ops of one model."""
-    from tflkit.rewriter.rules import catalog
+#: Names the rewrite rule that fixes an op for its reasons: (op, reasons, the --input-shape
+#: hint of the model) -> hint, None when no rule does.
+Advisor = Callable[[ir.Op, Sequence[ReasonInfo], str], "FixHint | None"]
 
-    rules = sorted(catalog(), key=lambda rule: rule.opt_in)
-    if op.type in _STATE_OPS:  # the rewrite takes the variables as a whole, not op by op
-        memo = {} if memo is None else memo
-        if STREAMING_RULE not in memo:
-            memo[STREAMING_RULE] = _streaming_hint(op, rules)
-        return memo[STREAMING_RULE]
-    texts = [f"{r.code}: {r.message}" for r in reasons]
-    after_shapes = None
-    for rule in rules:
-        if not rule.pattern(op) or not rule.addresses(texts):
-            continue
-        why_not = rule.check(op)
-        if why_not is None:
-            return FixHint(rule.name, rule.summary, "opt_in_rule" if rule.opt_in else "rule")
-        if dynamic and after_shapes is None and "--input-shape" in why_not:
-            after_shapes = FixHint(rule.name, f"{dynamic}, then rule {rule.name}", "input_shape")
-    if after_shapes is not None:
-        return after_shapes
+
+def _fix(
+    op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str, advise: Advisor | None
+) -> FixHint | None:
+    hint = advise(op, reasons, dynamic) if advise is not None else None
+    return hint if hint is not None else conversion_hint(op, reasons, dynamic)
+
+
+def conversion_hint(op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = "") -> FixHint | None:
+    """What fixes ``op`` when no rewrite rule does: ``--input-shape``, a conversion change, or
+    nothing needed; None when nothing is known."""
     codes = {r.code for r in reasons}
     if op.type == "WHILE" and _is_rnn_loop(op):
         return FixHint(

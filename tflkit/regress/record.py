@@ -2,8 +2,8 @@
 
 The runs are ``tflkit.validation.run.validate`` on input sets made here once
 (``tflkit.validation.inputs``, the same realistic generator validate uses, or the user's file) and
-stored as they were fed; the residency is ``tflkit.compat.check.check_path`` (static, and probed on
-the real accelerator).
+stored as they were fed; the residency is ``tflkit.rewriter.advice.check_path`` (static, and probed
+on the real accelerator).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def run_models(
 
 def output_specs(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Name, dtype, shape and quantization of each output (what a comparison needs)."""
-    from tflkit.validation.inputs import IoSpec
+    from tflkit.ir.entry import IoSpec
 
     specs = []
     for name, tensor in outputs.items():
@@ -237,8 +237,9 @@ def record(
     its status (a later check then compares nothing for it), never raised.
     """
     from tflkit import ir
+    from tflkit.ir.entry import entry_point
     from tflkit.regress.residency import snapshot
-    from tflkit.validation.inputs import entry_point, make_input_sets
+    from tflkit.validation.inputs import make_input_sets
 
     options = options or RecordOptions()
     path = Path(model_path)

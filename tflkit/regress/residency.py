@@ -1,6 +1,6 @@
 """GPU residency of a model as a baseline stores it, and the comparison of two snapshots.
 
-A snapshot comes from ``tflkit.compat.check.check_path``: the static verdict (ops on the GPU,
+A snapshot comes from ``tflkit.rewriter.advice.check_path``: the static verdict (ops on the GPU,
 GPU partitions, every op left on the CPU with its reasons) and, when probed, what the real
 accelerator did (its status, adapter, ops on GPU/CPU, the ops it rejected and why). Residency
 regresses when more ops run on the CPU, when the GPU takes the graph in more partitions, or when
@@ -81,8 +81,8 @@ def snapshot(
     path: str | Path, *, target: str | None = None, probe: bool = True, timeout: float = 120.0
 ) -> dict[str, Any]:
     """The residency of the model at ``path`` (static, and probed on the real GPU if asked)."""
-    from tflkit.compat.check import check_path
     from tflkit.compat.targets import DEFAULT_TARGET
+    from tflkit.rewriter.advice import check_path
 
     report, _ = check_path(
         path, target=target or DEFAULT_TARGET, with_probe=probe, probe_timeout=timeout

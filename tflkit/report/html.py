@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from tflkit.compare.comparator import OutputComparison, PairComparison
+from tflkit.compare.divergence import Localization
 from tflkit.fsio import write_atomic
 from tflkit.report.validate_report import ValidateReport
-from tflkit.validation.localize import Localization
 
 __all__ = ["render_html", "write_html"]
 

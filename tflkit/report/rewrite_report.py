@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tflkit.gpu.probe import ProbeResult
-from tflkit.rewriter.run import RewriteOutcome, histogram
+from tflkit.report.check_report import CheckReport
 
 REWRITE_SCHEMA = "tflkit.rewrite/1"
 #: Per-op lines (rules not fired, ops still on the CPU) the terminal shows before "N more".
@@ -62,10 +62,7 @@ class StaticResidency:
     still_on_cpu: list[str]
 
     @classmethod
-    def of(cls, model: Any) -> StaticResidency:
-        from tflkit.compat.check import check_model
-
-        report = check_model(model)
+    def from_check(cls, report: CheckReport) -> StaticResidency:
         return cls(
             summary=report.summary,
             gpu_ops=report.gpu_ops,
@@ -100,66 +97,17 @@ class RewriteReport:
     probe_before: Residency | None = None
     probe_after: Residency | None = None
     notes: list[str] = field(default_factory=list)
-    #: ``streaming_state``: per state, the input, the output fed back to it, shape, dtype and
-    #: initial value (the same plan is in the model's ``tflkit_streaming_state`` metadata).
-    streaming: list[dict[str, Any]] = field(default_factory=list)
+    #: What fired rules tell the app, by the rule's ``report_key`` (``streaming``: per state, the
+    #: input, the output fed back to it, shape, dtype, initial value); in JSON at the top level.
+    rule_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: The same records for a terminal (``Rule.report_lines``); not in JSON.
+    rule_lines: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": REWRITE_SCHEMA, **asdict(self)}
-
-
-def build_report(
-    outcome: RewriteOutcome,
-    model_path: str,
-    output_path: str,
-    written: bool,
-    *,
-    probe_before: ProbeResult | None = None,
-    probe_after: ProbeResult | None = None,
-) -> RewriteReport:
-    from tflkit import ir
-
-    original = ir.load(outcome.original)
-    before_hist = histogram(original)
-    after_hist = histogram(outcome.model)
-    notes = []
-    if outcome.dynamic_inputs:
-        notes.append(
-            f"inputs {outcome.dynamic_inputs} have dynamic dimensions; the GPU delegate needs "
-            "static shapes: pass --input-shape NAME=D1,D2,..."
-        )
-    if not outcome.gated_by_checker:
-        notes.append(
-            "the static GPU checker did not choose the ops (rules forced with --rule, or no "
-            "checker): each rule's own pattern did"
-        )
-    v = outcome.verification
-    return RewriteReport(
-        model=model_path,
-        output=output_path,
-        written=written,
-        rules=outcome.rules_used,
-        gated_by_checker=outcome.gated_by_checker,
-        fired=[asdict(f) for f in outcome.passes.fired],
-        not_fired=[asdict(s) for s in outcome.passes.skipped],
-        converged=outcome.passes.converged,
-        contract=outcome.contract.describe(),
-        verification=None if v is None else v.to_json(),
-        histogram_before=before_hist,
-        histogram_after=after_hist,
-        shape_fixes=outcome.shape_fixes,
-        dynamic_inputs=outcome.dynamic_inputs,
-        static_before=StaticResidency.of(original),
-        static_after=StaticResidency.of(outcome.model),
-        probe_before=None
-        if probe_before is None
-        else Residency.from_probe(probe_before, sum(before_hist.values())),
-        probe_after=None
-        if probe_after is None
-        else Residency.from_probe(probe_after, sum(after_hist.values())),
-        notes=notes,
-        streaming=[asdict(b) for b in outcome.streaming or []],
-    )
+        data = asdict(self)
+        del data["rule_lines"]
+        records = data.pop("rule_records")
+        return {"schema": REWRITE_SCHEMA, **data, **records}
 
 
 def render_rewrite(report: RewriteReport, console: Console) -> None:
@@ -234,20 +182,11 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
                 f"  {o['name']}: max abs {o['max_abs']:.3g}, max rel {o['max_rel']:.3g}"
                 + (" (bit-identical)" if o["identical"] else "")
             )
-    if report.streaming:
-        console.print(
-            "state made explicit: feed each state output back as the next step's input "
-            "(plan also in the model metadata 'tflkit_streaming_state')"
-        )
-        for b in report.streaming[:_MAX_LINES]:
-            start = "zeros" if b["initial"] == "zeros" else "the initializer's constant"
-            source = (
-                f"{b['output']} of the previous step" if b["output"] else "the same value each step"
-            )
-            console.print(
-                f"  {b['input']} {b['shape']} {b['dtype']} <- {source}; first step: {start}"
-            )
-        _more(console, report.streaming, "states")
+    if report.rule_lines:
+        console.print(report.rule_lines[0])
+        for line in report.rule_lines[1 : _MAX_LINES + 1]:
+            console.print(f"  {line}")
+        _more(console, report.rule_lines[1:], "lines")
     for note in report.notes:
         console.print(f"note: {note}")
 

@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tflkit.compare.comparator import PairComparison
+from tflkit.compare.divergence import Localization
 from tflkit.delegates.base import RunResult
-from tflkit.validation.localize import Localization
 
 __all__ = ["SCHEMA", "ValidateReport", "render_terminal"]
 

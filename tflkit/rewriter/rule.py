@@ -16,52 +16,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from tflkit.ir import schema
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Tensor
+from tflkit.rewriter.contract import EXACT, Contract
 
 if TYPE_CHECKING:
     from tflkit.rewriter.verify import Verification
 
 fb = schema.fb
-
-
-@dataclass(frozen=True)
-class Contract:
-    """How far a rewrite may move the outputs: ``|new - old| <= max_abs + max_rel * |old|``.
-
-    Both zero means exact: outputs must be bit-identical.
-    """
-
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    note: str = "bit-identical"
-
-    @property
-    def exact(self) -> bool:
-        return self.max_abs == 0.0 and self.max_rel == 0.0
-
-    def describe(self) -> str:
-        if self.exact:
-            return "exact (bit-identical)"
-        return f"max abs {self.max_abs:g}, max rel {self.max_rel:g} ({self.note})"
-
-
-EXACT = Contract()
-
-
-def bound(max_abs: float, max_rel: float = 0.0, note: str = "float rounding") -> Contract:
-    """An approximate contract with its stated error bound."""
-    return Contract(max_abs, max_rel, note)
-
-
-def combine(contracts: Sequence[Contract]) -> Contract:
-    """The contract of several rewrites applied together (bounds add up)."""
-    inexact = [c for c in contracts if not c.exact]
-    if not inexact:
-        return EXACT
-    return Contract(
-        sum(c.max_abs for c in inexact),
-        sum(c.max_rel for c in inexact),
-        "; ".join(dict.fromkeys(c.note for c in inexact)),
-    )
 
 
 @dataclass(frozen=True)
@@ -102,6 +62,11 @@ class Rule:
     num_outputs: ClassVar[int | None] = 1
     #: The rewrite adds graph inputs/outputs (explicit state): ``verify_rewrite`` proves it.
     changes_interface: ClassVar[bool] = False
+    #: The rule rewrites the model as a whole (e.g. every op of resource-variable state at
+    #: once), not op by op: the fix ``check`` advises for any op it fixes is ``check_model``.
+    whole_model: ClassVar[bool] = False
+    #: The key under which the rewrite report (JSON) lists ``report_records``; None: no records.
+    report_key: ClassVar[str | None] = None
 
     def pattern(self, op: Op) -> bool:
         """True for ops this rule is about (cheap, type-level).
@@ -130,6 +95,19 @@ class Rule:
         """A proof of equivalence of the rule's own (e.g. over a sequence of steps for state
         made explicit); None: the default one-shot comparison on the CPU is the proof."""
         return None
+
+    def check_model(self, model: Model) -> str | None:
+        """For a ``whole_model`` rule: None when it can rewrite ``model``, else why not."""
+        anchor = next((op for op in model.main.ops if self.pattern(op)), None)
+        return "nothing to rewrite in the main graph" if anchor is None else self.check(anchor)
+
+    def report_records(self, model: Model) -> list[dict[str, Any]]:
+        """What the app must know once the rule fired on ``model`` (JSON-ready records)."""
+        return []
+
+    def report_lines(self, records: Sequence[dict[str, Any]]) -> list[str]:
+        """``report_records`` for a terminal: a heading line, then one line per record."""
+        return []
 
     def addresses(self, rejection_reasons: Sequence[str]) -> bool:
         """Whether one of the target's rejection reasons for an op is one this rule fixes.

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,10 +18,9 @@ from tflkit.ir.graph import Model, Subgraph
 from tflkit.ir.shapes import by_tensor_name
 from tflkit.ir.structure import verify_bytes
 from tflkit.proc.cpu_smoke import ensure_cpu_safe
+from tflkit.rewriter.contract import Contract, combine
 from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, RejectedOps, run_passes
-from tflkit.rewriter.rule import Contract, combine
 from tflkit.rewriter.rules import catalog
-from tflkit.rewriter.rules.streaming import StateBinding, read_plan
 from tflkit.rewriter.shapes import dynamic_inputs, fix_input_shapes
 from tflkit.rewriter.verify import Verification, verify
 
@@ -45,8 +45,8 @@ class RewriteOutcome:
     dynamic_inputs: list[str] = field(default_factory=list)
     rules_used: list[str] = field(default_factory=list)
     gated_by_checker: bool = False
-    #: State made explicit by ``streaming_state``: how the app feeds each state input.
-    streaming: list[StateBinding] | None = None
+    #: What fired rules tell the app (``Rule.report_records``), by their ``report_key``.
+    rule_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -129,7 +129,7 @@ def rewrite_model(
         dynamic,
         [r.name for r in rules],
         gate is not None,
-        read_plan(model) if "streaming_state" in fired else [],
+        {r.report_key: r.report_records(model) for r in rules if r.report_key and r.name in fired},
     )
 
 

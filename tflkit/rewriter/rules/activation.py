@@ -6,8 +6,9 @@ import numpy as np
 
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
+from tflkit.rewriter.contract import bound
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Rule, bound, is_float, replace
+from tflkit.rewriter.rule import Example, Rule, is_float, replace
 
 F32 = np.float32
 

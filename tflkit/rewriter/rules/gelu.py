@@ -20,8 +20,9 @@ import numpy as np
 
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
+from tflkit.rewriter.contract import bound
 from tflkit.rewriter.example import graph_model, numpy_reference, options, scale
-from tflkit.rewriter.rule import Example, Rule, bound, is_float, replace
+from tflkit.rewriter.rule import Example, Rule, is_float, replace
 
 F32 = np.float32
 ERF_TYPES = ("Erf", "FlexErf")

@@ -11,15 +11,7 @@ import numpy as np
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import (
-    Example,
-    Rule,
-    const_ints,
-    is_float,
-    replace,
-    reshape,
-    well_formed,
-)
+from tflkit.rewriter.rule import Example, Rule, const_ints, is_float, replace, reshape, well_formed
 
 F32 = np.float32
 _RANK = "dimensions must be less than 5"

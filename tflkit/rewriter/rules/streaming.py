@@ -13,7 +13,7 @@ value becomes the output. The app feeds each state output back as the next step'
 and starts from the initial value the initializer assigned; the plan is written into the model
 metadata (``STATE_METADATA``) and into the rewrite report. The step is exact: the proof runs the
 stateful original and the stateless result side by side over a sequence of steps on the CPU
-(:func:`tflkit.rewriter.verify.verify_sequence`).
+(:func:`verify_sequence`).
 """
 
 from __future__ import annotations
@@ -21,19 +21,28 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from tflkit import ir
+from tflkit.errors import UsageError
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Subgraph, Tensor
+from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, options, scale
-from tflkit.rewriter.rule import Contract, Example, Rule, replace
-
-if TYPE_CHECKING:
-    from tflkit.rewriter.verify import Verification
+from tflkit.rewriter.rule import Example, Rule, replace
+from tflkit.rewriter.verify import (
+    OutputCheck,
+    Verification,
+    conclude,
+    first_line,
+    keep_worst,
+    random_inputs,
+    run_cpu,
+)
 
 #: Model metadata entry holding the state plan (JSON, schema ``tflkit.streaming/1``).
 STATE_METADATA = "tflkit_streaming_state"
@@ -269,6 +278,65 @@ def _remove_subgraph(model: Model, index: int) -> None:
                     setattr(holder, attr, value - 1)
 
 
+# --- the proof ---------------------------------------------------------------------------------
+
+
+def verify_sequence(
+    original: bytes,
+    rewritten: bytes,
+    contract: Contract,
+    *,
+    steps: int = 24,
+    seed: int = 0,
+) -> Verification:
+    """Run the stateful original and its explicit-state rewrite side by side over ``steps``.
+
+    The original keeps its state in resource variables inside one interpreter; the rewrite gets
+    each state input from the previous step's state output (the initial value on step one),
+    following the plan stored in its metadata. Every regular output is judged against
+    ``contract`` at every step; the worst step per output is reported.
+    """
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    plan = read_plan(ir.load(rewritten)) or []
+    verdict = Verification(True, f"{contract.describe()} at each of {steps} steps", [seed], False)
+    resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    try:
+        old = Interpreter(model_content=original, experimental_op_resolver_type=resolver)
+        old.allocate_tensors()
+    except (RuntimeError, ValueError) as exc:
+        verdict.ok = False
+        verdict.problem = f"the original model does not run on the CPU ({first_line(exc)})"
+        return verdict
+    old_in = old.get_input_details()
+    state = {b.input: initial_state(b) for b in plan}
+    next_of = {b.output: b.input for b in plan if b.output is not None}
+    rng_seeds = range(seed, seed + steps)
+    worst: dict[str, OutputCheck] = {}
+    for step, step_seed in enumerate(rng_seeds):
+        arrays = random_inputs(old_in, step_seed)
+        for detail, array in zip(old_in, arrays, strict=True):
+            old.set_tensor(detail["index"], array)
+        old.invoke()
+        old_out = {d["name"]: old.get_tensor(d["index"]) for d in old.get_output_details()}
+        feed = {d["name"]: a for d, a in zip(old_in, arrays, strict=True)}
+        feed.update(state)
+        try:
+            _, new_out = run_cpu(rewritten, feed)
+        except (RuntimeError, ValueError, UsageError) as exc:
+            verdict.ok = False
+            verdict.problem = f"step {step}: the rewritten model does not run ({first_line(exc)})"
+            return verdict
+        state.update({next_of[name]: value for name, value in new_out.items() if name in next_of})
+        regular = {k: v for k, v in new_out.items() if k not in next_of}
+        if set(regular) != set(old_out):
+            verdict.ok = False
+            verdict.problem = f"output names changed: {sorted(old_out)} -> {sorted(regular)}"
+            return verdict
+        keep_worst(worst, old_out, regular, contract)
+    return conclude(verdict, worst, f"within {steps} steps")
+
+
 # --- the rule -----------------------------------------------------------------------------------
 
 
@@ -284,6 +352,8 @@ class StreamingState(Rule):
     contract = Contract(0.0, 0.0, "bit-identical at every step of the sequence")
     opt_in = True
     changes_interface = True
+    whole_model = True
+    report_key = "streaming"
     required_inputs = ()
     num_outputs = None
 
@@ -300,11 +370,34 @@ class StreamingState(Rule):
         assert op.subgraph is not None and op.subgraph.model is not None
         make_state_explicit(op.subgraph.model)
 
+    def check_model(self, model: Model) -> str | None:
+        if not any(self.pattern(op) for op in model.main.ops):
+            return "no state in the main graph"
+        return plan_problem(model)
+
+    def report_records(self, model: Model) -> list[dict[str, Any]]:
+        """Per state: the input, the output fed back to it, shape, dtype and initial value (the
+        same plan is in the model's ``STATE_METADATA`` metadata)."""
+        return [asdict(b) for b in read_plan(model) or []]
+
+    def report_lines(self, records: Sequence[dict[str, Any]]) -> list[str]:
+        if not records:
+            return []
+        lines = [
+            "state made explicit: feed each state output back as the next step's input "
+            f"(plan also in the model metadata '{STATE_METADATA}')"
+        ]
+        for b in records:
+            start = "zeros" if b["initial"] == "zeros" else "the initializer's constant"
+            source = (
+                f"{b['output']} of the previous step" if b["output"] else "the same value each step"
+            )
+            lines.append(f"{b['input']} {b['shape']} {b['dtype']} <- {source}; first step: {start}")
+        return lines
+
     def verify_rewrite(
         self, original: bytes, rewritten: bytes, contract: Contract, seeds: tuple[int, ...]
     ) -> Verification:
-        from tflkit.rewriter.verify import verify_sequence
-
         return verify_sequence(original, rewritten, contract, steps=PROOF_STEPS, seed=seeds[0])
 
     def examples(self) -> tuple[Example, ...]:

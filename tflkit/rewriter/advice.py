@@ -1,0 +1,147 @@
+"""The check a user runs: the target's verdicts at the user's input shapes, the rewrite rule
+that fixes each rejected op, and (``probe``) what the real accelerator says.
+
+The verdicts are :mod:`tflkit.compat`'s alone; this module adds what only the rewriter knows
+(which of its rules fixes an op, :class:`Advisor`) and the input shapes it fixes
+(:func:`~tflkit.rewriter.shapes.fix_input_shapes`), so ``compat`` never imports the rewriter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from tflkit import ir
+from tflkit.compat.check import TARGET_DEFAULT, Progress, attach_probe, check_model
+from tflkit.compat.targets import DEFAULT_TARGET
+from tflkit.gpu.probe import probe
+from tflkit.report.check_report import CheckReport, FixHint, ReasonInfo
+from tflkit.rewriter.rule import Rule
+from tflkit.rewriter.rules import catalog
+from tflkit.rewriter.shapes import fix_input_shapes
+
+
+class Advisor:
+    """Names the rule that fixes an op (``check_model``'s ``advise``), for the ops of one model.
+
+    Default rules come before opt-in ones. A ``whole_model`` rule answers for every op type it
+    fixes with its verdict on the model (asked once per model); other rules answer op by op:
+    the first whose pattern, reasons and check accept the op, else one that would once
+    ``--input-shape`` fixes the shapes.
+    """
+
+    def __init__(self, rules: Sequence[Rule] | None = None) -> None:
+        self.rules = sorted(catalog() if rules is None else rules, key=lambda rule: rule.opt_in)
+        self._whole: dict[str, FixHint] = {}
+
+    def __call__(
+        self, op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = ""
+    ) -> FixHint | None:
+        whole = next((r for r in self.rules if r.whole_model and op.type in r.fixes), None)
+        if whole is not None:
+            return self._whole_model(whole, op)
+        texts = [f"{r.code}: {r.message}" for r in reasons]
+        after_shapes = None
+        for rule in self.rules:
+            if not rule.pattern(op) or not rule.addresses(texts):
+                continue
+            why_not = rule.check(op)
+            if why_not is None:
+                return FixHint(rule.name, rule.summary, "opt_in_rule" if rule.opt_in else "rule")
+            if dynamic and after_shapes is None and "--input-shape" in why_not:
+                after_shapes = FixHint(
+                    rule.name, f"{dynamic}, then rule {rule.name}", "input_shape"
+                )
+        return after_shapes
+
+    def _whole_model(self, rule: Rule, op: ir.Op) -> FixHint | None:
+        model = op.subgraph.model if op.subgraph is not None else None
+        if model is None:
+            return None
+        if rule.name not in self._whole:
+            why_not = rule.check_model(model)
+            self._whole[rule.name] = (
+                FixHint(rule.name, rule.summary, "opt_in_rule" if rule.opt_in else "rule")
+                if why_not is None
+                else FixHint(
+                    None, f"none: the {rule.name} rewrite cannot take it ({why_not})", "none"
+                )
+            )
+        return self._whole[rule.name]
+
+
+def check_path(
+    path: str | Path,
+    *,
+    target: str = DEFAULT_TARGET,
+    max_partitions: int | None = TARGET_DEFAULT,
+    with_probe: bool = False,
+    probe_timeout: float = 120.0,
+    cache_dir: str | Path | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    progress: Progress | None = None,
+    native_log: Callable[[str], None] | None = None,
+) -> tuple[CheckReport, ir.Model]:
+    """Check the model at ``path``; returns the report and the loaded model.
+
+    ``input_shapes`` (``--input-shape``, by signature or tensor name) fixes dynamic inputs
+    first, so verdicts, copies and the probe are those of the model at that shape. ``progress``
+    wraps the probe (e.g. a spinner: it compiles shaders for seconds); ``native_log`` gets the
+    accelerator's own log (``--verbose``).
+    """
+    data, label = ir.serde.read_model_bytes(path, mapped=True)
+    digest = _Sha256(data)
+    model = ir.load(data, label=label)
+    if input_shapes:
+        fix_input_shapes(model, input_shapes)
+    report = check_model(
+        model, target=target, max_partitions=max_partitions, path=label, advise=Advisor()
+    )
+    report.sha256 = digest.hexdigest()
+    report.input_shapes = {k: list(v) for k, v in (input_shapes or {}).items()}
+    if with_probe:
+        probed = ir.dumps(model) if input_shapes else bytes(data)
+        what = f"compiling {Path(label).name} on the GPU accelerator (probe)"
+        with progress(what) if progress is not None else contextlib.nullcontext():
+            result = probe(probed, timeout=probe_timeout, cache_dir=cache_dir)
+        if native_log is not None:
+            native_log(result.log_text)
+        attach_probe(report, model, result)
+    return report, model
+
+
+class _Sha256:
+    """The file's sha256 (the report's ``sha256``), computed on a second thread while the model
+    is checked: hashing releases the GIL, and a large file takes as long to hash as to check."""
+
+    def __init__(self, data: ir.serde.ModelBytes) -> None:
+        self._hash = hashlib.sha256()
+        self._thread = threading.Thread(target=self._hash.update, args=(data,), daemon=True)
+        self._thread.start()
+
+    def hexdigest(self) -> str:
+        self._thread.join()
+        return self._hash.hexdigest()
+
+
+def check(
+    model: str | Path,
+    *,
+    target: str = DEFAULT_TARGET,
+    probe: bool = False,
+    max_partitions: int | None = TARGET_DEFAULT,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> CheckReport:
+    """What the GPU delegate of ``target`` will run of ``model``, and why; ``probe`` asks the
+    real accelerator too. ``max_partitions`` -1 keeps the target's default, None takes all."""
+    report, _ = check_path(
+        Path(model),
+        target=target,
+        with_probe=probe,
+        max_partitions=max_partitions,
+        input_shapes=input_shapes,
+    )
+    return report

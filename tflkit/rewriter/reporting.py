@@ -1,0 +1,75 @@
+"""The rewrite report of one :class:`~tflkit.rewriter.run.RewriteOutcome`: what fired where,
+histograms, residency before and after (static, and probed when given), verification."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from tflkit import ir
+from tflkit.compat.check import check_model
+from tflkit.gpu.probe import ProbeResult
+from tflkit.report.rewrite_report import Residency, RewriteReport, StaticResidency
+from tflkit.rewriter.rules import catalog
+from tflkit.rewriter.run import RewriteOutcome, histogram
+
+
+def build_report(
+    outcome: RewriteOutcome,
+    model_path: str,
+    output_path: str,
+    written: bool,
+    *,
+    probe_before: ProbeResult | None = None,
+    probe_after: ProbeResult | None = None,
+) -> RewriteReport:
+    original = ir.load(outcome.original)
+    before_hist = histogram(original)
+    after_hist = histogram(outcome.model)
+    notes = []
+    if outcome.dynamic_inputs:
+        notes.append(
+            f"inputs {outcome.dynamic_inputs} have dynamic dimensions; the GPU delegate needs "
+            "static shapes: pass --input-shape NAME=D1,D2,..."
+        )
+    if not outcome.gated_by_checker:
+        notes.append(
+            "the static GPU checker did not choose the ops (rules forced with --rule, or no "
+            "checker): each rule's own pattern did"
+        )
+    v = outcome.verification
+    records: dict[str, list[dict[str, Any]]] = {r.report_key: [] for r in catalog() if r.report_key}
+    records.update(outcome.rule_records)
+    lines = [
+        line
+        for rule in catalog()
+        if rule.report_key in outcome.rule_records
+        for line in rule.report_lines(outcome.rule_records[rule.report_key])
+    ]
+    return RewriteReport(
+        model=model_path,
+        output=output_path,
+        written=written,
+        rules=outcome.rules_used,
+        gated_by_checker=outcome.gated_by_checker,
+        fired=[asdict(f) for f in outcome.passes.fired],
+        not_fired=[asdict(s) for s in outcome.passes.skipped],
+        converged=outcome.passes.converged,
+        contract=outcome.contract.describe(),
+        verification=None if v is None else v.to_json(),
+        histogram_before=before_hist,
+        histogram_after=after_hist,
+        shape_fixes=outcome.shape_fixes,
+        dynamic_inputs=outcome.dynamic_inputs,
+        static_before=StaticResidency.from_check(check_model(original)),
+        static_after=StaticResidency.from_check(check_model(outcome.model)),
+        probe_before=None
+        if probe_before is None
+        else Residency.from_probe(probe_before, sum(before_hist.values())),
+        probe_after=None
+        if probe_after is None
+        else Residency.from_probe(probe_after, sum(after_hist.values())),
+        notes=notes,
+        rule_records=records,
+        rule_lines=lines,
+    )
