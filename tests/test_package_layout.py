@@ -91,3 +91,104 @@ def test_help_imports_only_the_cli():
         cwd=Path(__file__).resolve().parents[1],
     )
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+# --- the layering --------------------------------------------------------------------------------
+
+_ROOT = Path(__file__).resolve().parents[1]
+_RUNTIMES = ("ai_edge_litert", "tensorflow", "tflkit.gpu", "tflkit.delegates")
+
+
+def _source_modules() -> dict[str, Path]:
+    """Dotted name -> file, for tflkit/ and the mapped converters/ and delegates/ folders."""
+    found = {}
+    for top, prefix in (("tflkit", "tflkit"), ("converters", "tflkit.converters"),
+                        ("delegates", "tflkit.delegates")):  # fmt: skip
+        for path in sorted((_ROOT / top).rglob("*.py")):
+            parts = path.relative_to(_ROOT / top).with_suffix("").parts
+            name = ".".join((prefix, *parts))
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Modules (and external top-level names) ``name`` imports, in functions too."""
+    import ast
+
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
+            targets.update(subs or [base])
+    return targets
+
+
+def _package(name: str) -> str:
+    return ".".join(name.split(".")[:2])
+
+
+def _edges() -> dict[str, set[str]]:
+    modules = _source_modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def test_compare_runs_nothing():
+    """compare/ sees arrays only: it imports no runtime, no runner and not the GPU engine."""
+    bad = {
+        (name, target)
+        for name, targets in _edges().items()
+        if name.startswith("tflkit.compare")
+        for target in targets
+        if target.startswith(_RUNTIMES) and target != "tflkit.delegates.base"
+    }
+    assert not bad
+
+
+def test_no_two_packages_import_each_other():
+    uses: dict[str, set[str]] = {}
+    for name, targets in _edges().items():
+        if name == "tflkit" or name.count(".") < 2:  # the facade and package docstrings
+            continue
+        for target in targets:
+            if target.startswith("tflkit.") and _package(target) != _package(name):
+                uses.setdefault(_package(name), set()).add(_package(target))
+    pairs = {tuple(sorted((a, b))) for a, bs in uses.items() for b in bs if a in uses.get(b, ())}
+    assert not pairs
+
+
+def test_no_import_cycle_between_modules():
+    edges = _edges()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(name: str, path: list[str]) -> list[str] | None:
+        state[name] = 1
+        for target in sorted(edges.get(name, ())):
+            if target not in edges or target == name:
+                continue
+            if name.startswith(target + ".") or target.startswith(name + "."):
+                continue  # a package's own __init__ and its submodules
+            if state.get(target) == 1:
+                return [*path, name, target]
+            if target not in state:
+                cycle = visit(target, [*path, name])
+                if cycle:
+                    return cycle
+        state[name] = 2
+        return None
+
+    for name in sorted(edges):
+        if name not in state and name != "tflkit":
+            cycle = visit(name, [])
+            assert cycle is None, " -> ".join(cycle)
+
+
+def test_few_loose_modules():
+    loose = sorted(p.name for p in (_ROOT / "tflkit").glob("*.py"))
+    assert len(loose) <= 6, loose
