@@ -2,7 +2,7 @@
 # Set up everything a fresh machine needs (idempotent), then run a job.
 #   ./dev.sh demo   run tflkit on the bundled example model
 #   ./dev.sh test   run the whole test suite (and ruff)
-#   ./dev.sh setup  only set up
+#   ./dev.sh setup [--browser]  only set up (--browser: also what the tests need)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -37,7 +37,7 @@ foreign_envs() {
 job=${1:-demo}
 shift || true
 case "$job" in
-  setup) setup ;;
+  setup) setup "$@" ;;
   demo)
     setup
     example=tflkit/examples/tiny_classifier.tflite
