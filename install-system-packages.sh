@@ -3,8 +3,9 @@
 #  - always: Mesa >= 25 lavapipe (software Vulkan GPU) from bookworm-backports, reusing the
 #    mirror of the system's own Debian apt source;
 #  - with --browser (what ./dev.sh test passes): Chromium, used by the tests to render the HTML
-#    reports headless, the on-device tests' real peers (adb and adbd from bookworm-backports,
-#    OpenSSH server and client) and a JDK (javac) for the Android harness's protocol module.
+#    reports headless and by the browser harness (with nodejs and npm, which fetch LiteRT.js),
+#    the on-device tests' real peers (adb and adbd from bookworm-backports, OpenSSH server and
+#    client) and a JDK (javac) for the Android harness's protocol module.
 set -euo pipefail
 
 with_browser=0
@@ -24,6 +25,12 @@ if [ "$with_browser" = 1 ] && ! command -v chromium >/dev/null; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends chromium >/dev/null
   echo "install-system-packages: $(chromium --version 2>/dev/null) installed"
+fi
+# npm fetches LiteRT.js (@litertjs/core) once for the browser harness (tflkit/harness/browser/)
+if [ "$with_browser" = 1 ] && ! command -v npm >/dev/null; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  echo "install-system-packages: npm $(npm --version 2>/dev/null) installed"
 fi
 
 mesa_version() { dpkg-query -W -f '${Version}' mesa-vulkan-drivers 2>/dev/null | sed -E 's/^[0-9]+://; s/[^0-9.].*//'; }

@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     from tests.conftest_corpus import cache_root
     from tests.corpus.fetch import fetch_world
     from tflkit import ir
-    from tflkit.validation.inputs import entry_point, make_input_sets
+    from tflkit.ir.entry import entry_point
+    from tflkit.validation.inputs import make_input_sets
     from tflkit.validation.localize import capture_cpu
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -27,7 +27,8 @@ RUNNERS = ["cpu", "cpu-ref", "cpu-fp16", "gpu-fp16", "gpu-fp32"]
 
 def _probability_models(models: dict[str, Path]) -> dict[str, list[str]]:
     from tflkit import ir
-    from tflkit.validation.inputs import entry_point, is_quantized
+    from tflkit.ir.entry import entry_point
+    from tflkit.validation.inputs import is_quantized
     from tflkit.validation.run import output_kind
 
     found = {}

@@ -2,8 +2,9 @@
 
 Runs as a plain script (``python _onnx_worker.py JOB.json``) in the environment that has
 onnx2tf, whose pins (numpy 1.26, TensorFlow 2.19, ai-edge-litert 2.1) clash with tflkit's: it
-imports nothing from tflkit. ``job["step"]`` is ``convert`` (writes ``model.tflite``) or
-``reference`` (reads ``feeds.npz`` in the .tflite's NHWC layout, writes ``outputs.npz``).
+imports nothing from tflkit but :mod:`tflkit.proc.result_file` (standard library only).
+``job["step"]`` is ``convert`` (writes ``model.tflite``) or ``reference`` (reads ``feeds.npz``
+in the .tflite's NHWC layout, writes ``outputs.npz``).
 """
 
 import json
@@ -17,6 +18,9 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
 
 import numpy as np  # noqa: E402
+
+# tflkit's root is on PYTHONPATH (child_env); result_file needs nothing but the standard library
+from tflkit.proc.result_file import RESULT_FILE, write_result  # noqa: E402
 
 # onnx2tf fetches this sample from the network for its own self-check unless it is in the cwd.
 _SAMPLE = "calibration_image_sample_data_20x128x128x3_float32.npy"
@@ -209,10 +213,7 @@ def main():
             error=text.removeprefix("usage: ") if "\n" not in text else _one_line(exc),
             error_kind="usage" if text.startswith("usage: ") else job["step"],
         )
-    result = Path(job["workdir"]) / "result.json"
-    tmp = result.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, default=str))
-    os.replace(tmp, result)
+    write_result(Path(job["workdir"]) / RESULT_FILE, state)
     return 0
 
 

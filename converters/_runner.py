@@ -3,13 +3,13 @@ protocol every converter worker follows."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tflkit.proc.result_file import RESULT_FILE, read_result
 from tflkit.proc.worker import run_worker as run_child
 
 from .base import ConversionError
@@ -33,7 +33,7 @@ def run_worker(cmd: Sequence[str], workdir: Path, *, timeout: float) -> WorkerOu
     if done.timed_out:
         raise ConversionError(f"the converter gave no answer in {timeout:g} s (--timeout)")
     try:
-        state = json.loads((workdir / "result.json").read_text())
+        state = read_result(workdir / RESULT_FILE)
     except (OSError, ValueError):
         last = done.last_line or "no output"
         raise ConversionError(f"the converter process died ({done.how}): {last[:300]}") from None

@@ -22,6 +22,7 @@ import numpy as np
 
 from tflkit.delegates.reference_io import Port, convert
 from tflkit.errors import UsageError
+from tflkit.proc.result_file import RESULT_FILE, write_result
 
 from .calibration import InputSpec, calibration_feeds
 
@@ -246,12 +247,12 @@ def _cpu_check(
 ) -> dict:
     """Max |tflite CPU - framework| per output on the reference inputs (CPU Interpreter);
     quantized outputs (``out_quant``: scale, zero point) in their real values."""
-    from ai_edge_litert.interpreter import Interpreter
+    from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 
-    runner = Interpreter(model_content=data).get_signature_runner()
+    runner = LiteRTCpuRunner(data)
+    runner.activate()
     worst: dict[str, float] = {}
-    for feed, ref in zip(feeds, refs, strict=True):
-        got = runner(**feed)
+    for got, ref in zip(runner.infer(feeds).outputs, refs, strict=True):
         for name, value in got.items():
             value = np.asarray(value)
             if name in out_quant:
@@ -315,7 +316,8 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         state["stage"] = "reference"
         from tflkit import ir
         from tflkit.delegates.tf_reference import save_bundle
-        from tflkit.validation.inputs import IoSpec, entry_point, make_input_sets
+        from tflkit.ir.entry import IoSpec, entry_point
+        from tflkit.validation.inputs import make_input_sets
 
         model = ir.load(data)
         state["flex_ops"] = sorted(
@@ -374,10 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     job_path = Path(args[0])
     job = json.loads(job_path.read_text())
     state = run(job)
-    result = Path(job["workdir"]) / "result.json"
-    tmp = result.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, default=str))
-    os.replace(tmp, result)
+    write_result(Path(job["workdir"]) / RESULT_FILE, state)
     return 0
 
 

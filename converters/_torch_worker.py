@@ -2,8 +2,9 @@
 module's own float32 reference.
 
 Runs as a plain script (``python _torch_worker.py JOB.json``) in the environment that has
-litert-torch (its own venv): it imports nothing from tflkit. ``job["step"]`` is ``convert``
-(writes ``model.tflite``) or ``reference`` (reads ``feeds.npz``, writes ``outputs.npz``).
+litert-torch (its own venv): it imports nothing from tflkit but :mod:`tflkit.proc.result_file`
+(standard library only). ``job["step"]`` is ``convert`` (writes ``model.tflite``) or
+``reference`` (reads ``feeds.npz``, writes ``outputs.npz``).
 """
 
 import json
@@ -16,6 +17,9 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
 
 import numpy as np  # noqa: E402
+
+# tflkit's root is on PYTHONPATH (child_env); result_file needs nothing but the standard library
+from tflkit.proc.result_file import RESULT_FILE, write_result  # noqa: E402
 
 
 def _samples(program, options):
@@ -86,10 +90,7 @@ def main():
         usage = text.startswith("usage: ")
         line = text.removeprefix("usage: ") if usage else f"{type(exc).__name__}: {text}"
         state.update(error=line.splitlines()[0][:500], error_kind="usage" if usage else job["step"])
-    result = Path(job["workdir"]) / "result.json"
-    tmp = result.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, default=str))
-    os.replace(tmp, result)
+    write_result(Path(job["workdir"]) / RESULT_FILE, state)
     return 0
 
 

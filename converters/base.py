@@ -11,11 +11,12 @@ import importlib.util
 import os
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tflkit.errors import TflkitError, UsageError
+from tflkit.jsonable import plain_fields
 
 __all__ = [
     "CONVERTER_OPTIONS",
@@ -135,13 +136,7 @@ class ConvertOptions:
                 raise UsageError(f"--input-shape {name}: every dimension must be >= 1")
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["input_shapes"] = {k: [int(d) for d in v] for k, v in self.input_shapes.items()}
-        data["representative"] = str(self.representative) if self.representative else None
-        data["image_range"] = list(self.image_range)
-        data["python"] = str(self.python) if self.python else None
-        data["converter_options"] = dict(self.converter_options)
-        return data
+        return plain_fields(self)
 
 
 def parse_converter_options(items: Sequence[str]) -> dict[str, bool]:

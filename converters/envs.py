@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tflkit.fsio import write_atomic
+
 from ._progress import BuildProgress
 from .base import MissingExtraError
 
@@ -236,12 +238,12 @@ def _run_logged(cmd: list[str], log: Path, progress: Progress) -> tuple[int, lis
     The command runs in a session of its own, killed whole when this process is interrupted
     (Ctrl-C, or the CLI's SIGTERM/SIGHUP exit): no pip, nor its build children, outlives tflkit.
     """
-    from tflkit.proc.worker import kill_group
+    from tflkit.proc.worker import own_session
 
     lines: list[str] = []
     with log.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
-        proc = subprocess.Popen(
+        with own_session(
             cmd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -249,20 +251,14 @@ def _run_logged(cmd: list[str], log: Path, progress: Progress) -> tuple[int, lis
             text=True,
             bufsize=1,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            start_new_session=True,
-        )
-        assert proc.stdout is not None
-        try:
+        ) as proc:
+            assert proc.stdout is not None
             for line in proc.stdout:
                 out.write(line)
                 lines.append(line.rstrip())
                 if line.strip():
                     progress(line.strip())
             return proc.wait(), lines
-        except BaseException:
-            kill_group(proc.pid)
-            proc.wait()
-            raise
 
 
 def _dir_size(path: Path) -> int:
@@ -360,7 +356,5 @@ def _install(
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     record["size_bytes"] = _dir_size(path)
-    tmp = path / f".{MARKER}.tmp"
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(tmp, path / MARKER)
+    write_atomic(path / MARKER, json.dumps(record, indent=2) + "\n")
     return record

@@ -23,6 +23,7 @@ import numpy as np
 
 from tflkit import ir
 from tflkit.errors import UsageError
+from tflkit.proc.result_file import RESULT_FILE
 from tflkit.report.convert_report import ConvertReport
 
 from ._runner import run_worker
@@ -32,7 +33,7 @@ from .provenance import finalize, tool_version
 from .tf_common import _raise_for, scratch_dir
 
 if TYPE_CHECKING:
-    from tflkit.validation.inputs import IoSpec
+    from tflkit.ir.entry import IoSpec
 
 __all__ = ["ONNX", "TORCH", "ForeignRoute", "convert_foreign", "has_module"]
 
@@ -94,7 +95,7 @@ def _step(
 ) -> dict[str, Any]:
     job = {"step": step, "source": str(source), "options": options.to_json(), "workdir": str(work)}
     (work / "job.json").write_text(json.dumps(job))
-    (work / "result.json").unlink(missing_ok=True)
+    (work / RESULT_FILE).unlink(missing_ok=True)
     script = Path(__file__).with_name(route.script)
     outcome = run_worker(
         [python, str(script), str(work / "job.json")], work, timeout=options.timeout
@@ -107,13 +108,14 @@ def _cpu_vs_reference(
     data: bytes, feeds: list[dict[str, np.ndarray]], refs: list[dict[str, np.ndarray]]
 ) -> dict[str, float]:
     """Max |.tflite on the CPU - source framework| per output over the reference sets."""
-    from ai_edge_litert.interpreter import Interpreter
+    from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 
+    runner = LiteRTCpuRunner(data)
     with _native_stderr_silenced():  # LiteRT logs "Created TensorFlow Lite XNNPACK delegate"
-        runner = Interpreter(model_content=data).get_signature_runner()
+        runner.activate()
     worst: dict[str, float] = {}
-    for feed, ref in zip(feeds, refs, strict=True):
-        for name, value in runner(**feed).items():
+    for got, ref in zip(runner.infer(feeds).outputs, refs, strict=True):
+        for name, value in got.items():
             diff = np.abs(np.asarray(value, np.float64) - np.asarray(ref[name], np.float64))
             worst[name] = max(worst.get(name, 0.0), float(diff.max()) if diff.size else 0.0)
     return worst
@@ -185,7 +187,8 @@ def convert_foreign(
 ) -> ConvertReport:
     """Convert ``source`` through ``route`` and write ``output``, its provenance and bundle."""
     from tflkit.delegates.tf_reference import match_outputs, save_bundle
-    from tflkit.validation.inputs import entry_point, make_input_sets
+    from tflkit.ir.entry import entry_point
+    from tflkit.validation.inputs import make_input_sets
 
     given = [flag for name, flag in _TF_ONLY.items() if getattr(options, name)]
     if options.quantize != "none":

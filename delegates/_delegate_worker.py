@@ -16,11 +16,7 @@ from typing import Any
 
 import numpy as np
 
-
-def _write(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state))
-    tmp.replace(path)
+from tflkit.proc.result_file import write_result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--option", action="append", default=[])
     args = parser.parse_args(argv)
     state: dict[str, Any] = {"stage": "load_delegate"}
-    _write(args.result, state)
+    write_result(args.result, state)
     from ai_edge_litert.interpreter import Interpreter, load_delegate
 
     options = dict(item.split("=", 1) for item in args.option)
@@ -38,20 +34,20 @@ def main(argv: list[str] | None = None) -> int:
         delegate = load_delegate(str(args.delegate), options)
     except Exception as exc:
         state.update(stage="done", error=f"load_delegate failed: {exc}".splitlines()[0])
-        _write(args.result, state)
+        write_result(args.result, state)
         return 0
     state["stage"] = "compile"
-    _write(args.result, state)
+    write_result(args.result, state)
     start = time.perf_counter()
     try:
         interpreter = Interpreter(model_path=str(args.model), experimental_delegates=[delegate])
         interpreter.allocate_tensors()
     except Exception as exc:
         state.update(stage="done", error=f"compile failed: {exc}".splitlines()[0])
-        _write(args.result, state)
+        write_result(args.result, state)
         return 0
     state.update(compile_seconds=time.perf_counter() - start, stage="run")
-    _write(args.result, state)
+    write_result(args.result, state)
     names = json.loads(args.names.read_text())
     details = {d["name"]: d for d in interpreter.get_input_details()}
     outs = interpreter.get_output_details()
@@ -71,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     state.update(
         stage="done", sets=count, infer_seconds=times, output_names=[d["name"] for d in outs]
     )
-    _write(args.result, state)
+    write_result(args.result, state)
     return 0
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.proc.result_file import write_result
+
 
 def _flatten(result: Any, names: list[str] | None) -> tuple[list[str], list[np.ndarray]]:
     if isinstance(result, dict):
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         state.update(stage="done", sets=count, infer_seconds=times, input_names=in_names)
     except Exception as exc:
         state.update(error=f"{type(exc).__name__}: {exc}".splitlines()[0])
-    args.result.write_text(json.dumps(state))
+    write_result(args.result, state)
     return 0
 
 

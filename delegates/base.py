@@ -15,6 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from tflkit.jsonable import plain
+
 __all__ = ["STATUSES", "Feed", "RunResult", "Runner", "RunnerUnavailable", "execute"]
 
 Feed = Mapping[str, np.ndarray]
@@ -59,23 +61,25 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready summary (no arrays)."""
         n = len(self.infer_seconds)
-        return {
-            "runner": self.runner,
-            "status": self.status,
-            "error": self.error,
-            "executed": self.executed,
-            "unreadable_outputs": self.unreadable,
-            "compile_seconds": self.compile_seconds,
-            "inference_seconds": {
-                "count": n,
-                "total": sum(self.infer_seconds),
-                "mean": sum(self.infer_seconds) / n if n else None,
-                "min": min(self.infer_seconds) if n else None,
-                "max": max(self.infer_seconds) if n else None,
-            },
-            "wall_seconds": self.wall_seconds,
-            "notes": self.notes,
-        }
+        return plain(
+            {
+                "runner": self.runner,
+                "status": self.status,
+                "error": self.error,
+                "executed": self.executed,
+                "unreadable_outputs": self.unreadable,
+                "compile_seconds": self.compile_seconds,
+                "inference_seconds": {
+                    "count": n,
+                    "total": sum(self.infer_seconds),
+                    "mean": sum(self.infer_seconds) / n if n else None,
+                    "min": min(self.infer_seconds) if n else None,
+                    "max": max(self.infer_seconds) if n else None,
+                },
+                "wall_seconds": self.wall_seconds,
+                "notes": self.notes,
+            }
+        )
 
 
 @runtime_checkable

@@ -27,7 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.jsonable import plain_fields
+
 from .base import Feed, RunnerUnavailable, RunResult
+from .litert_cpu import start_interpreter
 
 __all__ = ["FP16_MAX", "Fp16EmulationRunner", "round_fp16", "round_model_constants"]
 
@@ -105,7 +108,7 @@ class Fp16Hazard:
     what: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"op_index": self.op_index, "op_type": self.op_type, "what": self.what}
+        return plain_fields(self)
 
 
 class Fp16EmulationRunner:
@@ -134,7 +137,7 @@ class Fp16EmulationRunner:
 
     def activate(self) -> None:
         from tflkit import ir
-        from tflkit.validation.inputs import entry_point
+        from tflkit.ir.entry import entry_point
 
         start = time.perf_counter()
         model = ir.load(self.model)
@@ -304,8 +307,6 @@ class Fp16EmulationRunner:
 def _program(model: Any, index: int, fp16: bool = True) -> _Program:
     """Subgraph ``index`` of ``model`` as standalone one-op interpreters (constants in fp16)."""
     keep = round_fp16 if fp16 else (lambda value: value)
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
     from tflkit import ir
 
     subgraph = model.subgraphs[index]
@@ -320,7 +321,6 @@ def _program(model: Any, index: int, fp16: bool = True) -> _Program:
         and t.dtype is not None
         and not t.is_graph_input
     }
-    resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
     steps = []
     for op in subgraph.ops:
         if op.type in _CONTROL:
@@ -348,9 +348,7 @@ def _program(model: Any, index: int, fp16: bool = True) -> _Program:
             raise RunnerUnavailable(f"op #{op.index} {op.type} cannot stand alone: {exc}") from None
         if fp16:
             round_model_constants(sub)
-        interpreter = Interpreter(
-            model_content=ir.dumps(sub), experimental_op_resolver_type=resolver
-        )
+        interpreter = start_interpreter(ir.dumps(sub), kernels="builtin")
         by_name = {t.name: t.index for t in op.inputs if t is not None}
         by_name.update({t.name: t.index for t in op.outputs})
         details_in = interpreter.get_input_details()
@@ -404,10 +402,8 @@ def reduction_length(op: Any) -> int:
 
 def _zero_point(tensor: Any) -> int | None:
     """The zero point of a per-tensor quantized tensor, else None."""
-    q = tensor.quantization
-    if q is None or q.scale is None or len(q.scale) != 1:
-        return None
-    return int(q.zeroPoint[0]) if q.zeroPoint is not None and len(q.zeroPoint) else 0
+    grid = tensor.scale_zero_point
+    return None if grid is None else grid[1]
 
 
 def _run(

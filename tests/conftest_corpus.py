@@ -26,12 +26,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
 from tests.corpus import generate
 from tests.corpus.fetch import FetchError, fetch_face_detection, fetch_world
+from tests.needs import unavailable
 
 CACHE_ENV = "TFLKIT_TEST_CACHE"
 REPO = Path(__file__).resolve().parents[1]
@@ -48,17 +48,6 @@ def cache_root() -> Path:
     """The test cache directory (``TFLKIT_TEST_CACHE`` or ``~/.cache/tflkit-tests``)."""
     configured = os.environ.get(CACHE_ENV)
     return Path(configured).expanduser() if configured else Path.home() / ".cache/tflkit-tests"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Fail in CI, skip with the reason on a developer machine."""
-    if in_ci():
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
 
 
 def build_with_script(

@@ -2,17 +2,16 @@
 
 Load it from ``tests/conftest.py`` with ``pytest_plugins = ["tests.gpu_fixture"]``. A test that
 needs the accelerator is marked ``@pytest.mark.gpu`` and takes the ``gpu`` fixture. When the
-accelerator is missing the test FAILS in CI (``CI=true``, read here and nowhere else) and is
-skipped with the reason on a developer machine. A test marked ``gpu`` that does not ask for the
+accelerator is missing the test FAILS in CI and is skipped with the reason on a developer
+machine (:func:`tests.needs.unavailable`). A test marked ``gpu`` that does not ask for the
 fixture gets the same check before it runs.
 """
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from tests.needs import unavailable
 from tflkit.gpu.availability import gpu_available
 
 GPU_MARKER = (
@@ -25,17 +24,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", GPU_MARKER)
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() == "true"
-
-
 def _require_gpu() -> str:
     ok, reason = gpu_available()
     if not ok:
-        message = f"GPU accelerator unavailable: {reason}"
-        if _in_ci():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        unavailable(f"GPU accelerator unavailable: {reason}")
     return reason
 
 

@@ -24,6 +24,11 @@ from tflkit.rewriter.advice import check_path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 EXAMPLE = Path(__file__).resolve().parents[1] / "tflkit" / "examples" / "tiny_classifier.tflite"
+#: Corpus models the runtime refuses to load (a usage error, exit 2), each with why. None today:
+#: all 45 real and 37 generated models load; one that starts being refused must be named here.
+REFUSED: dict[str, str] = {}
+#: The least number of models the 40-line test must really check (82 today).
+MIN_CHECKED = 80
 
 
 def _render(report: Any, *, all_ops: bool = False) -> str:
@@ -43,12 +48,16 @@ def test_every_corpus_model_fits_in_40_lines(world_models: dict[str, Path], corp
     every op off the GPU in exactly one group, no group without a why; --all lists every op."""
     paths = {**world_models, **{f"generated/{n}": corpus.path(n) for n in corpus.names()}}
     too_long: dict[str, int] = {}
+    refused: dict[str, str] = {}
+    checked = 0
     for name, path in paths.items():
         try:
             report, _ = check_path(path)
         except Exception as exc:  # a model the runtime refuses to load is a usage error
             assert getattr(exc, "exit_code", 3) == 2, f"{name}: {exc!r}"
+            refused[name] = str(exc)
             continue
+        checked += 1
         text = _render(report)
         if text.count("\n") > MAX_LINES:
             too_long[name] = text.count("\n")
@@ -61,6 +70,8 @@ def test_every_corpus_model_fits_in_40_lines(world_models: dict[str, Path], corp
             full = _render(report, all_ops=True)
             assert all(f"{op.subgraph}:{op.index} " in full for op in report.ops), name
     assert not too_long, too_long
+    assert sorted(refused) == sorted(REFUSED), f"refused, not in REFUSED: {refused}"
+    assert checked == len(paths) - len(REFUSED) >= MIN_CHECKED, (checked, len(paths))
 
 
 def test_a_failing_compile_names_the_fatal_op_and_groups_the_rest(

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest_corpus import cache_root, unavailable
+from tests.conftest_corpus import cache_root
+from tests.needs import unavailable
 
 #: Max |.tflite on the CPU - source framework| (float32 both sides: reassociation only).
 CPU_VS_SOURCE = 1e-4

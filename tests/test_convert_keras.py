@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest_corpus import build_with_script, cache_root, tensorflow_version, unavailable
+from tests.conftest_corpus import build_with_script, cache_root, tensorflow_version
 from tests.keras_weights import SOURCE as WEIGHTS_SOURCE
 from tests.keras_weights import make_alive
+from tests.needs import unavailable
 
 SIZE = 96
 ARCHITECTURES = ("mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "transformer")

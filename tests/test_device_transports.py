@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.needs import unavailable
 from tflkit.cli.main import main
 from tflkit.harness.protocol import JobOptions, write_job
 from tflkit.proc.child_env import project_root
@@ -35,10 +36,9 @@ PY = sys.executable
 def _need(*tools: str) -> None:
     missing = [t for t in tools if shutil.which(t) is None and not Path(t).exists()]
     if missing:
-        message = f"{', '.join(missing)} not installed (install-system-packages.sh installs them)"
-        if os.environ.get("CI", "").strip().lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        unavailable(
+            f"{', '.join(missing)} not installed (install-system-packages.sh installs them)"
+        )
 
 
 def _free_port() -> int:
@@ -119,10 +119,7 @@ def _ssh_peer(d: Path) -> Iterator[tuple[dict[str, str], subprocess.Popen]]:
     """sshd on a free port with throw-away keys in ``d``: (device spec, identity, config), proc."""
     _need("/usr/sbin/sshd", "ssh", "ssh-keygen")
     if os.geteuid() != 0:
-        message = "a throw-away sshd needs root (CI runs as root)"
-        if os.environ.get("CI", "").strip().lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        unavailable("a throw-away sshd needs root (CI runs as root)")
     d.mkdir(parents=True, exist_ok=True)
     for key in ("host", "user"):
         subprocess.run(
@@ -282,7 +279,7 @@ def test_two_devices_at_once_compare_with_each_other(
 
 def _example_feed() -> dict[str, np.ndarray]:
     from tflkit import ir
-    from tflkit.validation.inputs import entry_point
+    from tflkit.ir.entry import entry_point
 
     _, _, inputs, _ = entry_point(ir.load(EXAMPLE))
     name, tensor = next(iter(inputs.items()))

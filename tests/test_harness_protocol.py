@@ -8,11 +8,13 @@ rewrites them) and a test checks that the committed copy is current.
 
 from __future__ import annotations
 
+import ast
 import filecmp
 import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -186,6 +188,73 @@ def test_fixtures_follow_the_schemas() -> None:
         jsonschema.validate(json.loads(path.read_text()), job_schema)
     for path in results:
         jsonschema.validate(json.loads(path.read_text()), result_schema)
+
+
+_NESTING = {"properties", "items", "additionalProperties", "anyOf", "oneOf", "allOf", "$defs"}
+
+
+def _pinned(schema: object, key: str = "") -> Iterator[tuple[str, object]]:
+    """(property, value) for every ``const`` and ``enum`` in a JSON schema."""
+    if isinstance(schema, dict):
+        for word in ("const", "enum"):
+            if word in schema:
+                yield key, schema[word]
+        for name, value in schema.items():
+            yield from _pinned(value, key if name in _NESTING else name)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _pinned(value, key)
+
+
+def _status_literals(source: str) -> set[str]:
+    """The strings the harness writes as a backend's status (``status=`` and ``"status": ``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.keyword) and node.arg == "status":
+            values = [node.value]
+        elif isinstance(node, ast.Dict):
+            values = [
+                v
+                for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and k.value == "status"
+            ]
+        else:
+            continue
+        found |= {v.value for v in values if isinstance(v, ast.Constant)}
+    return found
+
+
+def test_copied_constants_match_the_protocol() -> None:
+    """linux_harness.py is pushed alone to a device, so it copies the host protocol's constants,
+    and the JSON schemas (which the Android app follows) spell them out: every copy must agree."""
+    from tflkit.delegates.base import STATUSES
+    from tflkit.harness import protocol
+
+    for name in ("JOB_SCHEMA", "RESULT_SCHEMA", "BACKENDS", "DTYPES"):
+        assert getattr(linux_harness, name) == getattr(protocol, name), name
+    assert protocol.STATUSES is STATUSES
+    written = _status_literals(harness_source().read_text())
+    assert written and written <= set(STATUSES), written - set(STATUSES)
+
+    expected = {
+        "schema": None,
+        "backends": list(protocol.BACKENDS),
+        "backend": list(protocol.BACKENDS),
+        "dtype": list(protocol.DTYPES),
+        "status": list(STATUSES),
+    }
+    documents = {
+        "job": (protocol.JOB_SCHEMA, {"schema", "backends", "dtype"}),
+        "result": (protocol.RESULT_SCHEMA, {"schema", "backend", "dtype", "status"}),
+    }
+    for name, (constant, pins) in documents.items():
+        schema = json.loads((PROTOCOL_DIR / f"{name}.schema.json").read_text())
+        seen = set()
+        for key, value in _pinned(schema):
+            if key in expected:
+                assert value == (constant if key == "schema" else expected[key]), (name, key)
+                seen.add(key)
+        assert seen == pins, (name, seen)
 
 
 def test_results_read_back_every_dtype() -> None:

@@ -1,21 +1,34 @@
 """Nothing lost: interrupts, crashes and races leave no partial output, temp file or process.
 
 SIGINT and SIGTERM are sent to real ``tflkit`` processes (``rewrite``, ``validate --html``,
-``regress record``) at several moments; every process tflkit starts carries a tag in its
-environment, so any survivor is found by scanning ``/proc``.
+``regress record``) at moments the test sees happen, never after a guessed delay:
+
+- *started*: the process catches SIGTERM and SIGHUP (``SigCgt`` in ``/proc/PID/status``), so
+  tflkit's handlers are in place, and nothing is done yet;
+- *worker*: a worker process tflkit started is running (a child whose command line names it);
+- *committed*: the output is in place and the process waits to write its stdout
+  (``pipe_write`` in ``/proc/PID/wchan``), a pipe the test filled and reads only after the
+  signal (a slow reader). With ``PYTHONUNBUFFERED`` the signal meets the command printing its
+  report; without it (``print`` is buffered) the process on its way out, flushing stdout after
+  the command returned: where a SIGTERM used to kill it (exit -15) with the baseline in place.
+
+The contract at every moment: exit 128 + signal with one "interrupted" line, no traceback, no
+process left (each carries a tag in its environment, found by scanning ``/proc``), no temporary
+file; no output when the signal came before the commit, a whole one when it came after.
 """
 
 from __future__ import annotations
 
-import functools
 import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,26 +36,101 @@ import pytest
 from tflkit import ir
 from tflkit.fsio import file_mode, is_temporary, write_atomic
 from tflkit.proc.interrupts import Interrupted, exit_on_signals
+from tflkit.regress.baseline import read_baseline
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "tflkit" / "examples" / "tiny_classifier.tflite"
 TAG = "TFLKIT_INTERRUPT_TEST_TAG"
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Command-line marks of two workers: the CPU smoke run each of these commands starts first,
+#: and a GPU runner's worker running the model (``--run``): a run of validate or regress record.
+SMOKE_WORKER = "tflkit.proc._cpu_smoke_worker"
+RUN_WORKER = "--run"
+WAIT_S = 120.0
 
 
 # --------------------------------------------------------------------------------------------
-# helpers: a tagged tflkit process, survivors, leftovers
+# moments: recognised from outside the process, with its id and the output it is to write
 # --------------------------------------------------------------------------------------------
-def _start(args: list[str], tag: str, **kwargs: object) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, **{TAG: tag})
-    env.setdefault("XDG_RUNTIME_DIR", "/tmp")
+@dataclass(frozen=True)
+class Moment:
+    name: str
+    reached: Callable[[int, Path], bool]
+    committed: bool = False  # the output exists; stdout is a full pipe
+    unbuffered: bool = True  # PYTHONUNBUFFERED=1 in the process's environment
+
+
+def _handlers_installed(pid: int, _output: Path) -> bool:
+    """Python catches SIGINT from its start-up; SIGTERM and SIGHUP once tflkit's handlers are
+    in place (SIGINT's with them), before the command starts."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(next(ln for ln in status.splitlines() if ln.startswith("SigCgt:")).split()[1], 16)
+    return all(caught & (1 << (sig - 1)) for sig in (signal.SIGTERM, signal.SIGHUP))
+
+
+def _child_running(mark: str) -> Callable[[int, Path], bool]:
+    def reached(pid: int, _output: Path) -> bool:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                try:
+                    argv = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+                except OSError:
+                    continue
+                if mark in argv:
+                    return True
+        return False
+
+    return reached
+
+
+def _committed_and_blocked(pid: int, output: Path) -> bool:
+    """The output is in place and the process waits to write its stdout (the full pipe)."""
+    return output.exists() and "pipe_write" in Path(f"/proc/{pid}/wchan").read_text()
+
+
+def _moments(worker: str, *, exiting: bool) -> list[Moment]:
+    """Before anything, while ``worker`` runs, after the commit (and, for a command that prints
+    with ``print``, after the commit while the process exits)."""
+    found = [
+        Moment("started", _handlers_installed),
+        Moment(f"worker {worker}", _child_running(worker)),
+        Moment("committed, printing", _committed_and_blocked, committed=True),
+    ]
+    if exiting:
+        found.append(Moment("committed, exiting", _committed_and_blocked, True, unbuffered=False))
+    return found
+
+
+def _cases(moments: list[Moment]) -> Iterator[tuple[signal.Signals, int, Moment]]:
+    for sig in SIGNALS:
+        for number, moment in enumerate(moments):
+            yield sig, number, moment
+
+
+# --------------------------------------------------------------------------------------------
+# helpers: a tagged tflkit process interrupted at a moment, survivors, leftovers
+# --------------------------------------------------------------------------------------------
+def _start(
+    args: list[str], tag: str, *, env: dict[str, str] | None = None, stdout: int | None = None
+) -> subprocess.Popen[bytes]:
+    full = dict(os.environ, **{TAG: tag})
+    full.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    full.pop("PYTHONUNBUFFERED", None)
+    full.update(env or {})
     return subprocess.Popen(
         [sys.executable, "-m", "tflkit", *args],
         cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
+        env=full,
+        stdout=subprocess.DEVNULL if stdout is None else stdout,
         stderr=subprocess.PIPE,
-        **kwargs,  # type: ignore[arg-type]
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    """Ctrl-C as at a terminal: a shell starts background jobs with SIGINT ignored, and tflkit
+    (like Python) keeps a signal that was ignored when it started ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _tagged(tag: str) -> list[str]:
@@ -70,56 +158,84 @@ def _survivors(tag: str, grace: float = 5.0) -> list[str]:
     return alive
 
 
-@functools.cache
-def _startup() -> float:
-    """Seconds until a tflkit process is inside ``main()`` (its imports done), measured here.
-
-    A signal during Python's own start-up, before tflkit's handlers exist, is Python's default
-    (a KeyboardInterrupt traceback or death by SIGTERM, with nothing written yet), so every
-    moment below is counted from this point.
-    """
-    start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "tflkit", "inspect", str(EXAMPLE)],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    )
-    return time.perf_counter() - start
+def _full_pipe() -> tuple[int, int]:
+    """A pipe whose buffer is full: a write to it blocks until the other end is read."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        while True:
+            os.write(write_end, b"\0" * 4096)
+    except BlockingIOError:
+        pass
+    os.set_blocking(write_end, True)  # the child shares this file description
+    return read_end, write_end
 
 
-def _interrupt(args: list[str], sig: int, delay: float) -> tuple[int, str, list[str]]:
-    """Run tflkit, send ``sig`` ``delay`` s after start-up; (exit code, stderr, survivors)."""
+def _reached(moment: Moment, pid: int, output: Path) -> bool:
+    try:
+        return moment.reached(pid, output)
+    except (OSError, StopIteration):  # the process is gone, or not yet in /proc
+        return False
+
+
+def _interrupt(
+    args: list[str], output: Path, sig: int, moment: Moment
+) -> tuple[int, str, list[str]]:
+    """Run tflkit, send ``sig`` at ``moment``; (exit code, stderr, survivors).
+
+    A moment that never comes (the process ends first) fails the test."""
     tag = uuid.uuid4().hex
-    wait = _startup() + delay
-    proc = _start(args, tag)
-    time.sleep(wait)
-    if proc.poll() is None:
+    env = {"PYTHONUNBUFFERED": "1"} if moment.unbuffered else {}
+    read_end, write_end = _full_pipe() if moment.committed else (None, None)
+    proc = _start(args, tag, env=env, stdout=write_end)
+    reader = None
+    try:
+        if write_end is not None:
+            os.close(write_end)
+        deadline = time.monotonic() + WAIT_S
+        while not _reached(moment, proc.pid, output):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                _, err = proc.communicate()
+                pytest.fail(
+                    f"{moment.name!r} never came (exit {proc.returncode}): {err.decode()[-2000:]}",
+                    pytrace=False,
+                )
+            time.sleep(0.002)
         proc.send_signal(sig)
-    _, err = proc.communicate(timeout=180)
-    text = err.decode("utf-8", "replace") + f"\n(signal {sig} sent {wait:.2f} s after start)"
+        if read_end is not None:  # only now may the process write its stdout
+            reader = threading.Thread(target=_drain, args=(read_end,), daemon=True)
+            read_end = None
+            reader.start()
+        _, err = proc.communicate(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if read_end is not None:
+            os.close(read_end)
+        if reader is not None:
+            reader.join(WAIT_S)
+    text = err.decode("utf-8", "replace") + f"\n(signal {sig} sent at {moment.name!r})"
     return proc.returncode, text, _survivors(tag)
+
+
+def _drain(fd: int) -> None:
+    with open(fd, "rb") as stream:
+        stream.read()
 
 
 def _leftovers(folder: Path, expected: set[str]) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name not in expected)
 
 
-def _check_interrupted(code: int, err: str, sig: int, survivors: list[str]) -> bool:
-    """Assert the contract; returns whether the signal landed before the command finished."""
+def _check_interrupted(code: int, err: str, sig: int, survivors: list[str]) -> None:
+    """The contract at every moment: 128 + signal, one line saying so, nothing left running."""
     assert not survivors, f"processes outlived tflkit: {survivors}"
     assert "Traceback" not in err, err
-    if code == 128 + sig:
-        name = signal.Signals(sig).name
-        assert f"tflkit: error: interrupted ({name})\n" in err, err
-        return True
-    # Finished first: exit 0/1, or Python's own default when the signal hit the interpreter's
-    # shutdown after main() returned (tflkit's handlers are gone by then).
-    assert code in (0, 1, -sig), f"exit {code}: {err}"
-    return False
-
-
-MOMENTS = (0.0, 1.0)
+    assert code == 128 + sig, f"exit {code}: {err}"
+    name = signal.Signals(sig).name
+    assert err.count(f"tflkit: error: interrupted ({name})\n") == 1, err
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,72 +251,62 @@ def test_rewrite_interrupted_at_several_moments(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr.decode()
     expected = reference.read_bytes()
-    landed = 0
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        for delay in MOMENTS:
-            out_dir = tmp_path / f"{sig.name}-{delay}"
-            out_dir.mkdir()
-            out = out_dir / "out.tflite"
-            code, err, survivors = _interrupt(["rewrite", str(EXAMPLE), "-o", str(out)], sig, delay)
-            landed += _check_interrupted(code, err, sig, survivors)
-            assert _leftovers(out_dir, {"out.tflite"}) == []
-            assert not out.exists() or out.read_bytes() == expected, "partial or mixed output"
-            assert code != 0 or out.exists()
-    assert landed >= 2, "no signal arrived while rewrite was running: moments too late"
+    for sig, number, moment in _cases(_moments(SMOKE_WORKER, exiting=False)):
+        out_dir = tmp_path / f"{sig.name}-{number}"
+        out_dir.mkdir()
+        out = out_dir / "out.tflite"
+        args = ["rewrite", str(EXAMPLE), "-o", str(out)]
+        code, err, survivors = _interrupt(args, out, sig, moment)
+        _check_interrupted(code, err, sig, survivors)
+        assert _leftovers(out_dir, {"out.tflite"}) == [], moment
+        if moment.committed:
+            assert out.read_bytes() == expected, f"{moment}: the committed output changed"
+        else:
+            assert not out.exists(), f"{moment}: an output although interrupted before it"
 
 
 # --------------------------------------------------------------------------------------------
 # validate --html (the GPU runners are worker processes: they must die with tflkit)
 # --------------------------------------------------------------------------------------------
 def test_validate_html_interrupted_at_several_moments(tmp_path: Path) -> None:
-    landed = 0
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        for delay in (0.5, 4.0):
-            out_dir = tmp_path / f"{sig.name}-{delay}"
-            out_dir.mkdir()
-            html = out_dir / "report.html"
-            code, err, survivors = _interrupt(
-                ["validate", str(EXAMPLE), "--html", str(html), "-n", "1"], sig, delay
-            )
-            landed += _check_interrupted(code, err, sig, survivors)
-            assert _leftovers(out_dir, {"report.html"}) == []
-            if html.exists():
-                assert html.read_text().rstrip().endswith("</html>"), "partial HTML report"
-                assert html.stat().st_mode & 0o777 == file_mode()
-    assert landed >= 2
+    for sig, number, moment in _cases(_moments(RUN_WORKER, exiting=False)):
+        out_dir = tmp_path / f"{sig.name}-{number}"
+        out_dir.mkdir()
+        html = out_dir / "report.html"
+        args = ["validate", str(EXAMPLE), "--html", str(html), "-n", "1"]
+        code, err, survivors = _interrupt(args, html, sig, moment)
+        _check_interrupted(code, err, sig, survivors)
+        assert _leftovers(out_dir, {"report.html"}) == [], moment
+        if moment.committed:
+            assert html.read_text().rstrip().endswith("</html>"), f"{moment}: partial report"
+            assert html.stat().st_mode & 0o777 == file_mode()
+        else:
+            assert not html.exists(), f"{moment}: a report although interrupted before it"
 
 
 # --------------------------------------------------------------------------------------------
-# regress record (a baseline directory)
+# regress record (a baseline directory, renamed into place)
 # --------------------------------------------------------------------------------------------
-def _has_regress() -> bool:
-    done = subprocess.run(
-        [sys.executable, "-m", "tflkit", "regress", "record", "--help"],
-        cwd=REPO,
-        capture_output=True,
-        check=False,
-    )
-    return done.returncode == 0
-
-
 def test_regress_record_interrupted_at_several_moments(tmp_path: Path) -> None:
-    if not _has_regress():
-        pytest.fail("`tflkit regress record` is missing", pytrace=False)
-    landed = 0
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        for delay in (0.5, 3.0):
-            out_dir = tmp_path / f"{sig.name}-{delay}"
-            out_dir.mkdir()
-            baseline = out_dir / "baseline"
-            args = ["regress", "record", str(EXAMPLE), "-o", str(baseline), "-r", "cpu"]
-            code, err, survivors = _interrupt([*args, "-r", "gpu-fp16", "-n", "1"], sig, delay)
-            landed += _check_interrupted(code, err, sig, survivors)
-            assert _leftovers(out_dir, {"baseline"}) == []
-            if baseline.exists():
-                names = sorted(p.name for p in baseline.iterdir())
-                assert names and not any(n.startswith(".") for n in names), names
-                assert code == 0, f"a baseline exists after exit {code}: {names}"
-    assert landed >= 2
+    """Before the runs, during the GPU runner's run, and after the baseline is renamed into
+    place (while the report is printed, and while the process exits): the last two keep the
+    whole baseline and still exit 128 + signal, never die by the signal (exit -15)."""
+    for sig, number, moment in _cases(_moments(RUN_WORKER, exiting=True)):
+        out_dir = tmp_path / f"{sig.name}-{number}"
+        out_dir.mkdir()
+        baseline = out_dir / "baseline"
+        args = ["regress", "record", str(EXAMPLE), "-o", str(baseline), "-r", "cpu"]
+        code, err, survivors = _interrupt(
+            [*args, "-r", "gpu-fp16", "-n", "1"], baseline, sig, moment
+        )
+        _check_interrupted(code, err, sig, survivors)
+        assert _leftovers(out_dir, {"baseline"}) == [], moment
+        if moment.committed:
+            kept = read_baseline(baseline)
+            assert sorted(kept.manifest["runners"]) == ["cpu", "gpu-fp16"], moment
+            assert sorted(p.name for p in baseline.iterdir()) == ["arrays.npz", "manifest.json"]
+        else:
+            assert not baseline.exists(), f"{moment}: a baseline although interrupted before it"
 
 
 # --------------------------------------------------------------------------------------------

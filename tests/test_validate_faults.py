@@ -20,8 +20,9 @@ import pytest
 from tflkit import ir
 from tflkit.compare.tolerances import NOISE_FACTOR
 from tflkit.ir.builder import OpBuilder
+from tflkit.ir.entry import entry_point
 from tflkit.report.validate_report import ValidateReport
-from tflkit.validation.inputs import entry_point, make_input_sets
+from tflkit.validation.inputs import make_input_sets
 from tflkit.validation.localize import capture_cpu
 from tflkit.validation.run import ValidateOptions, validate
 

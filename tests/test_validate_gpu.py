@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest_corpus import unavailable
+from tests.needs import unavailable
 from tflkit import ir
 from tflkit.cli.main import main
 from tflkit.gpu.probe import probe

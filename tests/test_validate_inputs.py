@@ -16,7 +16,8 @@ from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.delegates.tf_reference import ReferenceRunner, load_bundle, save_bundle
 from tflkit.errors import UsageError
 from tflkit.ir.builder import OpBuilder
-from tflkit.validation.inputs import make_input_sets, parse_input_shapes
+from tflkit.ir.shapes import parse_input_shapes
+from tflkit.validation.inputs import make_input_sets
 from tflkit.validation.run import ValidateOptions, validate
 
 fb = ir.schema.fb

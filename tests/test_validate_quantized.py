@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest_corpus import build_with_script, cache_root, tensorflow_version, unavailable
+from tests.conftest_corpus import build_with_script, cache_root, tensorflow_version
+from tests.needs import unavailable
 from tflkit.validation.run import ValidateOptions, validate
 
 SIZE = 32

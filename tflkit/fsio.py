@@ -5,7 +5,8 @@ permissions the user's umask allows (``mkstemp`` alone would leave 0600), then r
 target. An interrupt, a crash or a second writer never leaves a partial file at the target:
 readers see the old file or a complete new one, and when two writers race the last rename wins
 whole. On any exception (``KeyboardInterrupt`` and the CLI's SIGTERM exit included) the
-temporary file is removed.
+temporary file is removed. ``durable=False`` skips the fsyncs, for scratch files that a parent
+reads back from a child (a worker's result): they need the rename, not to survive a power cut.
 """
 
 from __future__ import annotations
@@ -52,10 +53,13 @@ def is_temporary(name: str) -> bool:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
+def atomic_output(
+    path: str | os.PathLike[str], mode: str = "wb", *, durable: bool = True
+) -> Iterator[IO[Any]]:
     """Open a temporary file next to ``path``; on success it replaces ``path`` atomically.
 
     ``mode`` is ``"wb"`` or ``"w"`` (UTF-8 text). The parent folder is created if needed.
+    ``durable=False`` skips the fsyncs of the file and its folder.
     """
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_output writes new files: mode 'wb' or 'w', not {mode!r}")
@@ -68,25 +72,30 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
             yield f
             f.flush()
             os.fchmod(f.fileno(), file_mode())
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(target.parent)
+    if durable:
+        _fsync_dir(target.parent)
 
 
 def write_atomic(
-    path: str | os.PathLike[str], content: bytes | str | Iterable[bytes | memoryview]
+    path: str | os.PathLike[str],
+    content: bytes | str | Iterable[bytes | memoryview],
+    *,
+    durable: bool = True,
 ) -> Path:
     """Write ``content`` (bytes, text, or an iterable of byte chunks) to ``path`` atomically."""
     if isinstance(content, str):
-        with atomic_output(path, "w") as f:
+        with atomic_output(path, "w", durable=durable) as f:
             f.write(content)
         return Path(path)
     chunks = [content] if isinstance(content, bytes | bytearray | memoryview) else content
-    with atomic_output(path, "wb") as f:
+    with atomic_output(path, "wb", durable=durable) as f:
         for chunk in chunks:
             f.write(chunk)
     return Path(path)

@@ -6,8 +6,6 @@ import hashlib
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import numpy as np
-
 from tflkit import ir
 from tflkit.report.inspect_report import (
     InspectReport,
@@ -72,15 +70,14 @@ def _metadata_text(buffer: ir.Buffer) -> str:
 
 def _tensor_info(name: str, tensor: ir.Tensor) -> TensorInfo:
     quant = None
-    if tensor.is_quantized:
-        q = tensor.quantization
-        scales = np.asarray(q.scale, dtype=np.float64)
-        zero_points = np.asarray(q.zeroPoint if q.zeroPoint is not None else [0], dtype=np.int64)
+    params = tensor.quant_params
+    if params is not None:
+        scales, zero_points = params.scales, params.zero_points
         quant = QuantInfo(
             scale=float(scales[0]) if scales.size == 1 else None,
             zero_point=int(zero_points[0]) if zero_points.size == 1 else None,
             channels=int(scales.size) if scales.size > 1 else None,
-            axis=int(q.quantizedDimension) if scales.size > 1 else None,
+            axis=params.axis if scales.size > 1 else None,
         )
     return TensorInfo(
         name=name,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tflkit.cli.options import JsonOption
+from tflkit.cli.options import InputShapeOption, JsonOption
 from tflkit.errors import UsageError
 
 
@@ -43,9 +43,7 @@ def convert(
             help="Then check, rewrite what the GPU rejects, validate CPU vs GPU vs source.",
         ),
     ] = False,
-    input_shape: Annotated[
-        list[str], typer.Option("--input-shape", help="NAME=D1,D2,... static shape (repeat).")
-    ] = [],  # noqa: B006
+    input_shape: InputShapeOption = None,
     batch: Annotated[
         int, typer.Option("--batch", help="Batch for an unknown batch dimension.")
     ] = 1,

@@ -6,7 +6,7 @@ job that caches ``$XDG_CACHE_HOME/tflkit/converters``, or ``$TFLKIT_CONVERTERS_D
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -18,15 +18,6 @@ app = typer.Typer(
 )
 
 SCHEMA = "tflkit.converters/1"
-
-
-def _line(env: Any) -> str:
-    record = env.record
-    size = record.get("size_bytes", 0) / 1e6
-    return (
-        f"{env.route}: {env.path}  ({' '.join(record.get('packages', []))}; Python "
-        f"{record.get('python')}; {size:.0f} MB; built in {record.get('install_seconds')} s)"
-    )
 
 
 @app.command("install")
@@ -47,6 +38,7 @@ def install(
     """Build the converter environments now (reused by every later convert)."""
     from tflkit.converters.envs import ROUTES, ensure_env, find_env
     from tflkit.errors import UsageError
+    from tflkit.report.convert_report import converter_env_line
 
     unknown = sorted(set(routes) - set(ROUTES))
     if unknown:
@@ -54,7 +46,7 @@ def install(
     for route in routes or list(ROUTES):
         had = base_python is None and find_env(route) is not None
         env = ensure_env(route, base_python=base_python)
-        typer.echo(("already installed: " if had else "installed: ") + _line(env))
+        typer.echo(("already installed: " if had else "installed: ") + converter_env_line(env))
 
 
 @app.command("list")
@@ -93,13 +85,7 @@ def list_envs(json_output: JsonOption = False) -> None:
             }
         )
         return
-    typer.echo(f"converter environments in {converters_dir()}")
-    for route, specs in ROUTES.items():
-        env = current[route]
-        if env is not None:
-            typer.echo("  " + _line(env))
-        else:
-            wanted = "; ".join(f"{' '.join(s.packages)} on Python {s.pythons}" for s in specs)
-            typer.echo(f"  {route}: not built yet ({wanted}); built on first use or by install")
-    for env in (e for e in envs if e.path not in in_use):
-        typer.echo(f"  not used by this tflkit (older pins; safe to delete): {env.path}")
+    from tflkit.report.convert_report import converter_env_lines
+
+    for line in converter_env_lines(converters_dir(), ROUTES, current, envs):
+        typer.echo(line)

@@ -8,55 +8,35 @@ from typing import Annotated
 
 import typer
 
-from tflkit.cli.options import InputShapeOption, JsonOption, ModelArgument
-from tflkit.cli.output import console, print_json
+from tflkit.cli.options import (
+    BackendOption,
+    BackendTimeoutOption,
+    DeviceOption,
+    DevicePythonOption,
+    HtmlOption,
+    IdentityOption,
+    InputKindOption,
+    InputShapeOption,
+    InputsOption,
+    JsonOption,
+    ModelArgument,
+    NumInputsOption,
+    ReferenceOption,
+    RunsOption,
+    SeedOption,
+    SignatureOption,
+    SshConfigOption,
+    ThreadsOption,
+    ToleranceOption,
+    WarmupOption,
+)
+from tflkit.cli.output import console, print_json, show_validate_report
 from tflkit.errors import UsageError
 
 app = typer.Typer(
     help="Run jobs on devices (adb, ssh, local) and validate models there.",
     no_args_is_help=True,
 )
-
-DeviceOption = Annotated[
-    list[str],
-    typer.Option(
-        "--device",
-        "-d",
-        help="local, adb:SERIAL, ssh:USER@HOST[:PORT] or a name from devices.toml (repeat to "
-        "run on several at once).",
-    ),
-]
-IdentityOption = Annotated[
-    Path | None,
-    typer.Option("--identity", "-i", help="ssh private key (ssh -i).", show_default=False),
-]
-SshConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--ssh-config", help="ssh config file (ssh -F; default: yours).", show_default=False
-    ),
-]
-PythonOption = Annotated[
-    str | None,
-    typer.Option(
-        "--device-python",
-        help="Python on Linux devices, with numpy and ai-edge-litert (default: python3; "
-        "local: this one).",
-        show_default=False,
-    ),
-]
-BackendOption = Annotated[
-    list[str],
-    typer.Option(
-        "--backend",
-        "-b",
-        help="cpu, gpu_fp16, gpu_fp32, gpu_delegate (Android) (repeat). "
-        "Default: cpu, gpu_fp16, gpu_fp32.",
-    ),
-]
-TimeoutOption = Annotated[
-    float, typer.Option("--timeout", help="Seconds per backend on the device.")
-]
 
 
 def _progress(message: str) -> None:
@@ -106,17 +86,9 @@ def list_devices(json_output: JsonOption = False) -> None:
     if json_output:
         print_json({"schema": "tflkit.device-list/1", "devices": rows})
         return
-    from rich.table import Table
+    from tflkit.report.device_report import render_device_list
 
-    table = Table(show_edge=False)
-    for col in ("device", "kind", "state", "detail"):
-        table.add_column(col)
-    for row in rows:
-        table.add_row(row["device"], row["kind"] or "-", row["state"], row["detail"])
-    console().print(table)
-    console().print(
-        f"name devices (ssh boards, phones) in {config_path()} to use them as --device NAME"
-    )
+    render_device_list(rows, config_path(), console())
 
 
 @app.command("job")
@@ -126,37 +98,27 @@ def make_job(
         Path, typer.Option("--output", "-o", help="The job folder to write (must not exist).")
     ],
     backend: BackendOption = [],  # noqa: B006
-    inputs: Annotated[
-        Path | None,
-        typer.Option(
-            "--inputs", help=".npy / .npz (N sets on a leading axis).", show_default=False
-        ),
-    ] = None,
-    num_inputs: Annotated[
-        int, typer.Option("--num-inputs", "-n", help="Generated input sets.")
-    ] = 4,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the generated inputs.")] = 0,
-    input_kind: Annotated[
-        str, typer.Option("--input-kind", help="realistic or random generated inputs.")
-    ] = "realistic",
+    inputs: InputsOption = None,
+    num_inputs: NumInputsOption = 4,
+    seed: SeedOption = 0,
+    input_kind: InputKindOption = "realistic",
     input_shape: InputShapeOption = None,
-    signature: Annotated[str | None, typer.Option("--signature", help="Signature key.")] = None,
+    signature: SignatureOption = None,
     raw: Annotated[
         bool, typer.Option("--raw", help="Inputs as raw little-endian buffers, not .npy.")
     ] = False,
-    threads: Annotated[
-        int | None, typer.Option("--threads", help="CPU threads on the device.")
-    ] = None,
-    runs: Annotated[int, typer.Option("--runs", help="Timed runs per input set.")] = 1,
-    warmup: Annotated[int, typer.Option("--warmup", help="Warm-up runs.")] = 1,
-    timeout: TimeoutOption = 300.0,
+    threads: ThreadsOption = None,
+    runs: RunsOption = 1,
+    warmup: WarmupOption = 1,
+    timeout: BackendTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
     """Write a job folder (model, input sets, job.json) for `device run` or a harness by hand."""
     from tflkit import ir
     from tflkit.harness.protocol import JobOptions, write_job
+    from tflkit.ir.entry import entry_point
     from tflkit.ir.shapes import parse_input_shapes
-    from tflkit.validation.inputs import entry_point, make_input_sets
+    from tflkit.validation.inputs import make_input_sets
 
     data, label = ir.serde.read_model_bytes(model)
     loaded = ir.load(data, label=label)
@@ -191,10 +153,9 @@ def make_job(
             }
         )
         return
-    console().print(
-        f"{path}: {len(sets.feeds)} input sets ({sets.source}), backends "
-        f"{', '.join(options.backends)}; run it with `tflkit device run {path} --device ...`"
-    )
+    from tflkit.report.device_report import render_job
+
+    render_job(path, sets, options, console())
 
 
 @app.command("run")
@@ -214,7 +175,7 @@ def run(
     ] = None,
     identity: IdentityOption = None,
     ssh_config: SshConfigOption = None,
-    device_python: PythonOption = None,
+    device_python: DevicePythonOption = None,
     timeout: Annotated[
         float,
         typer.Option(
@@ -247,31 +208,9 @@ def run(
             }
         )
         return
-    from rich.table import Table
+    from tflkit.report.device_report import render_device_run
 
-    table = Table(show_edge=False)
-    for col in ("device", "backend", "status", "compile s", "mean run s", "ops on accelerator"):
-        table.add_column(col)
-    failed = False
-    for d, r in zip(devices, results, strict=True):
-        for b in r.backends.values():
-            rec = b.record
-            runs = [t for each in rec.get("run_seconds") or [] for t in each]
-            mean = f"{sum(runs) / len(runs):.3g}" if runs else "-"
-            comp = rec.get("compile_seconds")
-            ops = (
-                f"{rec['ops_delegated']}/{rec['ops_total']}"
-                if b.backend != "cpu"
-                and rec.get("ops_total") is not None
-                and rec.get("ops_delegated") is not None
-                else "-"
-            )
-            status = b.status if b.status == "ok" else f"[red]{b.status}[/red]: {b.error or ''}"
-            failed |= b.status != "ok"
-            table.add_row(d.spec, b.backend, status, f"{comp:.3g}" if comp else "-", mean, ops)
-    console().print(table)
-    console().print(f"results: {', '.join(str(r.path) for r in results)}")
-    if failed:
+    if render_device_run(devices, results, console()):
         raise typer.Exit(1)
 
 
@@ -280,51 +219,26 @@ def validate(
     model: ModelArgument,
     device: DeviceOption = [],  # noqa: B006
     backend: BackendOption = [],  # noqa: B006
-    reference: Annotated[
-        Path | None,
-        typer.Option(
-            "--reference",
-            help="Keras file, SavedModel dir, or reference bundle (.npz).",
-            show_default=False,
-        ),
-    ] = None,
-    inputs: Annotated[
-        Path | None,
-        typer.Option(
-            "--inputs", help=".npy / .npz (N sets on a leading axis).", show_default=False
-        ),
-    ] = None,
-    num_inputs: Annotated[int, typer.Option("--num-inputs", "-n", help="Random input sets.")] = 4,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
-    input_kind: Annotated[
-        str,
-        typer.Option(
-            "--input-kind", help="realistic (images, audio, valid indices) or random inputs."
-        ),
-    ] = "realistic",
+    reference: ReferenceOption = None,
+    inputs: InputsOption = None,
+    num_inputs: NumInputsOption = 4,
+    seed: SeedOption = 0,
+    input_kind: InputKindOption = "realistic",
     input_shape: InputShapeOption = None,
-    signature: Annotated[str | None, typer.Option("--signature", help="Signature key.")] = None,
-    tolerance: Annotated[
-        list[str],
-        typer.Option("--tolerance", help="[PAIR|fp16|fp32|all@]rtol=..,atol=..,min_cosine=.."),
-    ] = [],  # noqa: B006
-    threads: Annotated[
-        int | None, typer.Option("--threads", help="CPU threads on the device.")
-    ] = None,
-    runs: Annotated[int, typer.Option("--runs", help="Timed runs per input set.")] = 1,
-    warmup: Annotated[int, typer.Option("--warmup", help="Warm-up runs.")] = 1,
+    signature: SignatureOption = None,
+    tolerance: ToleranceOption = [],  # noqa: B006
+    threads: ThreadsOption = None,
+    runs: RunsOption = 1,
+    warmup: WarmupOption = 1,
     keep: Annotated[
         Path | None,
         typer.Option("--keep", help="Keep each device's result folder here.", show_default=False),
     ] = None,
-    html: Annotated[
-        Path | None,
-        typer.Option("--html", help="Write a self-contained HTML report.", show_default=False),
-    ] = None,
+    html: HtmlOption = None,
     identity: IdentityOption = None,
     ssh_config: SshConfigOption = None,
-    device_python: PythonOption = None,
-    timeout: TimeoutOption = 300.0,
+    device_python: DevicePythonOption = None,
+    timeout: BackendTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
     """Run the model on the device(s); compare with the host CPU, the reference, each other."""
@@ -352,15 +266,4 @@ def validate(
         keep=keep,
     )
     report = device_validate(model, devices, options, progress=_progress)
-    if html is not None:
-        from tflkit.report.html import write_html
-
-        write_html(report, html)
-    if json_output:
-        print_json(report.to_json())
-    else:
-        from tflkit.report.validate_report import render_terminal
-
-        render_terminal(report, console())
-    if not report.passed:
-        raise typer.Exit(1)
+    show_validate_report(report, html=html, json_output=json_output)

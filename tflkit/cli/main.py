@@ -1,6 +1,12 @@
 """The ``tflkit`` command: a Typer app, one module per command; errors become one line.
 
-Exit codes: 0 ok, 1 a finding (e.g. not GPU-ready), 2 usage or input error, 3 internal error.
+Exit codes: 0 ok, 1 a finding (e.g. not GPU-ready), 2 usage or input error, 3 internal error,
+4 a device could not be reached, dropped the connection or did not finish in time
+(``tflkit device``); 128 + N when signal N stopped it (130 for Ctrl-C).
+
+``--debug`` and ``--verbose`` are parsed by the app's callback, the one place that reads them: it
+stores them on the :class:`GlobalOptions` the run was given (``ctx.obj``), which :func:`main`'s
+error handler reads, and runs the command inside ``native_log(verbose)``.
 """
 
 from __future__ import annotations
@@ -8,8 +14,11 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NoReturn
 
 import typer
+from typer.core import TyperGroup
 
 from tflkit.cli import (
     check_cmd,
@@ -21,16 +30,40 @@ from tflkit.cli import (
     rewrite_cmd,
     validate_cmd,
 )
+from tflkit.cli.output import native_log
 from tflkit.errors import TflkitError
-from tflkit.proc.interrupts import exit_code, exit_on_signals, interrupted_by
+from tflkit.proc.interrupts import exit_code, exit_on_signals, interrupted_by, run_process
 
 EXIT_OK = 0
 EXIT_FINDING = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_DEVICE = 4  # tflkit.harness.transport.DeviceError
+
+
+@dataclass
+class GlobalOptions:
+    """The options given before the command (``ctx.obj`` of a run)."""
+
+    debug: bool = False
+    verbose: bool = False
+
+
+class _TflkitGroup(TyperGroup):
+    """The top-level group; ``--verbose`` counts anywhere on the line (moved before the command)."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        rest = [a for a in args if a != "--verbose"]
+        if rest and len(rest) < len(args):
+            args = ["--verbose", *rest]
+        elif not rest:
+            args = rest  # `tflkit --verbose` alone shows the help, as `tflkit` does
+        return super().parse_args(ctx, args)
+
 
 app = typer.Typer(
     name="tflkit",
+    cls=_TflkitGroup,
     help="Take a model to the TFLite / LiteRT GPU delegate and prove it works there.",
     no_args_is_help=True,
     add_completion=False,
@@ -48,16 +81,27 @@ app.add_typer(regress_cmd.app, name="regress")
 
 @app.callback()
 def _global_options(
+    ctx: typer.Context,
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
     verbose: bool = typer.Option(
         False, "--verbose", help="Show the native runtime's log lines (anywhere on the line)."
     ),
 ) -> None:
-    """Global options (parsed before the command)."""
+    """Global options (parsed before the command): kept on ``ctx.obj``; the command runs inside
+    ``native_log(verbose)`` (closed with the context, before :func:`main` reports an error)."""
+    options = ctx.ensure_object(GlobalOptions)
+    options.debug, options.verbose = debug, verbose
+    ctx.with_resource(native_log(verbose))
 
 
 def _error(message: str) -> None:
     print(f"tflkit: error: {message}", file=sys.stderr)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """Say a signal stopped tflkit; its exit code, 128 + signal (130 for Ctrl-C, 143 SIGTERM)."""
+    _error(f"interrupted ({exc})" if str(exc) else "interrupted")
+    return exit_code(exc)
 
 
 @exit_on_signals  # SIGTERM/SIGHUP unwind like Ctrl-C: no temp file, no worker left behind
@@ -67,45 +111,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     Usage errors are Typer's own (exit 2); ``TflkitError`` becomes one line with its exit code;
     anything else is an internal error (exit 3). ``--debug`` shows the traceback.
     """
-    from tflkit.cli.output import native_log
-
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args
-    verbose = "--verbose" in args  # accepted after the command too: taken out here
-    args = [a for a in args if a != "--verbose"]
+    options = GlobalOptions()  # filled by the callback once the line is parsed
     try:
-        with native_log(verbose):
-            app(args=args, prog_name="tflkit")
+        app(args=args, prog_name="tflkit", obj=options)
     except SystemExit as exc:
         interrupt = interrupted_by(exc)  # Typer turns Ctrl-C/SIGTERM into a bare Exit(130)
         if interrupt is not None:
-            _error(f"interrupted ({interrupt})" if str(interrupt) else "interrupted")
-            return exit_code(interrupt)
+            return _interrupted(interrupt)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
     except TflkitError as exc:
-        if debug:
+        if options.debug:
             traceback.print_exc()
         _error(str(exc))
         return exc.exit_code
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP through exit_on_signals
-        _error(f"interrupted ({exc})" if str(exc) else "interrupted")
-        return exit_code(exc)
+        return _interrupted(exc)
     except MemoryError:  # a model or input too large for this machine: no traceback
         _error("out of memory: the model or its inputs are too large for this machine")
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:
-        if debug:
+        if options.debug:
             traceback.print_exc()
         _error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
         return EXIT_INTERNAL
     return EXIT_OK
 
 
-def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+def run() -> NoReturn:
+    """Console-script entry point: the whole process runs under ``run_process``.
+
+    Its signal handlers stay until the process has ended, so a signal after the command
+    returned (the output already renamed into place, the process on its way out) still exits
+    128 + signal with the "interrupted" line, and the process never dies by the signal.
+    """
+    run_process(main, _interrupted)
 
 
 if __name__ == "__main__":

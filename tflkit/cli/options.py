@@ -1,4 +1,10 @@
-"""Options shared by every command."""
+"""Options more than one command takes, declared once: one flag, one help text.
+
+A command gives the default at its parameter (``inputs: InputsOption = None``). An option that
+means something else in another command (``--timeout`` of ``check`` bounds the probe, of
+``device run`` the whole job; ``--probe`` of ``rewrite`` probes before and after) is declared by
+that command.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,13 @@ from typing import Annotated
 
 import typer
 
+# --- every command -------------------------------------------------------------------------------
+
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
 ModelArgument = Annotated[Path, typer.Argument(help="Path to a .tflite model.", show_default=False)]
+OptionalModelArgument = Annotated[
+    Path | None, typer.Argument(help="Path to a .tflite model.", show_default=False)
+]
 InputShapeOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -17,4 +28,127 @@ InputShapeOption = Annotated[
         metavar="NAME=D1,D2",
         show_default=False,
     ),
+]
+
+# --- running a model on inputs: validate, device job|validate, regress record|check|update --------
+
+InputsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--inputs",
+        help=".npy / .npz (N sets on a leading axis) or a folder of images.",
+        show_default=False,
+    ),
+]
+NumInputsOption = Annotated[int, typer.Option("--num-inputs", "-n", help="Generated input sets.")]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the generated inputs.")]
+InputKindOption = Annotated[
+    str,
+    typer.Option(
+        "--input-kind",
+        help="realistic (photographs, speech-like audio and its spectrograms, valid indices; "
+        "random where nothing fits) or random.",
+    ),
+]
+SignatureOption = Annotated[str | None, typer.Option("--signature", help="Signature key.")]
+ReferenceOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--reference",
+        help="Keras file, SavedModel dir, reference bundle (.npz) or the .tflite this model "
+        "replaces.",
+        show_default=False,
+    ),
+]
+ToleranceOption = Annotated[
+    list[str],
+    typer.Option(
+        "--tolerance",
+        help="[PAIR|CLASS|all@]rtol=..,atol=..,min_cosine=..,noise_factor=..;"
+        " CLASS: fp32, fp16, int8, int8-fp16, int8-same-grid "
+        "(e.g. gpu-fp16:cpu@noise_factor=128)",
+    ),
+]
+DelegateOption = Annotated[
+    Path | None, typer.Option("--delegate", help="External delegate .so.", show_default=False)
+]
+HtmlOption = Annotated[
+    Path | None,
+    typer.Option("--html", help="Write a self-contained HTML report.", show_default=False),
+]
+RunnerTimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds per runner.")]
+
+# --- baselines: regress record|check -------------------------------------------------------------
+
+BaselineRunnerOption = Annotated[
+    list[str],
+    typer.Option(
+        "--runner",
+        "-r",
+        help="cpu, cpu-ref, cpu-fp16, gpu-fp16, gpu-fp32, delegate (repeat). "
+        "Record default: cpu, gpu-fp16, gpu-fp32; check default: the baseline's.",
+    ),
+]
+BaselineToleranceOption = Annotated[
+    list[str],
+    typer.Option(
+        "--tolerance",
+        help="[RUNNER|fp16|fp32|all@]rtol=..,atol=..,min_cosine=.. (e.g. gpu-fp16@rtol=0.01)",
+    ),
+]
+BaselineProbeOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--probe/--no-probe", help="Compile on the real GPU accelerator too.", show_default=False
+    ),
+]
+SuiteOption = Annotated[
+    Path | None, typer.Option("--suite", help="A tflkit.toml suite file.", show_default=False)
+]
+JobsOption = Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel processes.")]
+
+# --- devices: device job|run|validate ------------------------------------------------------------
+
+DeviceOption = Annotated[
+    list[str],
+    typer.Option(
+        "--device",
+        "-d",
+        help="local, adb:SERIAL, ssh:USER@HOST[:PORT] or a name from devices.toml (repeat to "
+        "run on several at once).",
+    ),
+]
+IdentityOption = Annotated[
+    Path | None,
+    typer.Option("--identity", "-i", help="ssh private key (ssh -i).", show_default=False),
+]
+SshConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--ssh-config", help="ssh config file (ssh -F; default: yours).", show_default=False
+    ),
+]
+DevicePythonOption = Annotated[
+    str | None,
+    typer.Option(
+        "--device-python",
+        help="Python on Linux devices, with numpy and ai-edge-litert (default: python3; "
+        "local: this one).",
+        show_default=False,
+    ),
+]
+BackendOption = Annotated[
+    list[str],
+    typer.Option(
+        "--backend",
+        "-b",
+        help="cpu, gpu_fp16, gpu_fp32, gpu_delegate (Android) (repeat). "
+        "Default: cpu, gpu_fp16, gpu_fp32.",
+    ),
+]
+ThreadsOption = Annotated[int | None, typer.Option("--threads", help="CPU threads on the device.")]
+RunsOption = Annotated[int, typer.Option("--runs", help="Timed runs per input set.")]
+WarmupOption = Annotated[int, typer.Option("--warmup", help="Warm-up runs.")]
+BackendTimeoutOption = Annotated[
+    float, typer.Option("--timeout", help="Seconds per backend on the device.")
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -12,8 +11,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from tflkit.jsonable import dumps
+
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.console import Console
+
+    from tflkit.report.validate_report import ValidateReport
 
 
 def console() -> Console:
@@ -25,9 +30,10 @@ def console() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 
 
-def print_json(payload: dict[str, Any]) -> None:
-    """One write of the whole document (``json.dump`` writes each token: 100k+ calls)."""
-    sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+def print_json(payload: Any) -> None:
+    """The document as JSON (:func:`tflkit.jsonable.dumps`) in one write (``json.dump`` writes
+    each token: 100k+ calls)."""
+    sys.stdout.write(dumps(payload) + "\n")
 
 
 #: A step shows a spinner only when it takes longer than this.
@@ -124,3 +130,22 @@ def _quiet_fd2() -> Iterator[None]:
                 sys.stderr = python_stderr
             os.dup2(saved, 2)
             os.close(saved)
+
+
+def show_validate_report(report: ValidateReport, *, html: Path | None, json_output: bool) -> None:
+    """The end of ``validate`` and ``device validate``: the HTML file if asked, JSON or the
+    terminal report, and exit 1 unless every comparison passed."""
+    import typer
+
+    if html is not None:
+        from tflkit.report.html import write_html
+
+        write_html(report, html)
+    if json_output:
+        print_json(report.to_json())
+    else:
+        from tflkit.report.validate_report import render_terminal
+
+        render_terminal(report, console())
+    if not report.passed:
+        raise typer.Exit(1)

@@ -8,7 +8,23 @@ from typing import Annotated
 
 import typer
 
-from tflkit.cli.options import InputShapeOption, JsonOption
+from tflkit.cli.options import (
+    BaselineProbeOption,
+    BaselineRunnerOption,
+    BaselineToleranceOption,
+    DelegateOption,
+    InputShapeOption,
+    InputsOption,
+    JobsOption,
+    JsonOption,
+    ModelArgument,
+    NumInputsOption,
+    OptionalModelArgument,
+    RunnerTimeoutOption,
+    SeedOption,
+    SignatureOption,
+    SuiteOption,
+)
 from tflkit.errors import UsageError
 
 app = typer.Typer(
@@ -17,36 +33,6 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-
-OptionalModel = Annotated[
-    Path | None, typer.Argument(help="Path to a .tflite model.", show_default=False)
-]
-RunnerOption = Annotated[
-    list[str],
-    typer.Option(
-        "--runner",
-        "-r",
-        help="cpu, cpu-ref, gpu-fp16, gpu-fp32, delegate (repeat). "
-        "Record default: cpu, gpu-fp16, gpu-fp32; check default: the baseline's.",
-    ),
-]
-ToleranceOption = Annotated[
-    list[str],
-    typer.Option(
-        "--tolerance",
-        help="[RUNNER|fp16|fp32|all@]rtol=..,atol=..,min_cosine=.. (e.g. gpu-fp16@rtol=0.01)",
-    ),
-]
-ProbeOption = Annotated[
-    bool | None,
-    typer.Option(
-        "--probe/--no-probe", help="Compile on the real GPU accelerator too.", show_default=False
-    ),
-]
-SuiteOption = Annotated[
-    Path | None, typer.Option("--suite", help="A tflkit.toml suite file.", show_default=False)
-]
-TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds per runner.")]
 
 
 def _progress(message: str) -> None:
@@ -92,36 +78,27 @@ def _model_and_suite(model: Path | None, suite: Path | None, baseline: Path | No
 
 @app.command("record")
 def record(
-    model: OptionalModel = None,
+    model: OptionalModelArgument = None,
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="Baseline directory to write.", show_default=False),
     ] = None,
-    runner: RunnerOption = [],  # noqa: B006
-    inputs: Annotated[
-        Path | None,
-        typer.Option(
-            "--inputs",
-            help=".npy / .npz (N sets on a leading axis) or an image folder.",
-            show_default=False,
-        ),
-    ] = None,
-    num_inputs: Annotated[int, typer.Option("--num-inputs", "-n", help="Random input sets.")] = 4,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
+    runner: BaselineRunnerOption = [],  # noqa: B006
+    inputs: InputsOption = None,
+    num_inputs: NumInputsOption = 4,
+    seed: SeedOption = 0,
     input_shape: InputShapeOption = None,
-    signature: Annotated[str | None, typer.Option("--signature", help="Signature key.")] = None,
-    tolerance: ToleranceOption = [],  # noqa: B006
-    probe: ProbeOption = None,
+    signature: SignatureOption = None,
+    tolerance: BaselineToleranceOption = [],  # noqa: B006
+    probe: BaselineProbeOption = None,
     latency: Annotated[
         bool, typer.Option("--latency", help="Also keep timings (latency.json) for a budget.")
     ] = False,
-    delegate: Annotated[
-        Path | None, typer.Option("--delegate", help="External delegate .so.", show_default=False)
-    ] = None,
+    delegate: DelegateOption = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing baseline.")] = False,
     suite: SuiteOption = None,
-    jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel processes.")] = None,
-    timeout: TimeoutOption = 300.0,
+    jobs: JobsOption = None,
+    timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
     """Run MODEL on each runner and store inputs, outputs, residency and versions in -o DIR."""
@@ -137,9 +114,11 @@ def record(
             from tflkit.cli.output import print_json
 
             print_json(report.to_json())
-        for result in [] if json_output else report.models:
-            what = f"error: {result.error}" if result.error else "; ".join(result.changes)
-            print(f"{Path(result.model).name} -> {result.baseline}: {what}")
+        else:
+            from tflkit.report.regress_report import suite_record_lines
+
+            for line in suite_record_lines(report):
+                print(line)
         raise typer.Exit(report.exit_code)
     assert model is not None and output is not None
     if (output / "manifest.json").is_file() and not force:
@@ -175,29 +154,22 @@ def record(
 
         print_json({"schema": "tflkit.regress-record/1", "baseline": str(path), **manifest})
         return
-    residency = manifest["residency"]
-    static = residency["static"]
-    line = f"{static['gpu_ops']}/{static['total_ops']} ops on the GPU (static)"
-    if residency["probe"] is not None:
-        p = residency["probe"]
-        line += f"; probe {p['status']}: {p['ops_on_gpu']} on GPU, {p['ops_on_cpu']} on CPU"
-    print(f"recorded {model.name} -> {path}")
-    for name, entry in manifest["runners"].items():
-        state = "ok" if entry["status"] == "ok" else f"{entry['status']}: {entry['error']}"
-        print(f"  {name}: {state}; {len(entry['outputs'])} output(s) kept")
-    print(f"  {line}")
+    from tflkit.report.regress_report import record_lines
+
+    for line in record_lines(model, path, manifest):
+        print(line)
 
 
 @app.command("check")
 def check(
-    model: OptionalModel = None,
+    model: OptionalModelArgument = None,
     baseline: Annotated[
         Path | None,
         typer.Option("--baseline", "-b", help="Baseline directory.", show_default=False),
     ] = None,
-    runner: RunnerOption = [],  # noqa: B006
-    tolerance: ToleranceOption = [],  # noqa: B006
-    probe: ProbeOption = None,
+    runner: BaselineRunnerOption = [],  # noqa: B006
+    tolerance: BaselineToleranceOption = [],  # noqa: B006
+    probe: BaselineProbeOption = None,
     latency_budget: Annotated[
         float | None,
         typer.Option(
@@ -207,11 +179,9 @@ def check(
             show_default=False,
         ),
     ] = None,
-    delegate: Annotated[
-        Path | None, typer.Option("--delegate", help="External delegate .so.", show_default=False)
-    ] = None,
+    delegate: DelegateOption = None,
     suite: SuiteOption = None,
-    jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel processes.")] = None,
+    jobs: JobsOption = None,
     junit: Annotated[
         Path | None, typer.Option("--junit", help="Write JUnit XML here.", show_default=False)
     ] = None,
@@ -221,7 +191,7 @@ def check(
             "--markdown", help="Write a Markdown summary (PR comment) here.", show_default=False
         ),
     ] = None,
-    timeout: TimeoutOption = 300.0,
+    timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
     """Rerun MODEL on the baseline's inputs; exit 1 when outputs, residency or latency regress."""
@@ -272,15 +242,13 @@ def check(
 
 @app.command("update")
 def update(
-    model: Annotated[Path, typer.Argument(help="Path to a .tflite model.", show_default=False)],
+    model: ModelArgument,
     baseline: Annotated[
         Path,
         typer.Option("--baseline", "-b", help="Baseline directory to replace.", show_default=False),
     ],
-    delegate: Annotated[
-        Path | None, typer.Option("--delegate", help="External delegate .so.", show_default=False)
-    ] = None,
-    timeout: TimeoutOption = 300.0,
+    delegate: DelegateOption = None,
+    timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
     """Accept MODEL's current outputs and residency as the new baseline; print what changed."""

@@ -10,7 +10,21 @@ from typing import Annotated
 
 import typer
 
-from tflkit.cli.options import InputShapeOption, JsonOption, ModelArgument
+from tflkit.cli.options import (
+    DelegateOption,
+    HtmlOption,
+    InputKindOption,
+    InputShapeOption,
+    InputsOption,
+    JsonOption,
+    ModelArgument,
+    NumInputsOption,
+    ReferenceOption,
+    RunnerTimeoutOption,
+    SeedOption,
+    SignatureOption,
+    ToleranceOption,
+)
 from tflkit.errors import UsageError
 
 
@@ -65,15 +79,7 @@ def validate(
     pair: Annotated[
         list[str], typer.Option("--pair", help="ACTUAL:EXPECTED to compare (repeat).")
     ] = [],  # noqa: B006
-    reference: Annotated[
-        Path | None,
-        typer.Option(
-            "--reference",
-            help="Keras file, SavedModel dir, reference bundle (.npz) or the .tflite this model "
-            "replaces.",
-            show_default=False,
-        ),
-    ] = None,
+    reference: ReferenceOption = None,
     save_reference: Annotated[
         Path | None,
         typer.Option(
@@ -82,33 +88,16 @@ def validate(
             show_default=False,
         ),
     ] = None,
-    delegate: Annotated[
-        Path | None, typer.Option("--delegate", help="External delegate .so.", show_default=False)
-    ] = None,
+    delegate: DelegateOption = None,
     delegate_option: Annotated[
         list[str], typer.Option("--delegate-option", help="KEY=VALUE for the delegate.")
     ] = [],  # noqa: B006
-    inputs: Annotated[
-        Path | None,
-        typer.Option(
-            "--inputs",
-            help=".npy / .npz (N sets on a leading axis) or a folder of images.",
-            show_default=False,
-        ),
-    ] = None,
-    num_inputs: Annotated[int, typer.Option("--num-inputs", "-n", help="Input sets.")] = 4,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the generated inputs.")] = 0,
+    inputs: InputsOption = None,
+    num_inputs: NumInputsOption = 4,
+    seed: SeedOption = 0,
     input_shape: InputShapeOption = None,
-    signature: Annotated[str | None, typer.Option("--signature", help="Signature key.")] = None,
-    tolerance: Annotated[
-        list[str],
-        typer.Option(
-            "--tolerance",
-            help="[PAIR|CLASS|all@]rtol=..,atol=..,min_cosine=..,noise_factor=..;"
-            " CLASS: fp32, fp16, int8, int8-fp16, int8-same-grid "
-            "(e.g. gpu-fp16:cpu@noise_factor=128)",
-        ),
-    ] = [],  # noqa: B006
+    signature: SignatureOption = None,
+    tolerance: ToleranceOption = [],  # noqa: B006
     localize: Annotated[
         bool,
         typer.Option(
@@ -125,14 +114,7 @@ def validate(
             show_default=False,
         ),
     ] = None,
-    input_kind: Annotated[
-        str,
-        typer.Option(
-            "--input-kind",
-            help="realistic (photographs, speech-like audio and its spectrograms, valid indices; "
-            "random where nothing fits) or random.",
-        ),
-    ] = "realistic",
+    input_kind: InputKindOption = "realistic",
     fixed_tolerances: Annotated[
         bool,
         typer.Option(
@@ -140,10 +122,7 @@ def validate(
             help="Judge with the fixed per-precision bounds instead of the model's measured noise.",
         ),
     ] = False,
-    html: Annotated[
-        Path | None,
-        typer.Option("--html", help="Write a self-contained HTML report.", show_default=False),
-    ] = None,
+    html: HtmlOption = None,
     model_explorer: Annotated[
         Path | None,
         typer.Option(
@@ -152,11 +131,11 @@ def validate(
             show_default=False,
         ),
     ] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per runner.")] = 300.0,
+    timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
     """Run the model with and without the GPU delegate, compare, and find where they part."""
-    from tflkit.cli.output import console, native_log, print_json
+    from tflkit.cli.output import show_validate_report
     from tflkit.compare.tolerances import parse_overrides
     from tflkit.ir.shapes import parse_input_shapes
     from tflkit.validation.run import ValidateOptions
@@ -185,22 +164,11 @@ def validate(
         input_kind=input_kind,
         calibrate=not fixed_tolerances,
     )
-    with native_log(), _progress() as progress:
+    with _progress() as progress:
         options.progress = progress
         report = run_validate(model, options)
-    if html is not None:
-        from tflkit.report.html import write_html
-
-        write_html(report, html)
     if model_explorer is not None and report.localization is not None:
         from tflkit.report.validate_report import write_model_explorer
 
         write_model_explorer(report, model_explorer)
-    if json_output:
-        print_json(report.to_json())
-    else:
-        from tflkit.report.validate_report import render_terminal
-
-        render_terminal(report, console())
-    if not report.passed:
-        raise typer.Exit(1)
+    show_validate_report(report, html=html, json_output=json_output)

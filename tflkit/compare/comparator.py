@@ -31,6 +31,7 @@ from tflkit.compare.sensitivity import (
 )
 from tflkit.compare.tolerances import EXACT, NOISE_FACTOR, Tolerance, precision_of, tolerance_for
 from tflkit.delegates.base import RunResult
+from tflkit.jsonable import plain
 
 __all__ = ["OutputComparison", "OutputInfo", "PairComparison", "compare_pair", "default_pairs"]
 
@@ -79,25 +80,27 @@ class OutputComparison:
     log_bound: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "verdict": self.verdict,
-            "reasons": self.reasons,
-            "kind": self.kind,
-            "tolerance": self.tolerance.to_json(),
-            "bound": self.bound,
-            "basis": self.basis,
-            "steps": self.steps,
-            "bound_steps": self.bound_steps,
-            "class_agreement": self.class_agreement,
-            "noise": self.noise,
-            "resolution": self.resolution,
-            "log_diff": self.log_diff,
-            "log_bound": self.log_bound,
-            "dequantized": self.dequantized,
-            "metrics": self.metrics.to_json() if self.metrics else None,
-            "histogram": self.histogram.to_json() if self.histogram else None,
-        }
+        return plain(
+            {
+                "name": self.name,
+                "verdict": self.verdict,
+                "reasons": self.reasons,
+                "kind": self.kind,
+                "tolerance": self.tolerance,
+                "bound": self.bound,
+                "basis": self.basis,
+                "steps": self.steps,
+                "bound_steps": self.bound_steps,
+                "class_agreement": self.class_agreement,
+                "noise": self.noise,
+                "resolution": self.resolution,
+                "log_diff": self.log_diff,
+                "log_bound": self.log_bound,
+                "dequantized": self.dequantized,
+                "metrics": self.metrics,
+                "histogram": self.histogram,
+            }
+        )
 
 
 @dataclass
@@ -115,14 +118,16 @@ class PairComparison:
         return f"{self.actual}:{self.expected}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "pair": self.key,
-            "actual": self.actual,
-            "expected": self.expected,
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "outputs": [o.to_json() for o in self.outputs],
-        }
+        return plain(
+            {
+                "pair": self.key,
+                "actual": self.actual,
+                "expected": self.expected,
+                "verdict": self.verdict,
+                "reason": self.reason,
+                "outputs": self.outputs,
+            }
+        )
 
 
 def default_pairs(runners: Sequence[str]) -> list[tuple[str, str]]:

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.jsonable import plain
+
 
 @dataclass
 class Divergence:
@@ -24,12 +26,14 @@ class Divergence:
     new_nonfinite: int
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "max_abs": _num(self.max_abs),
-            "peak": _num(self.peak),
-            "score": _num(self.score),
-            "new_nonfinite": self.new_nonfinite,
-        }
+        return plain(
+            {
+                "max_abs": self.max_abs,
+                "peak": self.peak,
+                "score": self.score,
+                "new_nonfinite": self.new_nonfinite,
+            }
+        )
 
 
 @dataclass
@@ -81,22 +85,24 @@ class OpError:
         return found
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "op_index": self.op_index,
-            "op_type": self.op_type,
-            "outputs": self.outputs,
-            "status": self.status,
-            "error": self.error,
-            "fully_accelerated": self.fully_accelerated,
-            "isolated": self.isolated.to_json() if self.isolated else None,
-            "accumulated": self.accumulated.to_json() if self.accumulated else None,
-            "fp16_overflow": self.overflow,
-            "fp16_underflow": self.underflow,
-            "fp16_flushed": self.flushed,
-            "hazards": self.hazards,
-            "input_not_fp16_representable": self.inherited,
-            "input_off_grid": self.off_grid,
-        }
+        return plain(
+            {
+                "op_index": self.op_index,
+                "op_type": self.op_type,
+                "outputs": self.outputs,
+                "status": self.status,
+                "error": self.error,
+                "fully_accelerated": self.fully_accelerated,
+                "isolated": self.isolated,
+                "accumulated": self.accumulated,
+                "fp16_overflow": self.overflow,
+                "fp16_underflow": self.underflow,
+                "fp16_flushed": self.flushed,
+                "hazards": self.hazards,
+                "input_not_fp16_representable": self.inherited,
+                "input_off_grid": self.off_grid,
+            }
+        )
 
 
 @dataclass
@@ -115,23 +121,19 @@ class Localization:
     unavailable: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "runner": self.runner,
-            "against": self.against,
-            "unavailable": self.unavailable,
-            "threshold": self.threshold,
-            "culprits": [op.op_index for op in self.culprits],
-            "first_divergent": self.first_divergent.op_index if self.first_divergent else None,
-            "ops": [op.to_json() for op in self.ops],
-            "notes": self.notes,
-            "seconds": self.seconds,
-        }
-
-
-def _num(value: float) -> float | str:
-    if math.isfinite(value):
-        return value
-    return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
+        return plain(
+            {
+                "runner": self.runner,
+                "against": self.against,
+                "unavailable": self.unavailable,
+                "threshold": self.threshold,
+                "culprits": [op.op_index for op in self.culprits],
+                "first_divergent": self.first_divergent.op_index if self.first_divergent else None,
+                "ops": self.ops,
+                "notes": self.notes,
+                "seconds": self.seconds,
+            }
+        )
 
 
 def divergence(expected: np.ndarray, actual: np.ndarray) -> Divergence:

@@ -18,10 +18,12 @@ Definitions (``e`` expected, ``a`` actual, ``d = a - e``, over finite pairs, in 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from tflkit.jsonable import plain_fields
 
 __all__ = ["ErrorHistogram", "Metrics", "compute", "error_histogram", "is_classifier_shaped"]
 
@@ -41,7 +43,7 @@ class ErrorHistogram:
     nonfinite: int
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain_fields(self)
 
 
 @dataclass
@@ -67,11 +69,7 @@ class Metrics:
     argmax_index: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        for key, value in data.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                data[key] = "inf" if value > 0 else ("-inf" if value < 0 else "nan")
-        return data
+        return plain_fields(self)
 
 
 def is_classifier_shaped(shape: tuple[int, ...]) -> bool:

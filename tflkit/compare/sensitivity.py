@@ -15,12 +15,13 @@ figures for the report. Integer outputs have no noise (they are compared exactly
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from tflkit.jsonable import plain
 
 __all__ = [
     "EPS",
@@ -85,18 +86,16 @@ class OutputNoise:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "precision": self.precision,
-            "eps": self.eps,
-            "rms": _finite(self.rms),
-            "max_abs": _finite(self.max_abs),
-            "log_max_abs": self.log_max_abs,
-            "witnesses": self.witnesses,
-        }
-
-
-def _finite(value: float) -> float | str:
-    return value if math.isfinite(value) else "inf"
+        return plain(
+            {
+                "precision": self.precision,
+                "eps": self.eps,
+                "rms": self.rms,
+                "max_abs": self.max_abs,
+                "log_max_abs": self.log_max_abs,
+                "witnesses": self.witnesses,
+            }
+        )
 
 
 def perturb(

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tflkit.errors import UsageError
+from tflkit.jsonable import plain_fields
 
 __all__ = [
     "DEFAULTS",
@@ -62,7 +63,7 @@ class Tolerance:
         return self.atol + self.rtol * peak
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain_fields(self)
 
 
 DEFAULTS: dict[str, Tolerance] = {

@@ -18,22 +18,17 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tflkit.fsio import atomic_output
+from tflkit.proc.result_file import write_result
+
 PROTOCOL = 1
 _LOCATION = re.compile(r"(?:ERROR: )?\[[\w./\-]+:\d+\]\s*")
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".result-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -73,10 +68,28 @@ def _signature(
     return key, inputs, outputs
 
 
+def _input_tensors(data: bytes, key: str | None) -> dict[str, Any]:
+    """The entry point's input tensors by signature name (for the integer rule of the random
+    inputs); {} when the model does not load as tflkit's IR."""
+    try:
+        from tflkit import ir
+        from tflkit.ir.entry import entry_point
+
+        model = ir.load(data)
+        return entry_point(model, key if model.signatures else None)[2]
+    except Exception:
+        return {}
+
+
 def _make_inputs(
-    specs: list[dict[str, Any]], given: Path | None, names: list[str] | None, seed: int
+    specs: list[dict[str, Any]],
+    given: Path | None,
+    names: list[str] | None,
+    seed: int,
+    tensors: dict[str, Any] | None = None,
 ) -> list[np.ndarray]:
-    """The given inputs (by name or position) or seeded random ones, in signature order."""
+    """The given inputs (by name or position) or seeded random ones (:mod:`tflkit.ir.feeds`,
+    integers by the rule of ``tensors``, the inputs by name), in signature order."""
     if given is not None:
         with np.load(given, allow_pickle=False) as npz:
             arrays = [npz[f"in_{i}"] for i in range(len(npz.files))]
@@ -94,18 +107,15 @@ def _make_inputs(
             np.ascontiguousarray(a, dtype=s["dtype"]).reshape(s["shape"])
             for a, s in zip(arrays, specs, strict=True)
         ]
+    from tflkit.ir.feeds import integer_range, random_array
+
     rng = np.random.default_rng(seed)
     out = []
     for s in specs:
         dtype = np.dtype(s["dtype"])
-        if dtype.kind == "f":
-            out.append(rng.standard_normal(s["shape"]).astype(dtype))
-        elif dtype.kind == "b":
-            out.append(rng.integers(0, 2, s["shape"]).astype(dtype))
-        else:
-            info = np.iinfo(dtype)
-            low, high = max(info.min, -8), min(info.max, 8)
-            out.append(rng.integers(low, high, s["shape"], endpoint=True).astype(dtype))
+        tensor = (tensors or {}).get(s["name"])
+        span = integer_range(dtype, tensor) if dtype.kind in "biu" else None
+        out.append(random_array(s["shape"], dtype, rng, span))
     return out
 
 
@@ -155,10 +165,8 @@ def _load_sets(path: Path) -> list[Path]:
 
 
 def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".out-", suffix=".npz")
-    with os.fdopen(fd, "wb") as f:
+    with atomic_output(path, "wb", durable=False) as f:
         np.savez(f, **arrays)
-    os.replace(tmp, path)
 
 
 def _options(enforce_f32: bool) -> Any:
@@ -190,7 +198,7 @@ def run_jobs(jobs_path: Path, result_path: Path, start_at: int, enforce_f32: boo
     for index in range(start_at, len(jobs)):
         job = jobs[index]
         state["current"] = index
-        _write_json(result_path, state)
+        write_result(result_path, state)
         print(f"{JOB_MARKER}{index}", file=sys.stderr, flush=True)
         data = Path(job["model"]).read_bytes()
         record: dict[str, Any] = {
@@ -229,7 +237,7 @@ def run_jobs(jobs_path: Path, result_path: Path, start_at: int, enforce_f32: boo
         state["jobs"][str(index)] = record
     state.pop("current", None)
     state["stage"] = "done"
-    _write_json(result_path, state)
+    write_result(result_path, state)
     return 0
 
 
@@ -255,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--model is required")
 
     state: dict[str, Any] = {"protocol": PROTOCOL, "pid": os.getpid(), "stage": "load"}
-    _write_json(args.result, state)
+    write_result(args.result, state)
     data = args.model.read_bytes()
     state["num_ops"] = _main_op_count(data)
 
@@ -263,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
 
     options = _options(args.enforce_f32)
     state["stage"] = "compile"
-    _write_json(args.result, state)
+    write_result(args.result, state)
     print("tflkit-probe: compiling", file=sys.stderr, flush=True)
     start = time.perf_counter()
     try:
@@ -272,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         state["compile_seconds"] = time.perf_counter() - start
         state.update(stage="done", compiled=False, error=_one_line(exc))
         print(f"tflkit-probe: compile failed: {state['error']}", file=sys.stderr, flush=True)
-        _write_json(args.result, state)
+        write_result(args.result, state)
         return 0
     state["compile_seconds"] = time.perf_counter() - start
     state["compiled"] = True
@@ -281,14 +289,14 @@ def main(argv: list[str] | None = None) -> int:
         state["signature"], state["inputs"], state["outputs"] = _signature(cm, args.signature)
     except ValueError as exc:
         state.update(stage="done", run_error=_one_line(exc))
-        _write_json(args.result, state)
+        write_result(args.result, state)
         return 0
     sig_index = cm.get_signature_index(state["signature"]) if args.signature else 0
     print("tflkit-probe: compiled", file=sys.stderr, flush=True)
 
     if args.run:
         state["stage"] = "run"
-        _write_json(args.result, state)
+        write_result(args.result, state)
         names = json.loads(args.input_names) if args.input_names else None
         arrays_out: dict[str, np.ndarray] = {}
         try:
@@ -306,20 +314,21 @@ def main(argv: list[str] | None = None) -> int:
                 state.update(sets=len(set_files), run_seconds_each=each)
                 seconds = sum(each)
             else:
-                arrays = _make_inputs(state["inputs"], args.inputs, names, args.seed)
+                tensors = _input_tensors(data, state["signature"]) if args.inputs is None else {}
+                arrays = _make_inputs(state["inputs"], args.inputs, names, args.seed, tensors)
                 values, unreadable, seconds = _run(cm, arrays, state["outputs"], sig_index)
                 arrays_out = {f"in_{i}": a for i, a in enumerate(arrays)}
                 arrays_out.update({f"out_{i}": v for i, v in enumerate(values) if v is not None})
         except Exception as exc:
             state.update(stage="done", run_error=_one_line(exc))
             print(f"tflkit-probe: run failed: {state['run_error']}", file=sys.stderr, flush=True)
-            _write_json(args.result, state)
+            write_result(args.result, state)
             return 0
         state.update(ran=True, run_seconds=seconds, unreadable=unreadable)
         if args.outputs is not None:
             _save_npz(args.outputs, arrays_out)
     state["stage"] = "done"
-    _write_json(args.result, state)
+    write_result(args.result, state)
     return 0
 
 

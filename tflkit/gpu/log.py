@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from tflkit.jsonable import plain_fields
 
 __all__ = [
     "Adapter",
@@ -133,7 +135,7 @@ class GpuLog:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (inverse of :meth:`from_dict`)."""
-        return asdict(self)
+        return plain_fields(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GpuLog:

@@ -18,15 +18,16 @@ import signal
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tflkit.errors import ModelLoadError, UsageError
-from tflkit.fsio import atomic_output
+from tflkit.fsio import write_atomic
 from tflkit.gpu.log import Adapter, GpuLog, parse_gpu_log
+from tflkit.jsonable import plain
 from tflkit.proc.worker import run_worker
 
 __all__ = [
@@ -131,7 +132,7 @@ class ProbeResult:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         del data["inputs"], data["outputs"], data["output_sets"]
         data["log"] = self.log.to_dict()
-        data["crash_site"] = asdict(self.crash_site) if self.crash_site else None
+        data["crash_site"] = plain(self.crash_site)
         return data
 
     @classmethod
@@ -231,11 +232,6 @@ def _cache_key(sha: str, version: str, options: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _atomic_write(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
-    with atomic_output(path, mode) as f:
-        write(f)
-
-
 def _cache_load(entry: Path) -> ProbeResult | None:
     meta = entry.with_suffix(".json")
     if not meta.is_file():
@@ -254,10 +250,8 @@ def _cache_store(entry: Path, result: ProbeResult, npz: Path | None) -> None:
     """Arrays first, then the JSON that makes the entry visible to readers."""
     if npz is not None and npz.is_file():
         data = npz.read_bytes()
-        _atomic_write(entry.with_suffix(".npz"), lambda f: f.write(data), mode="wb")
-    _atomic_write(
-        entry.with_suffix(".json"), lambda f: json.dump(result.to_json_dict(), f, sort_keys=True)
-    )
+        write_atomic(entry.with_suffix(".npz"), data)
+    write_atomic(entry.with_suffix(".json"), json.dumps(result.to_json_dict(), sort_keys=True))
 
 
 def _load_arrays(npz: Path, state: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:

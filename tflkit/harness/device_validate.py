@@ -25,8 +25,10 @@ from tflkit.delegates.base import Feed, RunResult
 from tflkit.errors import UsageError
 from tflkit.harness.device_runs import RUNNER_OF, device_run_results, runner_name
 from tflkit.harness.protocol import DeviceResult, JobOptions, write_job
-from tflkit.harness.transport import Device, DeviceError, stop_all
+from tflkit.harness.transport import Device, DeviceError
+from tflkit.proc.worker import kill_sessions
 from tflkit.report.validate_report import ValidateReport
+from tflkit.validation.options import InputSetOptions
 
 __all__ = ["DeviceValidateOptions", "device_slug", "device_validate", "run_on_devices"]
 
@@ -34,17 +36,11 @@ Progress = Callable[[str], None]
 
 
 @dataclass
-class DeviceValidateOptions:
+class DeviceValidateOptions(InputSetOptions):
     """What to run where. ``keep`` keeps each device's result folder under that directory."""
 
     backends: Sequence[str] = ("cpu", "gpu_fp16", "gpu_fp32")
     reference: Path | None = None
-    inputs: Path | None = None
-    num_inputs: int = 4
-    seed: int = 0
-    input_kind: str = "realistic"
-    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    signature: str | None = None
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     threads: int | None = None
     warmup_runs: int = 1
@@ -84,7 +80,7 @@ def run_on_devices(
         try:
             outcomes = list(pool.map(one, zip(devices, dests, strict=True)))
         except BaseException:  # Ctrl-C, SIGTERM: stop the transfers so the threads end now
-            stop_all()
+            kill_sessions()
             raise
     errors = [o for o in outcomes if isinstance(o, DeviceError)]
     if errors:
@@ -217,16 +213,11 @@ def device_validate(
                 runners=["cpu"],
                 pairs=_pairs(host, devices, options.backends),
                 reference=options.reference,
-                inputs=options.inputs,
-                num_inputs=options.num_inputs,
-                seed=options.seed,
-                input_kind=options.input_kind,
-                input_shapes=options.input_shapes,
-                signature=options.signature,
                 tolerances=options.tolerances,
                 timeout=options.timeout,
                 progress=progress,
                 extra_runners=runners,
+                **options.input_options(),
             ),
         )
     if fleet.error is not None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.delegates.base import STATUSES  # a backend's status is a runner's: passed on as is
 from tflkit.errors import TflkitError, UsageError
 
 __all__ = [
@@ -44,7 +45,6 @@ RESULT_SCHEMA = "tflkit.device-result/1"
 #: (fp32 with enforce_f32); gpu_delegate: the classic GpuDelegate (Android only).
 BACKENDS = ("cpu", "gpu_fp16", "gpu_fp32", "gpu_delegate")
 DTYPES = ("int8", "uint8", "int16", "int32", "int64", "bool", "float16", "float32")
-STATUSES = ("ok", "unavailable", "compile_error", "run_error", "crashed", "timeout")
 
 
 class ProtocolError(TflkitError):

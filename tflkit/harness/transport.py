@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import tarfile
 import tempfile
@@ -34,6 +32,7 @@ from typing import IO
 
 from tflkit.errors import TflkitError, UsageError
 from tflkit.harness.protocol import DeviceResult, ProtocolError, harness_source, read_result
+from tflkit.proc.worker import own_session
 
 __all__ = [
     "AdbDevice",
@@ -67,19 +66,6 @@ class Completed:
     timed_out: bool
 
 
-_LIVE: set[subprocess.Popen] = set()
-_LIVE_LOCK = threading.Lock()
-
-
-def stop_all() -> None:
-    """Kill every host command still running (their whole sessions): on Ctrl-C or SIGTERM."""
-    with _LIVE_LOCK:
-        live = list(_LIVE)
-    for proc in live:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
 def run_command(
     cmd: Sequence[str],
     *,
@@ -88,53 +74,54 @@ def run_command(
     stdout: IO[bytes] | None = None,
     on_line: Progress | None = None,
 ) -> Completed:
-    """Run a host command in its own session; kill the whole session on timeout.
+    """Run a host command in its own session (:func:`tflkit.proc.worker.own_session`); kill the
+    whole session on timeout.
 
     ``stdout`` sends the output to a file (binary, e.g. a tar stream); otherwise it is collected,
     and each line is passed to ``on_line`` as it arrives.
     """
-    try:
-        proc = subprocess.Popen(
-            list(cmd),
-            stdin=stdin if stdin is not None else subprocess.DEVNULL,
-            stdout=stdout if stdout is not None else subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        raise DeviceError(f"{cmd[0]} is not installed (needed to reach the device)") from None
-    with _LIVE_LOCK:
-        _LIVE.add(proc)
     lines: list[str] = []
     errors: list[bytes] = []
-
-    def read_lines() -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            lines.append(line)
-            if on_line is not None:
-                on_line(line)
-
-    readers = [threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)]
-    if stdout is None:
-        readers.append(threading.Thread(target=read_lines, daemon=True))
-    for reader in readers:
-        reader.start()
+    readers: list[threading.Thread] = []
     timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    finally:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+
+    def join_readers() -> None:
         for reader in readers:
             reader.join(timeout=5)
-        with _LIVE_LOCK:
-            _LIVE.discard(proc)
+
+    with contextlib.ExitStack() as stack:
+        stack.callback(join_readers)  # last: after the session is killed and reaped
+        try:
+            proc = stack.enter_context(
+                own_session(
+                    cmd,
+                    stdin=stdin if stdin is not None else subprocess.DEVNULL,
+                    stdout=stdout if stdout is not None else subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+            )
+        except FileNotFoundError:
+            raise DeviceError(f"{cmd[0]} is not installed (needed to reach the device)") from None
+
+        def read_lines() -> None:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                lines.append(line)
+                if on_line is not None:
+                    on_line(line)
+
+        readers.append(
+            threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
+        )
+        if stdout is None:
+            readers.append(threading.Thread(target=read_lines, daemon=True))
+        for reader in readers:
+            reader.start()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True  # leaving the session kills its group
     err = b"".join(errors).decode("utf-8", "replace")
     return Completed(proc.returncode, "\n".join(lines), err, timed_out)
 
@@ -268,6 +255,13 @@ class ShellDevice(Device):
             raise DeviceError(f"{self.spec}: {what} failed: {self._why(done)}")
         return done
 
+    def _pull_result(self, remote: str, dest: Path, say: Callable[[str], None]) -> DeviceResult:
+        """Pull ``remote``/result into a hidden staging folder, then move it to ``dest`` whole."""
+        say(f"{self.spec}: pulling the result")
+        with _staging(dest) as tmp:
+            self.pull(f"{remote}/result", tmp / "result")
+            return _install(tmp / "result", dest)
+
     def _why(self, done: Completed) -> str:
         return _last_line(done.stderr) or _last_line(done.stdout) or f"exit {done.returncode}"
 
@@ -291,10 +285,7 @@ class ShellDevice(Device):
             )
             done = self.shell(command, timeout=timeout, on_line=_harness_lines(self.spec, progress))
             _check_harness(self.spec, done, timeout, expect_sentinel=True)
-            say(f"{self.spec}: pulling the result")
-            with _staging(dest) as tmp:
-                self.pull(f"{remote}/result", tmp / "result")
-                return _install(tmp / "result", dest)
+            return self._pull_result(remote, dest, say)
         finally:
             with contextlib.suppress(DeviceError):
                 self.shell(f"rm -rf {shlex.quote(remote)}", timeout=30)
@@ -537,10 +528,7 @@ class AdbDevice(ShellDevice):
             if failed or "tflkit-status=ok" not in run.stdout:
                 detail = failed[1] if failed else _last_line(run.stdout)
                 raise DeviceError(f"{self.spec}: the tflkit app failed: {detail}")
-            say(f"{self.spec}: pulling the result")
-            with _staging(dest) as tmp:
-                self.pull(f"{remote}/result", tmp / "result")
-                return _install(tmp / "result", dest)
+            return self._pull_result(remote, dest, say)
         finally:
             with contextlib.suppress(DeviceError):
                 self.shell(f"am force-stop {_ANDROID_PACKAGE}", timeout=30)

@@ -28,6 +28,11 @@ def _format(code: str, count: int) -> struct.Struct:
 class Fields:
     """The field offsets of one table instance."""
 
+    @classmethod
+    def root(cls, buf: Any) -> Fields:
+        """The root table of a flatbuffer."""
+        return cls(buf, _U32(buf, 0)[0])
+
     __slots__ = ("buf", "pos", "slots")
 
     def __init__(self, buf: Any, pos: int) -> None:
@@ -63,6 +68,20 @@ class Fields:
         o = self.offset(slot)
         return _U64(self.buf, self.pos + o)[0] if o else default
 
+    def scalar(self, slot: int, code: str, default: Any = 0) -> Any:
+        """A scalar of ``struct`` format ``code`` (``"f"``, ``"d"``, ``"h"``...)."""
+        o = self.offset(slot)
+        return _format(code, 1).unpack_from(self.buf, self.pos + o)[0] if o else default
+
+    def child(self, slot: int) -> Fields | None:
+        """The fields of a sub-table, or None when absent."""
+        at = self.table(slot)
+        return None if at is None else Fields(self.buf, at)
+
+    def children(self, slot: int) -> list[Fields]:
+        """The fields of each table of a vector-of-tables field (empty when absent)."""
+        return [Fields(self.buf, at) for at in self.table_vector(slot)]
+
     def table(self, slot: int) -> int | None:
         """Position of a sub-table, or None when absent."""
         o = self.offset(slot)
@@ -87,6 +106,14 @@ class Fields:
             return None
         start, count = found
         return _format("i", count).unpack_from(self.buf, start) if count else ()
+
+    def floats(self, slot: int) -> tuple[float, ...] | None:
+        """A float32 vector as a tuple, or None when absent."""
+        found = self.vector(slot)
+        if found is None:
+            return None
+        start, count = found
+        return _format("f", count).unpack_from(self.buf, start) if count else ()
 
     def bools(self, slot: int) -> list[bool] | None:
         found = self.vector(slot)

@@ -72,6 +72,33 @@ class OpCode:
         return cls(schema.BuiltinOperator.CUSTOM, code, version)
 
 
+@dataclass(frozen=True)
+class QuantParams:
+    """A quantized tensor's grid, read once from its ``QuantizationParametersT``: real value =
+    (integer - zero point) * scale, per tensor or per channel along ``axis``."""
+
+    scales: np.ndarray  # float64, one per tensor or per channel
+    zero_points: np.ndarray  # int64, as the file gives them ([0] when it gives none)
+    axis: int
+
+    @property
+    def per_tensor(self) -> tuple[float, int] | None:
+        """(scale, zero point) of a per-tensor grid; None for a per-channel one."""
+        if self.scales.size != 1:
+            return None
+        return float(self.scales[0]), int(self.zero_points[0])
+
+    def broadcast(self, ndim: int) -> tuple[np.ndarray, np.ndarray]:
+        """Scales and zero points (float64) shaped to broadcast over a value of rank ``ndim``."""
+        scale = self.scales
+        zero = self.zero_points.astype(np.float64)
+        if scale.size > 1 and ndim:
+            shape = [1] * ndim
+            shape[self.axis] = -1
+            scale, zero = scale.reshape(shape), zero.reshape(shape)
+        return scale, zero
+
+
 class Buffer:
     """Raw bytes of a constant (or of metadata); ``data`` is a read-only uint8 view or None."""
 
@@ -169,6 +196,24 @@ class Tensor:
     def is_quantized(self) -> bool:
         q = self.quantization
         return q is not None and q.scale is not None and len(q.scale) > 0
+
+    @property
+    def quant_params(self) -> QuantParams | None:
+        """The quantization grid (scales, zero points, axis), or None when not quantized: the
+        one reader of ``quantization`` for code that computes with it."""
+        if not self.is_quantized:
+            return None
+        q = self.quantization
+        scales = np.asarray(q.scale, np.float64).reshape(-1)
+        zeros = q.zeroPoint if q.zeroPoint is not None and len(q.zeroPoint) else [0]
+        zero_points = np.asarray(zeros, np.int64).reshape(-1)
+        return QuantParams(scales, zero_points, int(q.quantizedDimension or 0))
+
+    @property
+    def scale_zero_point(self) -> tuple[float, int] | None:
+        """(scale, zero point) of a per-tensor quantized tensor, else None."""
+        params = self.quant_params
+        return None if params is None else params.per_tensor
 
     @property
     def nbytes(self) -> int | None:

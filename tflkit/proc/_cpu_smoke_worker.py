@@ -4,6 +4,11 @@ Run as ``python -m tflkit.proc._cpu_smoke_worker MODEL``. Prints ``stage: ...`` 
 the parent can say where a native crash happened; exit 0 when every step ran, 1 with a
 ``error: ...`` line when LiteRT raised a Python exception (not a crash: the caller's own run will
 see and report the same exception).
+
+It starts the interpreter itself, the one exception to :mod:`tflkit.delegates.litert_cpu`
+starting every CPU interpreter: ``proc/`` sits below ``delegates/`` (whose runners spawn through
+it), so importing the runner module here would make the two packages import each other. It
+tries the resolvers of the runner's ``"xnnpack"`` and ``"reference"`` kernels in turn.
 """
 
 from __future__ import annotations

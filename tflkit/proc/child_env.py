@@ -18,7 +18,7 @@ __all__ = ["child_env", "project_root"]
 
 def project_root() -> Path:
     """The directory holding the ``tflkit`` package this module was imported from."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]  # tflkit/proc/child_env.py
 
 
 def child_env(base: Mapping[str, str] | None = None) -> dict[str, str]:

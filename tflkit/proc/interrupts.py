@@ -5,21 +5,35 @@ spot, leaving temporary files and worker processes. :func:`exit_on_signals` make
 SIGHUP raise :class:`Interrupted` (a ``KeyboardInterrupt``) instead, so every ``finally`` and
 ``except BaseException`` runs: :mod:`tflkit.fsio` removes its temporary file, and
 :func:`tflkit.proc.worker.run_worker` kills the worker's process group.
+
+The contract of a tflkit process (:func:`run_process`, the ``tflkit`` command): a signal ends
+it with ``128 + signal`` (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP) and one
+"interrupted" line, whenever it arrives after the handlers are installed; never as a death by
+the signal (exit -15). A signal that arrives once the command's result is written (an output
+renamed into place) does not undo that result: the output stays whole, and the exit code still
+says the process was interrupted.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-__all__ = ["Interrupted", "exit_code", "exit_on_signals", "interrupted_by"]
+__all__ = ["Interrupted", "exit_code", "exit_on_signals", "interrupted_by", "run_process"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_EXIT_CODES = frozenset(128 + sig for sig in _SIGNALS)
+#: Every signal the handlers below saw, in order (read by :func:`run_process` on the way out).
+_RECEIVED: list[int] = []
 
 
 class Interrupted(KeyboardInterrupt):
@@ -33,7 +47,19 @@ class Interrupted(KeyboardInterrupt):
 def _raise(signum: int, _frame: FrameType | None) -> None:
     # Every signal raises: ignoring repeats would also ignore the user's second Ctrl-C when
     # the first was swallowed (Python drops exceptions raised in fork hooks or __del__).
+    _RECEIVED.append(signum)
     raise Interrupted(signum)
+
+
+def _note(signum: int, _frame: FrameType | None) -> None:
+    # On the way out (the command has returned): raising would only cut the exit short.
+    _RECEIVED.append(signum)
+
+
+def _install(handler: Callable[[int, FrameType | None], None]) -> None:
+    for sig in _SIGNALS:
+        if signal.getsignal(sig) != signal.SIG_IGN:  # nohup'd: keep ignoring SIGHUP
+            signal.signal(sig, handler)
 
 
 def interrupted_by(exc: BaseException) -> KeyboardInterrupt | None:
@@ -52,16 +78,18 @@ def exit_code(exc: KeyboardInterrupt) -> int:
 
 
 def exit_on_signals(function: F) -> F:
-    """Run ``function`` with SIGINT, SIGTERM and SIGHUP raising :class:`Interrupted`."""
+    """Run ``function`` with SIGINT, SIGTERM and SIGHUP raising :class:`Interrupted`.
+
+    The previous handlers come back when it returns: this is for a call inside a process that
+    goes on (a test calling the CLI's ``main``); a whole process uses :func:`run_process`.
+    """
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if threading.current_thread() is not threading.main_thread():
             return function(*args, **kwargs)
         previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
-        for sig in _SIGNALS:
-            if previous[sig] != signal.SIG_IGN:  # nohup'd: keep ignoring SIGHUP
-                signal.signal(sig, _raise)
+        _install(_raise)
         try:
             return function(*args, **kwargs)
         finally:
@@ -69,3 +97,54 @@ def exit_on_signals(function: F) -> F:
                 signal.signal(sig, handler)
 
     return wrapper  # type: ignore[return-value]
+
+
+def run_process(
+    command: Callable[[], int], interrupted: Callable[[KeyboardInterrupt], int]
+) -> NoReturn:
+    """Run ``command`` as the whole process and end the process with its exit code.
+
+    From here until the process is gone, SIGINT, SIGTERM and SIGHUP never kill it: while
+    ``command`` runs they raise :class:`Interrupted`; an interrupt that escapes it goes to
+    ``interrupted`` (which says so and returns the exit code). Once it has returned, a signal is
+    only noted, and when no interrupt was reported yet, ``interrupted`` reports it: exit 128 +
+    signal, with the result ``command`` wrote left whole.
+
+    The process leaves through ``os._exit`` after doing Python's exit work itself (threads
+    joined, ``atexit`` callbacks, stdout and stderr flushed, in the interpreter's order):
+    Python's own shutdown puts the default handlers back part-way through, where a SIGTERM
+    would kill the process (exit -15) after the result was written and the exit code chosen.
+    A signal noted while the flush waits on a slow reader counts; one that arrives after the
+    last look, while the process is already ending, cannot change its exit code.
+    """
+    _RECEIVED.clear()
+    _install(_raise)
+    try:
+        try:
+            code = command()
+        finally:
+            _install(_note)
+    except KeyboardInterrupt as exc:
+        _install(_note)
+        code = interrupted(exc)
+    _python_exit_work()
+    _flush(sys.stdout)
+    if _RECEIVED and code not in _EXIT_CODES:  # a late signal, or one a __del__ swallowed
+        code = interrupted(Interrupted(_RECEIVED[0]))
+    _flush(sys.stderr)
+    os._exit(code)
+
+
+def _python_exit_work() -> None:
+    """What the interpreter does on exit before it finalizes: join the non-daemon threads (and
+    run ``threading``'s exit hooks), then the ``atexit`` callbacks (temporary directories still
+    open, logging). Both are private hooks of CPython, also used by ``multiprocessing``."""
+    for name, module in (("_shutdown", threading), ("_run_exitfuncs", atexit)):
+        hook = getattr(module, name, None)
+        if hook is not None:
+            hook()
+
+
+def _flush(stream: Any) -> None:
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # closed, or a gone reader
+        stream.flush()

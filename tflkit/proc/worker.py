@@ -5,6 +5,13 @@ stderr (where the native runtime logs) come back as one text. Nothing outlives t
 timeout and on an exception in the parent (Ctrl-C, the CLI's SIGTERM exit) the child's whole
 process group is killed before it is reaped. (No ``preexec_fn``: it would make every spawn run
 Python's fork hooks, where an interrupt is silently dropped.)
+
+:func:`own_session` is the one place that does this: a ``Popen`` in a session of its own, whose
+whole group is killed (and the leader reaped) when the ``with`` block ends with the child still
+running, whether by a timeout, an error or an interrupt. :func:`run_worker` is its one-shot use;
+streaming callers (the device transports, the converter environment builds) use it directly.
+:func:`kill_sessions` kills every such session still open, for an interrupt that reaches the main
+thread while other threads wait on their children.
 """
 
 from __future__ import annotations
@@ -13,10 +20,17 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+__all__ = ["WorkerExit", "kill_group", "kill_sessions", "own_session", "run_worker"]
+
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -40,31 +54,56 @@ class WorkerExit:
         return lines[-1] if lines else ""
 
 
+@contextlib.contextmanager
+def own_session(cmd: Sequence[str], **popen_kwargs: Any) -> Iterator[subprocess.Popen]:
+    """``Popen(cmd, **popen_kwargs)`` in a session of its own; its group dies with the block.
+
+    When the block ends (normally, by an exception, or by an interrupt) with the child still
+    running, its whole process group is killed; the child is always reaped. Spawn errors
+    (``FileNotFoundError`` for a missing program) are raised on entering the block.
+    """
+    proc = subprocess.Popen(list(cmd), start_new_session=True, **popen_kwargs)
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
+    try:
+        yield proc
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
+            running = proc.poll() is None
+        if running:
+            kill_group(proc.pid)
+        proc.wait()
+
+
+def kill_sessions() -> None:
+    """SIGKILL every :func:`own_session` still open, from any thread (on Ctrl-C or SIGTERM)."""
+    with _LIVE_LOCK:
+        for proc in list(_LIVE):
+            if proc.returncode is None:
+                kill_group(proc.pid)
+
+
 def run_worker(cmd: Sequence[str], *, cwd: str | Path, timeout: float) -> WorkerExit:
     """Run ``cmd`` with the GPU child environment; kill its whole session after ``timeout``."""
     from tflkit.proc.child_env import child_env
 
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        list(cmd),
+    timed_out = False
+    with own_session(
+        cmd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=child_env(),
         cwd=cwd,
-        start_new_session=True,
-    )
-    timed_out = False
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(proc.pid)
-        out, _ = proc.communicate()
-    except BaseException:  # interrupted: take the worker and its children down with us
-        kill_group(proc.pid)
-        proc.wait()
-        raise
+    ) as proc:
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc.pid)
+            out, _ = proc.communicate()
     return WorkerExit(
         out.decode("utf-8", "replace"), proc.returncode, timed_out, time.perf_counter() - start
     )

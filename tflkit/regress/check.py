@@ -192,7 +192,7 @@ def _changes(
 
 def _interface_mismatch(model: Any, manifest: Mapping[str, Any]) -> str | None:
     """Why the recorded inputs no longer fit the model (names, dtypes, shapes), or None."""
-    from tflkit.validation.inputs import entry_point
+    from tflkit.ir.entry import entry_point
 
     try:
         _, _, inputs, _ = entry_point(model, manifest["signature"])

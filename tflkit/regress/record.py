@@ -25,6 +25,7 @@ import numpy as np
 from tflkit.compare.tolerances import DEFAULTS, Tolerance, precision_of
 from tflkit.errors import UsageError
 from tflkit.regress.baseline import BASELINE_SCHEMA, Baseline
+from tflkit.validation.options import InputSetOptions
 
 if TYPE_CHECKING:
     from tflkit.report.validate_report import ValidateReport
@@ -36,15 +37,11 @@ _STORED = ("rtol", "atol", "min_cosine")
 
 
 @dataclass
-class RecordOptions:
-    """What to record. ``tolerances`` keys: "all", "fp16", "fp32" or a runner name."""
+class RecordOptions(InputSetOptions):
+    """What to record, on which inputs (realistic by default, what validate feeds).
+    ``tolerances`` keys: "all", "fp16", "fp32" or a runner name."""
 
     runners: Sequence[str] = ()
-    inputs: Path | None = None
-    num_inputs: int = 4
-    seed: int = 0
-    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    signature: str | None = None
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     probe: bool = True
     target: str | None = None
@@ -140,16 +137,16 @@ def run_models(
     with tempfile.TemporaryDirectory(prefix="tflkit-regress-") as tmp:
         path = Path(tmp) / "inputs.npz"
         path.write_bytes(npz_bytes(arrays))
-        wanted = {
-            "runners": list(runners),
-            "inputs": path,
-            "signature": signature,
-            "input_shapes": dict(input_shapes),
-            "delegate": delegate,
-            "timeout": timeout,
-            "calibrate": False,  # regress compares each runner with itself, not runner pairs
-        }
-        return validate(model_path, ValidateOptions(**_supported(ValidateOptions, wanted)))
+        options = ValidateOptions(
+            runners=list(runners),
+            inputs=path,
+            signature=signature,
+            input_shapes=dict(input_shapes),
+            delegate=delegate,
+            timeout=timeout,
+            calibrate=False,  # regress compares each runner with itself, not runner pairs
+        )
+        return validate(model_path, options)
 
 
 def output_specs(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -170,22 +167,6 @@ def output_specs(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return specs
-
-
-def _supported(target: Any, wanted: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments ``target`` (a dataclass or a function) takes.
-
-    ``validate``'s options and ``make_input_sets`` grow while the realistic inputs and the
-    calibrated verdicts land; regress asks for them (realistic inputs, no calibration) and works
-    with or without.
-    """
-    import inspect
-
-    if hasattr(target, "__dataclass_fields__"):
-        names = set(target.__dataclass_fields__)
-    else:
-        names = set(inspect.signature(target).parameters)
-    return {k: v for k, v in wanted.items() if k in names}
 
 
 def _executed(executed: Mapping[str, Any]) -> dict[str, Any]:
@@ -239,7 +220,6 @@ def record(
     from tflkit import ir
     from tflkit.ir.entry import entry_point
     from tflkit.regress.residency import snapshot
-    from tflkit.validation.inputs import make_input_sets
 
     options = options or RecordOptions()
     path = Path(model_path)
@@ -248,15 +228,7 @@ def record(
     model = ir.load(data, label=label)
     key, _, _, outs = entry_point(model, options.signature)
     if feeds is None:
-        wanted = {
-            "signature": options.signature,
-            "source": options.inputs,
-            "count": options.num_inputs,
-            "seed": options.seed,
-            "shapes": options.input_shapes,
-            "kind": "realistic",  # what validate feeds by default
-        }
-        sets = make_input_sets(model, **_supported(make_input_sets, wanted))
+        sets = options.make_sets(model)
         feeds = sets.feeds
         source = (
             f"file:{options.inputs.name}"

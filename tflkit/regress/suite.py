@@ -22,13 +22,14 @@ import json
 import os
 import sys
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tflkit.errors import UsageError
+from tflkit.jsonable import dumps
 from tflkit.report.regress_report import ModelResult, RegressReport
 
 __all__ = ["Suite", "SuiteModel", "check_entry", "load_suite", "record_entry", "run_suite"]
@@ -237,9 +238,8 @@ def _main(argv: Sequence[str]) -> int:
         result = check_entry(entry)
     else:
         result = record_entry(entry, force=mode == "record-force")
-    payload: Mapping[str, Any] = result.to_json()
     sys.stdout.flush()
-    print(_RESULT_PREFIX + json.dumps(payload, default=str), flush=True)
+    print(_RESULT_PREFIX + dumps(result, indent=None), flush=True)
     return 0
 
 

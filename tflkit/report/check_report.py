@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tflkit.report.plain import plain
+from tflkit.jsonable import plain_fields
 
 CHECK_SCHEMA = "tflkit.check/2"
 
@@ -205,7 +205,7 @@ class CheckReport:
         return [op for op in self.ops if not op.on_gpu]
 
     def to_json(self) -> dict[str, Any]:
-        data = plain(self)
+        data = plain_fields(self)
         data["cpu_ops"] = self.cpu_ops
         data["gpu_flops_share"] = self.flops_gpu / self.flops_total if self.flops_total else None
         for op, entry in zip(self.ops, data["ops"], strict=True):

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from tflkit.fsio import write_atomic
+from tflkit.jsonable import dumps, plain_fields
 
-__all__ = ["SCHEMA", "ConvertReport", "CpuOnlyOp", "PipelineStage", "render_convert", "write_json"]
+__all__ = [
+    "SCHEMA",
+    "ConvertReport",
+    "CpuOnlyOp",
+    "PipelineStage",
+    "converter_env_line",
+    "converter_env_lines",
+    "render_convert",
+    "write_json",
+]
 
 SCHEMA = "tflkit.convert/1"
 
@@ -79,12 +89,12 @@ class ConvertReport:
         return next(s for s in self.stages if s.name == name)
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, **asdict(self)}
+        return {"schema": SCHEMA, **plain_fields(self)}
 
 
 def write_json(report: ConvertReport, path: str | os.PathLike[str]) -> Path:
     """Write the report as JSON atomically."""
-    return write_atomic(path, json.dumps(report.to_json(), indent=2, default=str) + "\n")
+    return write_atomic(path, dumps(report) + "\n")
 
 
 def _shape(entry: dict[str, Any]) -> str:
@@ -141,3 +151,36 @@ def render_convert(report: ConvertReport, console: Console) -> None:
         console.print(
             f"[bold {color}]{report.verdict}[/bold {color}]  report: {report.report_path}"
         )
+
+
+# --- tflkit converters ---------------------------------------------------------------------------
+
+
+def converter_env_line(env: Any) -> str:
+    """One converter environment (:class:`tflkit.converters.envs.ConverterEnv`): route, path,
+    packages, Python, size, build time."""
+    record = env.record
+    size = record.get("size_bytes", 0) / 1e6
+    return (
+        f"{env.route}: {env.path}  ({' '.join(record.get('packages', []))}; Python "
+        f"{record.get('python')}; {size:.0f} MB; built in {record.get('install_seconds')} s)"
+    )
+
+
+def converter_env_lines(
+    directory: Any, routes: Mapping[str, Sequence[Any]], current: Mapping[str, Any], envs: Any
+) -> list[str]:
+    """``tflkit converters list``: per route its environment (``current``) or what it needs
+    (``routes``: the specs), then the environments built (``envs``) no route uses any more."""
+    in_use = {env.path for env in current.values() if env is not None}
+    lines = [f"converter environments in {directory}"]
+    for route, specs in routes.items():
+        env = current[route]
+        if env is not None:
+            lines.append("  " + converter_env_line(env))
+        else:
+            wanted = "; ".join(f"{' '.join(s.packages)} on Python {s.pythons}" for s in specs)
+            lines.append(f"  {route}: not built yet ({wanted}); built on first use or by install")
+    for env in (e for e in envs if e.path not in in_use):
+        lines.append(f"  not used by this tflkit (older pins; safe to delete): {env.path}")
+    return lines

@@ -15,7 +15,7 @@ from typing import Any
 from tflkit.compare.comparator import OutputComparison, PairComparison
 from tflkit.compare.divergence import Localization
 from tflkit.fsio import write_atomic
-from tflkit.report.validate_report import ValidateReport
+from tflkit.report.validate_report import ValidateReport, fmt
 
 __all__ = ["render_html", "write_html"]
 
@@ -47,19 +47,8 @@ def _e(value: Any) -> str:
 
 
 def _num(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return f"{value:.6g}"
+    """Integers as they are, other numbers to 6 significant digits (:func:`fmt`)."""
+    return str(value) if isinstance(value, int) else fmt(value, 6)
 
 
 def _verdict(verdict: str) -> str:

@@ -5,8 +5,10 @@ JSON schema ``tflkit.inspect/1`` is documented in ``docs/json.md``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from tflkit.jsonable import plain_fields
 
 INSPECT_SCHEMA = "tflkit.inspect/1"
 
@@ -79,4 +81,4 @@ class InspectReport:
         return sum(self.op_histogram.values())
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": INSPECT_SCHEMA, **asdict(self)}
+        return {"schema": INSPECT_SCHEMA, **plain_fields(self)}

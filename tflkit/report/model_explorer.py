@@ -8,7 +8,6 @@ tensor name, which Model Explorer matches against the node's output tensor names
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tflkit.fsio import write_atomic
 from tflkit.ir import Model, Op, Subgraph
+from tflkit.jsonable import dumps, plain
 
 if TYPE_CHECKING:
     from tflkit.report.check_report import CheckReport
@@ -30,7 +30,7 @@ class NodeValue:
     text_color: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        result: dict[str, Any] = {"value": self.value}
+        result: dict[str, Any] = {"value": plain(self.value)}
         if self.bg_color:
             result["bgColor"] = self.bg_color
         if self.text_color:
@@ -71,7 +71,7 @@ def node_data(
 
 def write_node_data(path: str | Path, data: Mapping[str, Any]) -> Path:
     """Write node data JSON atomically."""
-    return write_atomic(path, [json.dumps(data, indent=2).encode()])
+    return write_atomic(path, [dumps(data).encode()])
 
 
 GPU_COLOR = "#c8e6c9"

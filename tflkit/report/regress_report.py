@@ -9,20 +9,23 @@ pull-request comment.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
 from tflkit.fsio import write_atomic
+from tflkit.jsonable import plain, plain_fields
 
 __all__ = [
     "REGRESS_SCHEMA",
     "Case",
     "ModelResult",
     "RegressReport",
+    "record_lines",
     "render_markdown",
     "render_terminal",
+    "suite_record_lines",
     "write_junit",
     "write_text_atomic",
 ]
@@ -70,7 +73,7 @@ class ModelResult:
         return cls(**data)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = plain_fields(self)
         data["counts"] = {
             s: sum(1 for c in self.cases if c.status == s) for s in ("pass", "fail", "skipped")
         }
@@ -94,12 +97,14 @@ class RegressReport:
         return {"pass": 0, "fail": 1}.get(self.verdict, 2)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": REGRESS_SCHEMA,
-            "suite": self.suite,
-            "verdict": self.verdict,
-            "models": [m.to_json() for m in self.models],
-        }
+        return plain(
+            {
+                "schema": REGRESS_SCHEMA,
+                "suite": self.suite,
+                "verdict": self.verdict,
+                "models": self.models,
+            }
+        )
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -136,6 +141,32 @@ def render_terminal(report: RegressReport, console: Any) -> None:
     if len(report.models) > 1:
         failed = sum(1 for m in report.models if m.verdict != "pass")
         console.print(f"{len(report.models) - failed}/{len(report.models)} models pass")
+
+
+def record_lines(model: str | os.PathLike[str], path: Path, manifest: dict[str, Any]) -> list[str]:
+    """What ``regress record`` prints for one model: where the baseline went, each runner's
+    status and outputs kept, the GPU residency recorded."""
+    residency = manifest["residency"]
+    static = residency["static"]
+    line = f"{static['gpu_ops']}/{static['total_ops']} ops on the GPU (static)"
+    if residency["probe"] is not None:
+        p = residency["probe"]
+        line += f"; probe {p['status']}: {p['ops_on_gpu']} on GPU, {p['ops_on_cpu']} on CPU"
+    lines = [f"recorded {Path(model).name} -> {path}"]
+    for name, entry in manifest["runners"].items():
+        state = "ok" if entry["status"] == "ok" else f"{entry['status']}: {entry['error']}"
+        lines.append(f"  {name}: {state}; {len(entry['outputs'])} output(s) kept")
+    lines.append(f"  {line}")
+    return lines
+
+
+def suite_record_lines(report: RegressReport) -> list[str]:
+    """What ``regress record --suite`` prints: per model, its baseline and what changed."""
+    return [
+        f"{Path(result.model).name} -> {result.baseline}: "
+        + (f"error: {result.error}" if result.error else "; ".join(result.changes))
+        for result in report.models
+    ]
 
 
 def _junit_tree(report: RegressReport) -> ET.Element:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from tflkit.gpu.probe import ProbeResult
+from tflkit.jsonable import plain_fields
 from tflkit.report.check_report import CheckReport
 
 REWRITE_SCHEMA = "tflkit.rewrite/1"
@@ -104,7 +105,7 @@ class RewriteReport:
     rule_lines: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = plain_fields(self)
         del data["rule_lines"]
         records = data.pop("rule_records")
         return {"schema": REWRITE_SCHEMA, **data, **records}

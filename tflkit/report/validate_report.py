@@ -13,6 +13,7 @@ from rich.table import Table
 from tflkit.compare.comparator import PairComparison
 from tflkit.compare.divergence import Localization
 from tflkit.delegates.base import RunResult
+from tflkit.jsonable import plain
 
 __all__ = ["SCHEMA", "ValidateReport", "render_terminal"]
 
@@ -59,25 +60,27 @@ class ValidateReport:
         return next(p for p in self.pairs if p.key == key)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "model": self.model,
-            "model_sha256": self.model_sha256,
-            "signature": self.signature,
-            "verdict": self.verdict,
-            "findings": self.findings,
-            "unverified": self.unverified,
-            "not_meaningful": self.not_meaningful,
-            "notes": self.notes,
-            "sensitivity": self.sensitivity,
-            "inputs": self.inputs,
-            "outputs": self.outputs,
-            "runners": [r.to_json() for r in self.runners],
-            "comparisons": [p.to_json() for p in self.pairs],
-            "localization": self.localization.to_json() if self.localization else None,
-            "reference_bundle": self.reference_bundle,
-            "wall_seconds": self.wall_seconds,
-        }
+        return plain(
+            {
+                "schema": SCHEMA,
+                "model": self.model,
+                "model_sha256": self.model_sha256,
+                "signature": self.signature,
+                "verdict": self.verdict,
+                "findings": self.findings,
+                "unverified": self.unverified,
+                "not_meaningful": self.not_meaningful,
+                "notes": self.notes,
+                "sensitivity": self.sensitivity,
+                "inputs": self.inputs,
+                "outputs": self.outputs,
+                "runners": self.runners,
+                "comparisons": self.pairs,
+                "localization": self.localization,
+                "reference_bundle": self.reference_bundle,
+                "wall_seconds": self.wall_seconds,
+            }
+        )
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -233,7 +236,6 @@ def write_model_explorer(report: ValidateReport, path: Any) -> Any:
         if op.isolated is None:
             continue
         score = op.isolated.score
-        shown: float | str = score if math.isfinite(score) else "inf"
         colour = "#d62728" if score > loc.threshold else "#2ca02c"
-        values[model.main.ops[op.op_index]] = NodeValue(shown, bg_color=colour)
+        values[model.main.ops[op.op_index]] = NodeValue(score, bg_color=colour)
     return write_node_data(path, node_data(model, values))

@@ -116,32 +116,17 @@ def _quant(scale: float, zero_point: int) -> Any:
 
 def _activation_ranges(model: ir.Model, seeds: Sequence[int]) -> dict[str, tuple[float, float]]:
     """Min and max of every float tensor over seeded runs on the CPU interpreter."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from tflkit.delegates.litert_cpu import capture
 
-    from tflkit.rewriter.verify import random_inputs
-
-    interpreter = Interpreter(
-        model_content=ir.dumps(model),
-        experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
-        experimental_preserve_all_tensors=True,
-    )
-    interpreter.allocate_tensors()
-    details = interpreter.get_input_details()
+    data = ir.dumps(model)
+    names = {t.index: t.name for t in ir.load(data).main.tensors}
     ranges: dict[str, tuple[float, float]] = {}
     for seed in seeds:
-        for detail, array in zip(details, random_inputs(details, seed), strict=True):
-            interpreter.set_tensor(detail["index"], array)
-        interpreter.invoke()
-        for tensor in interpreter.get_tensor_details():
-            if tensor["dtype"] != np.float32:
+        for index, value in capture(data, fill="random", seed=seed).items():
+            if value.dtype != np.float32 or not value.size or index not in names:
                 continue
-            try:
-                data = interpreter.get_tensor(tensor["index"])
-            except ValueError:
-                continue
-            if data.size:
-                low, high = ranges.get(tensor["name"], (0.0, 0.0))
-                ranges[tensor["name"]] = (min(low, float(data.min())), max(high, float(data.max())))
+            low, high = ranges.get(names[index], (0.0, 0.0))
+            ranges[names[index]] = (min(low, float(value.min())), max(high, float(value.max())))
     return ranges
 
 

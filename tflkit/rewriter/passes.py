@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Subgraph
+from tflkit.jsonable import plain_fields
 from tflkit.rewriter.rule import Rule
 
 #: Maps ``id(op)`` to the target's rejection reasons for that op (ops absent: accepted).
@@ -98,12 +99,7 @@ class PassResult:
         ]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "fired": [asdict(f) for f in self.fired],
-            "skipped": [asdict(s) for s in self.skipped],
-            "sweeps": self.sweeps,
-            "converged": self.converged,
-        }
+        return plain_fields(self)
 
 
 def run_passes(

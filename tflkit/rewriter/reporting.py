@@ -3,12 +3,12 @@ histograms, residency before and after (static, and probed when given), verifica
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from tflkit import ir
 from tflkit.compat.check import check_model
 from tflkit.gpu.probe import ProbeResult
+from tflkit.jsonable import plain
 from tflkit.report.rewrite_report import Residency, RewriteReport, StaticResidency
 from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.run import RewriteOutcome, histogram
@@ -52,8 +52,8 @@ def build_report(
         written=written,
         rules=outcome.rules_used,
         gated_by_checker=outcome.gated_by_checker,
-        fired=[asdict(f) for f in outcome.passes.fired],
-        not_fired=[asdict(s) for s in outcome.passes.skipped],
+        fired=plain(outcome.passes.fired),
+        not_fired=plain(outcome.passes.skipped),
         converged=outcome.passes.converged,
         contract=outcome.contract.describe(),
         verification=None if v is None else v.to_json(),

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-
 from tflkit import ir
 from tflkit.errors import UsageError
 from tflkit.ir.graph import Model, Tensor
@@ -57,26 +55,8 @@ def _computed_shapes(
     model: Model, targets: dict[int, list[int]], seed: int | None
 ) -> dict[int, list[int]]:
     """Tensor index -> shape after one CPU invocation (zeros, or seeded values) at ``targets``."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from tflkit.delegates.litert_cpu import computed_shapes
 
-    from tflkit.rewriter.verify import random_inputs
-
-    interpreter = Interpreter(
-        model_content=ir.dumps(model),
-        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-    )
-    details = interpreter.get_input_details()
-    for position, tensor in enumerate(model.main.inputs):
-        dims = targets.get(id(tensor))
-        if dims is not None:
-            interpreter.resize_tensor_input(details[position]["index"], dims, strict=True)
-    interpreter.allocate_tensors()
-    details = interpreter.get_input_details()
-    if seed is None:
-        arrays = [np.zeros(d["shape"], d["dtype"]) for d in details]
-    else:
-        arrays = random_inputs(details, seed)
-    for detail, array in zip(details, arrays, strict=True):
-        interpreter.set_tensor(detail["index"], array)
-    interpreter.invoke()
-    return {d["index"]: [int(x) for x in d["shape"]] for d in interpreter.get_tensor_details()}
+    shapes = {t.index: targets[id(t)] for t in model.main.inputs if id(t) in targets}
+    fill = "zeros" if seed is None else "random"
+    return computed_shapes(ir.dumps(model), shapes, fill=fill, seed=seed or 0)

@@ -9,13 +9,14 @@ else. Outputs are matched by name (rewrites keep output tensor names) and judged
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tflkit.errors import UsageError
-from tflkit.rewriter.rule import Contract
+from tflkit.delegates.litert_cpu import run_once
+from tflkit.jsonable import plain_fields
+from tflkit.rewriter.contract import Contract
 
 Shapes = Mapping[str, Sequence[int]]
 
@@ -45,24 +46,7 @@ class Verification:
     problem: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def random_inputs(details: Sequence[dict[str, Any]], seed: int) -> list[np.ndarray]:
-    """Seeded inputs for each input detail: normal floats, small non-negative integers."""
-    rng = np.random.default_rng(seed)
-    arrays = []
-    for detail in details:
-        shape, dtype = tuple(int(d) for d in detail["shape"]), np.dtype(detail["dtype"])
-        if dtype.kind == "f":
-            arrays.append(rng.standard_normal(shape).astype(dtype))
-        elif dtype.kind == "b":
-            arrays.append(rng.integers(0, 2, shape).astype(dtype))
-        elif dtype.kind in "iu":
-            arrays.append(rng.integers(0, 4, shape).astype(dtype))
-        else:
-            raise UsageError(f"cannot make a random input of type {dtype} for {detail['name']!r}")
-    return arrays
+        return plain_fields(self)
 
 
 def run_cpu(
@@ -72,36 +56,19 @@ def run_cpu(
     seed: int = 0,
     input_shapes: Shapes | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Run ``model`` once on the CPU interpreter; returns (inputs, outputs) by tensor name."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    interpreter = Interpreter(
-        model_content=model,
-        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+    """Run ``model`` once on the CPU interpreter (builtin kernels, no default delegate);
+    returns (inputs, outputs) by tensor name. Without ``inputs``, seeded random ones
+    (:mod:`tflkit.ir.feeds`)."""
+    run = run_once(
+        model,
+        inputs,
+        kernels="builtin",
+        shapes=input_shapes,
+        fill="random" if inputs is None else None,
+        seed=seed,
+        cast=True,
     )
-    details = interpreter.get_input_details()
-    shapes = dict(input_shapes or {})
-    if inputs is not None:
-        shapes.update({name: np.shape(value) for name, value in inputs.items()})
-    for detail in details:
-        if detail["name"] in shapes:
-            interpreter.resize_tensor_input(detail["index"], list(shapes[detail["name"]]))
-    interpreter.allocate_tensors()
-    details = interpreter.get_input_details()
-    if inputs is None:
-        arrays = random_inputs(details, seed)
-    else:
-        missing = [d["name"] for d in details if d["name"] not in inputs]
-        if missing:
-            raise UsageError(f"no value given for model inputs {missing}")
-        arrays = [np.asarray(inputs[d["name"]], dtype=d["dtype"]) for d in details]
-    for detail, array in zip(details, arrays, strict=True):
-        interpreter.set_tensor(detail["index"], array)
-    interpreter.invoke()
-    outputs = {
-        d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()
-    }
-    return {d["name"]: a for d, a in zip(details, arrays, strict=True)}, outputs
+    return run.inputs, run.outputs
 
 
 def compare(name: str, old: np.ndarray, new: np.ndarray, contract: Contract) -> OutputCheck:
@@ -147,24 +114,38 @@ def verify(
             verdict.ok = False
             verdict.problem = (
                 "the original model does not run on the CPU interpreter, so there is nothing "
-                f"to verify the rewrite against ({_first_line(exc)})"
+                f"to verify the rewrite against ({first_line(exc)})"
             )
             return verdict
         try:
             _, new_out = run_cpu(rewritten, fed)
         except (RuntimeError, ValueError) as exc:
             verdict.ok = False
-            verdict.problem = f"the rewritten model does not run on the CPU ({_first_line(exc)})"
+            verdict.problem = f"the rewritten model does not run on the CPU ({first_line(exc)})"
             return verdict
-        if set(old_out) != set(new_out):
-            verdict.ok = False
-            verdict.problem = f"output names changed: {sorted(old_out)} -> {sorted(new_out)}"
+        if not judge(verdict, worst, old_out, new_out, contract):
             return verdict
-        _keep_worst(worst, old_out, new_out, contract)
-    return _conclude(verdict, worst, f"({contract.describe()})")
+    return conclude(verdict, worst, f"({contract.describe()})")
 
 
-def _keep_worst(
+def judge(
+    verdict: Verification,
+    worst: dict[str, OutputCheck],
+    expected: dict[str, np.ndarray],
+    actual: dict[str, np.ndarray],
+    contract: Contract,
+) -> bool:
+    """Judge one run's outputs (:func:`keep_worst`); False, with ``verdict`` failed, when the
+    rewrite changed the output names."""
+    if set(expected) != set(actual):
+        verdict.ok = False
+        verdict.problem = f"output names changed: {sorted(expected)} -> {sorted(actual)}"
+        return False
+    keep_worst(worst, expected, actual, contract)
+    return True
+
+
+def keep_worst(
     worst: dict[str, OutputCheck],
     expected: dict[str, np.ndarray],
     actual: dict[str, np.ndarray],
@@ -178,7 +159,7 @@ def _keep_worst(
             worst[name] = check
 
 
-def _conclude(verdict: Verification, worst: dict[str, OutputCheck], where: str) -> Verification:
+def conclude(verdict: Verification, worst: dict[str, OutputCheck], where: str) -> Verification:
     """Fill ``verdict`` from the worst check per output; ``where`` ends the problem sentence."""
     verdict.outputs = list(worst.values())
     verdict.ok = all(c.ok for c in verdict.outputs)
@@ -188,65 +169,6 @@ def _conclude(verdict: Verification, worst: dict[str, OutputCheck], where: str) 
     return verdict
 
 
-def _first_line(exc: Exception) -> str:
+def first_line(exc: Exception) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
-
-
-def verify_sequence(
-    original: bytes,
-    rewritten: bytes,
-    contract: Contract,
-    *,
-    steps: int = 24,
-    seed: int = 0,
-) -> Verification:
-    """Run the stateful original and its explicit-state rewrite side by side over ``steps``.
-
-    The original keeps its state in resource variables inside one interpreter; the rewrite gets
-    each state input from the previous step's state output (the initial value on step one),
-    following the plan stored in its metadata. Every regular output is judged against
-    ``contract`` at every step; the worst step per output is reported.
-    """
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    from tflkit import ir
-    from tflkit.rewriter.rules.streaming import initial_state, read_plan
-
-    plan = read_plan(ir.load(rewritten)) or []
-    verdict = Verification(True, f"{contract.describe()} at each of {steps} steps", [seed], False)
-    resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-    try:
-        old = Interpreter(model_content=original, experimental_op_resolver_type=resolver)
-        old.allocate_tensors()
-    except (RuntimeError, ValueError) as exc:
-        verdict.ok = False
-        verdict.problem = f"the original model does not run on the CPU ({_first_line(exc)})"
-        return verdict
-    old_in = old.get_input_details()
-    state = {b.input: initial_state(b) for b in plan}
-    next_of = {b.output: b.input for b in plan if b.output is not None}
-    rng_seeds = range(seed, seed + steps)
-    worst: dict[str, OutputCheck] = {}
-    for step, step_seed in enumerate(rng_seeds):
-        arrays = random_inputs(old_in, step_seed)
-        for detail, array in zip(old_in, arrays, strict=True):
-            old.set_tensor(detail["index"], array)
-        old.invoke()
-        old_out = {d["name"]: old.get_tensor(d["index"]) for d in old.get_output_details()}
-        feed = {d["name"]: a for d, a in zip(old_in, arrays, strict=True)}
-        feed.update(state)
-        try:
-            _, new_out = run_cpu(rewritten, feed)
-        except (RuntimeError, ValueError, UsageError) as exc:
-            verdict.ok = False
-            verdict.problem = f"step {step}: the rewritten model does not run ({_first_line(exc)})"
-            return verdict
-        state.update({next_of[name]: value for name, value in new_out.items() if name in next_of})
-        regular = {k: v for k, v in new_out.items() if k not in next_of}
-        if set(regular) != set(old_out):
-            verdict.ok = False
-            verdict.problem = f"output names changed: {sorted(old_out)} -> {sorted(regular)}"
-            return verdict
-        _keep_worst(worst, old_out, regular, contract)
-    return _conclude(verdict, worst, f"within {steps} steps")

@@ -36,23 +36,22 @@ after a culprit.
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tflkit import ir
+from tflkit.compare.divergence import Divergence, Localization, OpError, divergence, merge
 from tflkit.delegates.fp16_emulation import round_fp16, round_model_constants
+from tflkit.delegates.litert_cpu import capture, run_once
 from tflkit.gpu.probe import probe, run_jobs
 
 __all__ = [
     "FP16_MAX",
     "FP16_MIN_NORMAL",
-    "Localization",
-    "OpError",
     "capture_cpu",
     "dequantize",
     "localize",
@@ -64,201 +63,32 @@ FP16_MIN_NORMAL = 6.103515625e-05
 FP16_MIN_SUBNORMAL = 5.960464477539063e-08
 
 
-@dataclass
-class Divergence:
-    """GPU vs CPU on one op's outputs: ``score = max_abs / peak`` (inf for new non-finite)."""
-
-    max_abs: float
-    peak: float
-    score: float
-    new_nonfinite: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "max_abs": _num(self.max_abs),
-            "peak": _num(self.peak),
-            "score": _num(self.score),
-            "new_nonfinite": self.new_nonfinite,
-        }
-
-
-@dataclass
-class OpError:
-    """One op of the main subgraph, its isolated and accumulated error and its fp16 hazards."""
-
-    op_index: int
-    op_type: str
-    outputs: list[str]
-    status: str = "ok"
-    error: str | None = None
-    fully_accelerated: bool | None = None
-    isolated: Divergence | None = None
-    accumulated: Divergence | None = None
-    overflow: int = 0
-    underflow: int = 0
-    flushed: int = 0
-    cpu_max_abs: float = 0.0
-    inherited: bool = False
-    #: against a ``.tflite`` reference: an input's reference values leave this model's grid
-    #: (clipped when put on it), so the op's isolated error is partly inherited
-    off_grid: bool = False
-
-    @property
-    def own_fault(self) -> bool:
-        """Its own outputs leave the fp16 range, or it makes inf/NaN from representable inputs."""
-        if self.inherited:
-            return False
-        return bool(self.overflow) or (
-            self.isolated is not None and self.isolated.new_nonfinite > 0
-        )
-
-    @property
-    def score(self) -> float:
-        return self.isolated.score if self.isolated is not None else -1.0
-
-    @property
-    def hazards(self) -> list[str]:
-        found = []
-        if self.overflow:
-            found.append(
-                f"{self.overflow} values above fp16 max 65504 (max |x| "
-                f"{self.cpu_max_abs:.4g}): overflow to inf"
-            )
-        if self.flushed:
-            found.append(f"{self.flushed} non-zero values below 6e-8: flushed to 0 in fp16")
-        elif self.underflow:
-            found.append(f"{self.underflow} non-zero values below 6.1e-5: fp16 subnormals")
-        return found
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "op_index": self.op_index,
-            "op_type": self.op_type,
-            "outputs": self.outputs,
-            "status": self.status,
-            "error": self.error,
-            "fully_accelerated": self.fully_accelerated,
-            "isolated": self.isolated.to_json() if self.isolated else None,
-            "accumulated": self.accumulated.to_json() if self.accumulated else None,
-            "fp16_overflow": self.overflow,
-            "fp16_underflow": self.underflow,
-            "fp16_flushed": self.flushed,
-            "hazards": self.hazards,
-            "input_not_fp16_representable": self.inherited,
-            "input_off_grid": self.off_grid,
-        }
-
-
-@dataclass
-class Localization:
-    """The per-op picture for one GPU runner against the CPU."""
-
-    runner: str
-    threshold: float
-    ops: list[OpError] = field(default_factory=list)
-    culprits: list[OpError] = field(default_factory=list)
-    first_divergent: OpError | None = None
-    notes: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    against: str = "cpu-ref"
-    #: why localization could not run (then ``ops`` is empty), else None
-    unavailable: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "runner": self.runner,
-            "against": self.against,
-            "unavailable": self.unavailable,
-            "threshold": self.threshold,
-            "culprits": [op.op_index for op in self.culprits],
-            "first_divergent": self.first_divergent.op_index if self.first_divergent else None,
-            "ops": [op.to_json() for op in self.ops],
-            "notes": self.notes,
-            "seconds": self.seconds,
-        }
-
-
-def _num(value: float) -> float | str:
-    if math.isfinite(value):
-        return value
-    return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
-
-
-def _grid(tensor: ir.Tensor, ndim: int) -> tuple[np.ndarray, np.ndarray]:
-    """``tensor``'s scale and zero point, shaped to broadcast over a value of rank ``ndim``."""
-    q = tensor.quantization
-    scale = np.asarray(q.scale, np.float64)
-    zero = np.asarray(q.zeroPoint if q.zeroPoint is not None else [0], np.float64)
-    if scale.size > 1 and ndim:
-        shape = [1] * ndim
-        shape[int(q.quantizedDimension or 0)] = -1
-        scale, zero = scale.reshape(shape), zero.reshape(shape)
-    return scale, zero
-
-
 def dequantize(tensor: ir.Tensor, value: np.ndarray) -> np.ndarray:
     """``value`` of ``tensor`` in real units: quantized integers through scale and zero point."""
     value = np.asarray(value)
-    if value.dtype.kind not in "iu" or not tensor.is_quantized:
+    params = tensor.quant_params
+    if value.dtype.kind not in "iu" or params is None:
         return value.astype(np.float64)
-    scale, zero = _grid(tensor, value.ndim)
+    scale, zero = params.broadcast(value.ndim)
     return (value.astype(np.float64) - zero) * scale
 
 
 def requantize(tensor: ir.Tensor, real: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Real values on ``tensor``'s own quantization grid (rounded, clamped to ``dtype``)."""
-    scale, zero = _grid(tensor, np.ndim(real))
+    params = tensor.quant_params
+    assert params is not None, f"{tensor.name} is not quantized"
+    scale, zero = params.broadcast(np.ndim(real))
     info = np.iinfo(dtype)
     return np.clip(np.round(np.asarray(real) / scale) + zero, info.min, info.max).astype(dtype)
-
-
-def divergence(expected: np.ndarray, actual: np.ndarray) -> Divergence:
-    """Max abs difference over finite pairs, relative to the expected peak."""
-    e = np.asarray(expected, np.float64).reshape(-1)
-    a = np.asarray(actual, np.float64).reshape(-1)
-    fin_e, fin_a = np.isfinite(e), np.isfinite(a)
-    both = fin_e & fin_a
-    new_nonfinite = int((fin_e & ~fin_a).sum())
-    max_abs = float(np.max(np.abs(a[both] - e[both]))) if both.any() else 0.0
-    peak = float(np.max(np.abs(e[fin_e]))) if fin_e.any() else 0.0
-    if new_nonfinite:
-        score = math.inf
-    else:
-        score = max_abs / peak if peak > 0 else (0.0 if max_abs == 0 else math.inf)
-    return Divergence(max_abs, peak, score, new_nonfinite)
-
-
-def _merge(parts: list[Divergence]) -> Divergence:
-    return max(parts, key=lambda d: (d.score, d.max_abs))
 
 
 def capture_cpu(
     data: bytes, model: ir.Model, feed: Mapping[str, np.ndarray], inputs: Mapping[str, ir.Tensor]
 ) -> dict[int, np.ndarray]:
     """Every tensor of the main subgraph after one CPU run (reference kernels), by index."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    interpreter = Interpreter(
-        model_content=data,
-        experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
-        experimental_preserve_all_tensors=True,
-    )
-    for name, tensor in inputs.items():
-        if tuple(feed[name].shape) != tensor.shape:
-            interpreter.resize_tensor_input(tensor.index, feed[name].shape)
-    interpreter.allocate_tensors()
-    for name, tensor in inputs.items():
-        interpreter.set_tensor(tensor.index, feed[name])
-    interpreter.invoke()
-    values: dict[int, np.ndarray] = {}
-    for tensor in model.main.tensors:
-        if tensor.dtype is None:
-            continue
-        try:
-            values[tensor.index] = np.array(interpreter.get_tensor(tensor.index))
-        except ValueError:
-            continue
-    return values
+    by_index = {tensor.index: feed[name] for name, tensor in inputs.items()}
+    wanted = [t.index for t in model.main.tensors if t.dtype is not None]
+    return capture(data, by_index, kernels="reference", tensors=wanted)
 
 
 def _hazards(record: OpError, values: list[np.ndarray]) -> None:
@@ -397,7 +227,7 @@ def localize(
     for op, record in zip(ops, records, strict=True):
         record.off_grid = any(t is not None and t.index in off_grid for t in op.inputs)
     isolate = {"reference": _isolated_cpu, "cpu-fp16": _isolated_fp16}.get(runner, _isolated_gpu)
-    isolate(model, ops, records, expected, real, runner, timeout)
+    isolate(_Isolation(ops, records, expected, real, runner, timeout))
     if accumulated:
         values, note = _runner_values(data, model, ops, feed, inputs, runner, timeout, cpu)
         if note:
@@ -409,7 +239,7 @@ def localize(
                 if t.index in values and t.index in real
             ]
             if parts:
-                record.accumulated = _merge(parts)
+                record.accumulated = merge(parts)
     if runner == "reference" and not any(r.isolated is not None for r in records):
         report.unavailable = (
             "no op's tensors have a same-named counterpart in the reference model, so ops cannot "
@@ -475,18 +305,24 @@ def _compare_outputs(
         for t in op.outputs
         if t.name in got and t.index in real
     ]
-    return _merge(parts) if parts else None
+    return merge(parts) if parts else None
 
 
-def _isolated_gpu(
-    model: ir.Model,
-    ops: list[ir.Op],
-    records: list[OpError],
-    expected: Mapping[int, np.ndarray],
-    real: Mapping[int, np.ndarray],
-    runner: str,
-    timeout: float,
-) -> None:
+@dataclass
+class _Isolation:
+    """The ops to run alone, their records, the values to feed them (``expected``, by tensor
+    index, as the model holds them) and the real values to judge their outputs against."""
+
+    ops: list[ir.Op]
+    records: list[OpError]
+    expected: Mapping[int, np.ndarray]
+    real: Mapping[int, np.ndarray]
+    runner: str
+    timeout: float
+
+
+def _isolated_gpu(case: _Isolation) -> None:
+    ops, records, expected, real = case.ops, case.records, case.expected, case.real
     models, feeds, owners = [], [], []
     for op, record in zip(ops, records, strict=True):
         try:
@@ -497,7 +333,9 @@ def _isolated_gpu(
         models.append(ir.dumps(sub))
         feeds.append(sub_feed)
         owners.append((op, record))
-    jobs = run_jobs(models, feeds, enforce_f32=runner == "gpu-fp32", timeout_per_job=timeout)
+    jobs = run_jobs(
+        models, feeds, enforce_f32=case.runner == "gpu-fp32", timeout_per_job=case.timeout
+    )
     for (op, record), job in zip(owners, jobs, strict=True):
         record.status, record.error = job.status, job.error
         record.fully_accelerated = job.fully_accelerated if job.compiled else None
@@ -507,66 +345,42 @@ def _isolated_gpu(
 
 def _run_alone(sub: ir.Model, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run a one-op model on the CPU (reference kernels); outputs by tensor name."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    interpreter = Interpreter(
-        model_content=ir.dumps(sub), experimental_op_resolver_type=OpResolverType.BUILTIN_REF
-    )
-    details = {d["name"]: d for d in interpreter.get_input_details()}
-    for name, value in feed.items():
-        if tuple(details[name]["shape"]) != value.shape:
-            interpreter.resize_tensor_input(details[name]["index"], value.shape)
-    interpreter.allocate_tensors()
-    for name, value in feed.items():
-        interpreter.set_tensor(details[name]["index"], value)
-    interpreter.invoke()
-    return {
-        d["name"]: np.array(interpreter.get_tensor(d["index"]))
-        for d in interpreter.get_output_details()
-    }
+    return run_once(ir.dumps(sub), feed, kernels="reference").outputs
 
 
-def _isolated_cpu(
-    model: ir.Model,
-    ops: list[ir.Op],
-    records: list[OpError],
-    expected: Mapping[int, np.ndarray],
-    real: Mapping[int, np.ndarray],
-    runner: str,
-    timeout: float,
-) -> None:
+def _each_alone(case: _Isolation, run: Callable[[ir.Op], dict[str, np.ndarray]]) -> None:
+    """``run`` each op alone (outputs by tensor name) and record its error against the real
+    values; an op that cannot run alone is skipped with the reason."""
+    for op, record in zip(case.ops, case.records, strict=True):
+        if record.status == "skipped":
+            continue
+        try:
+            record.isolated = _compare_outputs(op, case.real, run(op))
+        except Exception as exc:
+            record.status, record.error = "skipped", f"cannot run alone: {exc}"
+
+
+def _isolated_cpu(case: _Isolation) -> None:
     """Each op of the model alone on the CPU, fed with the reference's values."""
-    for op, record in zip(ops, records, strict=True):
+    expected = case.expected
+    for op, record in zip(case.ops, case.records, strict=True):
         if any(t.index not in expected for t in op.outputs) or any(
             t is not None and not t.is_constant and t.index not in expected for t in op.inputs
         ):
             record.status, record.error = "skipped", "no same-named tensors in the reference"
-            continue
-        try:
-            sub, feed = _cut(op, expected)
-            record.isolated = _compare_outputs(op, real, _run_alone(sub, feed))
-        except Exception as exc:
-            record.status, record.error = "skipped", f"cannot run alone: {exc}"
+    _each_alone(case, lambda op: _run_alone(*_cut(op, expected)))
 
 
-def _isolated_fp16(
-    model: ir.Model,
-    ops: list[ir.Op],
-    records: list[OpError],
-    expected: Mapping[int, np.ndarray],
-    real: Mapping[int, np.ndarray],
-    runner: str,
-    timeout: float,
-) -> None:
+def _isolated_fp16(case: _Isolation) -> None:
     """Each op alone with fp16 constants, inputs and outputs, against its fp32 CPU value."""
-    for op, record in zip(ops, records, strict=True):
-        try:
-            sub, feed = _cut(op, expected)
-            round_model_constants(sub)
-            got = _run_alone(sub, {k: round_fp16(np.asarray(v)) for k, v in feed.items()})
-            record.isolated = _compare_outputs(op, real, {k: round_fp16(v) for k, v in got.items()})
-        except Exception as exc:
-            record.status, record.error = "skipped", f"cannot run alone: {exc}"
+
+    def run(op: ir.Op) -> dict[str, np.ndarray]:
+        sub, feed = _cut(op, case.expected)
+        round_model_constants(sub)
+        got = _run_alone(sub, {k: round_fp16(np.asarray(v)) for k, v in feed.items()})
+        return {k: round_fp16(v) for k, v in got.items()}
+
+    _each_alone(case, run)
 
 
 def _capture_by_name(
@@ -605,17 +419,15 @@ def _capture_by_name(
 
 
 def _step(tensor: ir.Tensor) -> float:
-    return float(np.max(np.asarray(tensor.quantization.scale, np.float64)))
+    params = tensor.quant_params
+    return float(np.max(params.scales)) if params is not None else 0.0
 
 
 def _quant_key(tensor: ir.Tensor) -> tuple[Any, ...]:
-    q = tensor.quantization
-    if q is None or not tensor.is_quantized:
+    params = tensor.quant_params
+    if params is None:
         return ()
-    return (
-        tuple(np.asarray(q.scale if q.scale is not None else [], np.float64).tolist()),
-        tuple(np.asarray(q.zeroPoint if q.zeroPoint is not None else [], np.int64).tolist()),
-    )
+    return tuple(params.scales.tolist()), tuple(params.zero_points.tolist())
 
 
 def _runner_values(

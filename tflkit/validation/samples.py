@@ -6,7 +6,8 @@
   and a little noise) at 16 kHz, deterministic per seed.
 - The model's TFLite metadata (``TFLITE_METADATA``, the support library's schema) read for what
   it says about an input: normalization mean/std, value range (stats), image or audio content.
-  Read with ``flatbuffers`` directly: the generated schema module is not shipped with LiteRT.
+  The generated schema module is not shipped with LiteRT: :mod:`tflkit.ir.metadata_schemas`
+  declares the fields, read with the IR's flatbuffer reader.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from tflkit.ir import metadata_schemas as m
 
 __all__ = ["InputMetadata", "audio_clip", "input_metadata", "photo_paths", "photos"]
 
@@ -106,89 +109,44 @@ class InputMetadata:
         return (pixels01 * np.float32(255.0) - mean) / std
 
 
-_CONTENT = {1: "feature", 2: "image", 3: "bounding_box", 4: "audio"}
-_NORMALIZATION_OPTIONS = 1
-
-
-def _field(table: object, slot: int) -> int:
-    return table.Offset(4 + 2 * slot)  # type: ignore[attr-defined]
-
-
-def _table(table: object, slot: int) -> object | None:
-    from flatbuffers.table import Table
-
-    off = _field(table, slot)
-    if not off:
-        return None
-    return Table(table.Bytes, table.Indirect(off + table.Pos))  # type: ignore[attr-defined]
-
-
-def _tables(table: object, slot: int) -> list[object]:
-    from flatbuffers.table import Table
-
-    off = _field(table, slot)
-    if not off:
-        return []
-    start = table.Vector(off)  # type: ignore[attr-defined]
-    n = table.VectorLen(off)  # type: ignore[attr-defined]
-    return [Table(table.Bytes, table.Indirect(start + 4 * i)) for i in range(n)]  # type: ignore[attr-defined]
-
-
-def _floats(table: object, slot: int) -> tuple[float, ...] | None:
-    import flatbuffers.number_types as nt
-
-    off = _field(table, slot)
-    if not off:
-        return None
-    start = table.Vector(off)  # type: ignore[attr-defined]
-    n = table.VectorLen(off)  # type: ignore[attr-defined]
-    return tuple(
-        float(table.Get(nt.Float32Flags, start + 4 * i))  # type: ignore[attr-defined]
-        for i in range(n)
-    )
-
-
-def _union_type(table: object, slot: int) -> int:
-    import flatbuffers.number_types as nt
-
-    off = _field(table, slot)
-    return int(table.Get(nt.Uint8Flags, off + table.Pos)) if off else 0  # type: ignore[attr-defined]
+_CONTENT = {
+    "FeatureProperties": "feature",
+    "ImageProperties": "image",
+    "BoundingBoxProperties": "bounding_box",
+    "AudioProperties": "audio",
+}
 
 
 def input_metadata(data: bytes | None, count: int) -> list[InputMetadata]:
     """Per input of subgraph 0, what ``TFLITE_METADATA`` says; empty entries when absent/corrupt.
 
-    Schema (tflite_support ``metadata_schema.fbs``): ModelMetadata.subgraph_metadata (slot 3) ->
-    SubGraphMetadata.input_tensor_metadata (slot 2) -> TensorMetadata {content (3),
-    process_units (4), stats (5)}; ProcessUnit {options_type (0), options (1)};
-    NormalizationOptions {mean (0), std (1)}; Stats {max (0), min (1)}; Content
-    {content_properties_type (0)}.
+    ModelMetadata.subgraph_metadata[0].input_tensor_metadata -> TensorMetadata: content, process
+    units (NormalizationOptions mean/std), stats (max/min); :mod:`tflkit.ir.metadata_schemas`.
     """
     empty = [InputMetadata()] * count
     if not data:
         return empty
     try:
-        from flatbuffers.table import Table
-        from flatbuffers.util import GetBufferIdentifier  # noqa: F401
-
-        buf = bytearray(data)
-        root = Table(buf, int.from_bytes(buf[0:4], "little"))
-        subgraphs = _tables(root, 3)
+        subgraphs = m.metadata_root(data).children(m.ModelMetadata.subgraph_metadata)
         if not subgraphs:
             return empty
         result = []
-        for tensor in _tables(subgraphs[0], 2)[:count]:
+        for tensor in subgraphs[0].children(m.SubGraphMetadata.input_tensor_metadata)[:count]:
             mean = std = None
-            for unit in _tables(tensor, 4):
-                if _union_type(unit, 0) == _NORMALIZATION_OPTIONS:
-                    options = _table(unit, 1)
+            for unit in tensor.children(m.TensorMetadata.process_units):
+                if unit.u8(m.ProcessUnit.options_type) == m.ProcessUnitOptions.NormalizationOptions:
+                    options = unit.child(m.ProcessUnit.options)
                     if options is not None:
-                        mean, std = _floats(options, 0), _floats(options, 1)
-            stats = _table(tensor, 5)
-            vmax = _floats(stats, 0) if stats is not None else None
-            vmin = _floats(stats, 1) if stats is not None else None
-            content = _table(tensor, 3)
-            kind = _CONTENT.get(_union_type(content, 0)) if content is not None else None
+                        mean = options.floats(m.NormalizationOptions.mean)
+                        std = options.floats(m.NormalizationOptions.std)
+            stats = tensor.child(m.TensorMetadata.stats)
+            vmax = stats.floats(m.Stats.max) if stats is not None else None
+            vmin = stats.floats(m.Stats.min) if stats is not None else None
+            content = tensor.child(m.TensorMetadata.content)
+            kind = None
+            if content is not None:
+                code = content.u8(m.Content.content_properties_type)
+                kind = _CONTENT.get(m.ContentProperties.name_of(code) or "")
             result.append(
                 InputMetadata(
                     mean=mean or None,

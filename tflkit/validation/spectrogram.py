@@ -19,12 +19,12 @@ range, else the span of the micro front end's fixed int8 scaling (90 dB at log_s
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from tflkit.ir import metadata_schemas as m
 from tflkit.validation.samples import SAMPLE_RATE, audio_clip
 
 __all__ = ["METADATA_NAME", "FrontEnd", "features", "front_end", "layout", "to_range"]
@@ -36,9 +36,9 @@ _NAME_HINT = re.compile(r"spectrogram|fbank|filterbank|log_?mel", re.IGNORECASE)
 #: 2**log_scale_shift: at the usual shift 6 that is 10.4 nats, 90 dB.
 INT8_LOG_UNITS = 666.0
 DEFAULT_RANGE_DB = 20.0 / np.log(10.0) * INT8_LOG_UNITS / 2**6
-# value types of the MLTK dictionary schema's union (dictionary.fbs): scalar number formats
-_SCALARS = {1: "<?", 2: "<b", 3: "<B", 4: "<h", 5: "<H", 6: "<i", 7: "<I", 8: "<q", 9: "<Q"}
-_SCALARS |= {10: "<f", 11: "<d"}
+# struct formats of the scalar members of the MLTK dictionary's Value union
+_SCALARS = {"boolean": "?", "i8": "b", "u8": "B", "i16": "h", "u16": "H", "i32": "i", "u32": "I"}
+_SCALARS |= {"i64": "q", "u64": "Q", "f32": "f", "f64": "d"}
 
 
 @dataclass(frozen=True)
@@ -60,29 +60,18 @@ class FrontEnd:
 
 
 def _params(data: bytes) -> dict[str, float]:
-    """The scalar entries of an MLTK ``SL_PARAMSv1`` dictionary (Dictionary.entries (slot 1) ->
-    Entry {key (0), value_type (1), value (2)} -> XValue {value (0)})."""
-    from flatbuffers.table import Table
-
-    buf = bytearray(data)
-    root = Table(buf, int.from_bytes(buf[0:4], "little"))
+    """The scalar entries of an MLTK ``SL_PARAMSv1`` dictionary (Dictionary.entries -> Entry
+    {key, value}; :mod:`tflkit.ir.metadata_schemas`)."""
     out: dict[str, float] = {}
-    entries = root.Offset(6)
-    if not entries:
-        return out
-    start, count = root.Vector(entries), root.VectorLen(entries)
-    for i in range(count):
-        entry = Table(buf, root.Indirect(start + 4 * i))
-        key_at, type_at, value_at = entry.Offset(4), entry.Offset(6), entry.Offset(8)
-        if not (key_at and type_at and value_at):
+    for entry in m.metadata_root(data).children(m.Dictionary.entries):
+        if not all(entry.has(slot) for slot in (m.Entry.key, m.Entry.value_type, m.Entry.value)):
             continue
-        fmt = _SCALARS.get(buf[entry.Pos + type_at])
-        if fmt is None:
+        code = _SCALARS.get(m.Value.name_of(entry.u8(m.Entry.value_type)) or "")
+        value = entry.child(m.Entry.value)
+        if code is None or value is None:
             continue
-        value = Table(buf, entry.Indirect(entry.Pos + value_at))
-        field = value.Offset(4)
-        key = entry.String(entry.Pos + key_at).decode("utf-8", "replace")
-        out[key] = float(struct.unpack_from(fmt, buf, value.Pos + field)[0]) if field else 0.0
+        key = entry.string(m.Entry.key) or ""
+        out[key] = float(value.scalar(m.ScalarValue.value, code, 0.0))
     return out
 
 

@@ -20,9 +20,8 @@ from tflkit import ir
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.delegates.reference_io import Port, convert, match_ports
 from tflkit.errors import UsageError
+from tflkit.ir.entry import IoSpec, entry_point
 from tflkit.validation.inputs import (
-    IoSpec,
-    entry_point,
     input_real_ranges,
     is_quantized,
     quantize_step,

@@ -30,7 +30,7 @@ def evaluate_chain(ops: list[Op], wanted: list[ir.Tensor]) -> list[np.ndarray]:
     Their non-constant inputs must have static shapes and must not matter to the result: they
     are fed zeros (e.g. the input of a SHAPE op).
     """
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from tflkit.delegates.litert_cpu import run_once
 
     model = ir.extract_model(ops)
     position = {t.name: i for i, t in enumerate(model.main.outputs)}
@@ -38,20 +38,12 @@ def evaluate_chain(ops: list[Op], wanted: list[ir.Tensor]) -> list[np.ndarray]:
     if missing:
         raise ValueError(f"{missing} are not outputs of the cut-out ops")
     try:
-        interpreter = Interpreter(
-            model_content=ir.dumps(model),
-            experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-        )
-        interpreter.allocate_tensors()
-        for detail in interpreter.get_input_details():
-            interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], detail["dtype"]))
-        interpreter.invoke()
+        run = run_once(ir.dumps(model), kernels="builtin", fill="zeros")
     except (RuntimeError, ValueError) as exc:  # the model's own op fails: an input problem
         what = " ".join(str(exc).split())[:300]
         raise ModelLoadError(f"the CPU interpreter cannot run {ops[0].type}: {what}") from None
     # by position: the interpreter renames some outputs (DENSIFY's becomes "Densify_output")
-    indices = [d["index"] for d in interpreter.get_output_details()]
-    return [interpreter.get_tensor(indices[position[t.name]]).copy() for t in wanted]
+    return [run.ordered[position[t.name]].copy() for t in wanted]
 
 
 #: Ops whose result depends only on their inputs' values (and, for SHAPE, on a static shape).

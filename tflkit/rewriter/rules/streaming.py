@@ -31,6 +31,7 @@ from tflkit import ir
 from tflkit.errors import UsageError
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Subgraph, Tensor
+from tflkit.jsonable import plain
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, options, scale
 from tflkit.rewriter.rule import Example, Rule, replace
@@ -39,8 +40,7 @@ from tflkit.rewriter.verify import (
     Verification,
     conclude,
     first_line,
-    keep_worst,
-    random_inputs,
+    judge,
     run_cpu,
 )
 
@@ -296,30 +296,31 @@ def verify_sequence(
     following the plan stored in its metadata. Every regular output is judged against
     ``contract`` at every step; the worst step per output is reported.
     """
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from tflkit.delegates.litert_cpu import start_interpreter
+    from tflkit.ir.feeds import random_feed
 
     plan = read_plan(ir.load(rewritten)) or []
     verdict = Verification(True, f"{contract.describe()} at each of {steps} steps", [seed], False)
-    resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
     try:
-        old = Interpreter(model_content=original, experimental_op_resolver_type=resolver)
+        old = start_interpreter(original, kernels="builtin")
         old.allocate_tensors()
     except (RuntimeError, ValueError) as exc:
         verdict.ok = False
         verdict.problem = f"the original model does not run on the CPU ({first_line(exc)})"
         return verdict
     old_in = old.get_input_details()
+    tensors = ir.load(original).main.tensors
+    inputs = [tensors[d["index"]] for d in old_in]
     state = {b.input: initial_state(b) for b in plan}
     next_of = {b.output: b.input for b in plan if b.output is not None}
     rng_seeds = range(seed, seed + steps)
     worst: dict[str, OutputCheck] = {}
     for step, step_seed in enumerate(rng_seeds):
-        arrays = random_inputs(old_in, step_seed)
-        for detail, array in zip(old_in, arrays, strict=True):
-            old.set_tensor(detail["index"], array)
+        feed = random_feed(inputs, step_seed)
+        for detail in old_in:
+            old.set_tensor(detail["index"], feed[detail["name"]])
         old.invoke()
         old_out = {d["name"]: old.get_tensor(d["index"]) for d in old.get_output_details()}
-        feed = {d["name"]: a for d, a in zip(old_in, arrays, strict=True)}
         feed.update(state)
         try:
             _, new_out = run_cpu(rewritten, feed)
@@ -329,11 +330,8 @@ def verify_sequence(
             return verdict
         state.update({next_of[name]: value for name, value in new_out.items() if name in next_of})
         regular = {k: v for k, v in new_out.items() if k not in next_of}
-        if set(regular) != set(old_out):
-            verdict.ok = False
-            verdict.problem = f"output names changed: {sorted(old_out)} -> {sorted(regular)}"
+        if not judge(verdict, worst, old_out, regular, contract):
             return verdict
-        keep_worst(worst, old_out, regular, contract)
     return conclude(verdict, worst, f"within {steps} steps")
 
 
@@ -378,7 +376,7 @@ class StreamingState(Rule):
     def report_records(self, model: Model) -> list[dict[str, Any]]:
         """Per state: the input, the output fed back to it, shape, dtype and initial value (the
         same plan is in the model's ``STATE_METADATA`` metadata)."""
-        return [asdict(b) for b in read_plan(model) or []]
+        return plain(read_plan(model) or [])
 
     def report_lines(self, records: Sequence[dict[str, Any]]) -> list[str]:
         if not records:
