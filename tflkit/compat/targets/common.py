@@ -116,17 +116,10 @@ def runtime_inputs(*allowed: int) -> Check:
         want = " or ".join(str(a) for a in allowed)
         if n < min(allowed):
             first_const = sig.const_inputs[0][0] if sig.const_inputs else None
-            return reject(
-                Reason.CONST_INPUT,
-                sig.op_type,
-                f"It has {n} runtime input(s); the delegate needs {want}.",
-                input_index=first_const,
-            )
-        return reject(
-            Reason.INPUT_COUNT,
-            sig.op_type,
-            f"It has {n} runtime inputs; the delegate takes {want}.",
-        )
+            why = f"It has {n} runtime input(s); the delegate needs {want}."
+            return reject(Reason.CONST_INPUT, sig.op_type, why, input_index=first_const)
+        why = f"It has {n} runtime inputs; the delegate takes {want}."
+        return reject(Reason.INPUT_COUNT, sig.op_type, why)
 
     return check
 
@@ -140,19 +133,11 @@ def const_inputs(*allowed: int) -> Check:
             return None
         want = " or ".join(str(a) for a in allowed)
         if len(consts) > max(allowed):
-            return reject(
-                Reason.CONST_INPUT,
-                sig.op_type,
-                f"It has {len(consts)} constant input(s); the delegate takes {want}.",
-                input_index=consts[0][0],
-            )
+            why = f"It has {len(consts)} constant input(s); the delegate takes {want}."
+            return reject(Reason.CONST_INPUT, sig.op_type, why, input_index=consts[0][0])
         missing = next((i for i, t in sig.runtime_inputs), None)
-        return reject(
-            Reason.NON_CONST_INPUT,
-            sig.op_type,
-            f"It has {len(consts)} constant input(s); the delegate needs {want}.",
-            input_index=missing,
-        )
+        why = f"It has {len(consts)} constant input(s); the delegate needs {want}."
+        return reject(Reason.NON_CONST_INPUT, sig.op_type, why, input_index=missing)
 
     return check
 
@@ -182,11 +167,8 @@ def output_count(n: int) -> Check:
     def check(sig: OpSignature) -> Rejection | None:
         if len(sig.outputs) == n:
             return None
-        return reject(
-            Reason.INPUT_COUNT,
-            sig.op_type,
-            f"It has {len(sig.outputs)} outputs; the delegate takes {n}.",
-        )
+        why = f"It has {len(sig.outputs)} outputs; the delegate takes {n}."
+        return reject(Reason.INPUT_COUNT, sig.op_type, why)
 
     return check
 
@@ -198,12 +180,8 @@ def runtime_input(index: int) -> Check:
         t = sig.input(index)
         if t is None or not t.is_const:
             return None
-        return reject(
-            Reason.CONST_INPUT,
-            sig.op_type,
-            f"Input {index} ({t.name}) is a constant.",
-            input_index=index,
-        )
+        why = f"Input {index} ({t.name}) is a constant."
+        return reject(Reason.CONST_INPUT, sig.op_type, why, input_index=index)
 
     return check
 
@@ -216,20 +194,12 @@ def const_input(index: int, dtypes: frozenset[str] = frozenset({"INT32"})) -> Ch
         if t is None:
             return None
         if not t.is_const:
-            return reject(
-                Reason.NON_CONST_INPUT,
-                sig.op_type,
-                f"Input {index} ({t.name}) is computed at runtime.",
-                input_index=index,
-            )
+            why = f"Input {index} ({t.name}) is computed at runtime."
+            return reject(Reason.NON_CONST_INPUT, sig.op_type, why, input_index=index)
         if t.dtype not in dtypes:
             want = "/".join(sorted(dtypes))
-            return reject(
-                Reason.DTYPE,
-                sig.op_type,
-                f"Input {index} ({t.name}) is {t.dtype}; it must be {want}.",
-                input_index=index,
-            )
+            why = f"Input {index} ({t.name}) is {t.dtype}; it must be {want}."
+            return reject(Reason.DTYPE, sig.op_type, why, input_index=index)
         return None
 
     return check
@@ -245,25 +215,28 @@ def block_size_above_one(sig: OpSignature) -> Rejection | None:
     return reject(Reason.OPTIONS, sig.op_type, f"block_size is {size}; it must be more than 1.")
 
 
-def positive_strides(sig: OpSignature) -> Rejection | None:
-    h, w = sig.option("strideH", 0), sig.option("strideW", 0)
-    if h > 0 and w > 0:
-        return None
-    return reject(Reason.OPTIONS, sig.op_type, f"Strides are {h}x{w}; they must be positive.")
+def _positive_pair(what: str, h_option: str, w_option: str, default: int) -> Check:
+    """A check that the options ``h_option`` x ``w_option`` (e.g. strides) are both positive;
+    ``what`` is the rejection's sentence, with ``{h}`` and ``{w}``."""
+
+    def check(sig: OpSignature) -> Rejection | None:
+        h, w = sig.option(h_option, default), sig.option(w_option, default)
+        if h > 0 and w > 0:
+            return None
+        return reject(Reason.OPTIONS, sig.op_type, what.format(h=h, w=w))
+
+    return check
 
 
-def positive_dilations(sig: OpSignature) -> Rejection | None:
-    h, w = sig.option("dilationHFactor", 1), sig.option("dilationWFactor", 1)
-    if h > 0 and w > 0:
-        return None
-    return reject(Reason.OPTIONS, sig.op_type, f"Dilations are {h}x{w}; they must be positive.")
-
-
-def positive_kernel(sig: OpSignature) -> Rejection | None:
-    h, w = sig.option("filterHeight", 0), sig.option("filterWidth", 0)
-    if h > 0 and w > 0:
-        return None
-    return reject(Reason.OPTIONS, sig.op_type, f"Kernel is {h}x{w}; it must be positive.")
+positive_strides = _positive_pair(
+    "Strides are {h}x{w}; they must be positive.", "strideH", "strideW", 0
+)
+positive_dilations = _positive_pair(
+    "Dilations are {h}x{w}; they must be positive.", "dilationHFactor", "dilationWFactor", 1
+)
+positive_kernel = _positive_pair(
+    "Kernel is {h}x{w}; it must be positive.", "filterHeight", "filterWidth", 0
+)
 
 
 # --- tensors ------------------------------------------------------------------------------
@@ -275,12 +248,8 @@ def rank_in(index: int, ranks: frozenset[int]) -> Check:
         if t is None or t.rank in ranks:
             return None
         want = " or ".join(str(r) for r in sorted(ranks))
-        return reject(
-            Reason.SHAPE,
-            sig.op_type,
-            f"Input {index} ({t.name}) has {t.rank} dimensions; the delegate takes {want}.",
-            input_index=index,
-        )
+        why = f"Input {index} ({t.name}) has {t.rank} dimensions; the delegate takes {want}."
+        return reject(Reason.SHAPE, sig.op_type, why, input_index=index)
 
     return check
 
@@ -356,12 +325,8 @@ def empty_tensor(sig: OpSignature) -> Rejection | None:
     for group in (sig.inputs, sig.outputs):
         for t in group:
             if t is not None and t.is_runtime and 0 in t.shape:
-                return reject(
-                    Reason.CRASH,
-                    sig.op_type,
-                    f"{t.name} has shape {fmt_shape(t.shape)}: an empty tensor.",
-                    fatal=True,
-                )
+                why = f"{t.name} has shape {fmt_shape(t.shape)}: an empty tensor."
+                return reject(Reason.CRASH, sig.op_type, why, fatal=True)
     return None
 
 
@@ -454,12 +419,8 @@ def elementwise_operands(sig: OpSignature) -> Rejection | None:
     if len(present) != 2:
         return reject(Reason.INPUT_COUNT, sig.op_type, f"It has {len(present)} inputs; it needs 2.")
     if len(sig.runtime_inputs) == 0:
-        return reject(
-            Reason.CONST_INPUT,
-            sig.op_type,
-            "Both inputs are constants; there is nothing to compute on the GPU.",
-            input_index=0,
-        )
+        why = "Both inputs are constants; there is nothing to compute on the GPU."
+        return reject(Reason.CONST_INPUT, sig.op_type, why, input_index=0)
     return None
 
 
@@ -469,12 +430,8 @@ def unary_runtime_input(sig: OpSignature) -> Rejection | None:
     if len(present) == 1 and not present[0][1].is_const:
         return None
     if len(present) == 1:
-        return reject(
-            Reason.CONST_INPUT,
-            sig.op_type,
-            f"Its input ({present[0][1].name}) is a constant.",
-            input_index=present[0][0],
-        )
+        why = f"Its input ({present[0][1].name}) is a constant."
+        return reject(Reason.CONST_INPUT, sig.op_type, why, input_index=present[0][0])
     return reject(Reason.INPUT_COUNT, sig.op_type, f"It has {len(present)} inputs; it needs 1.")
 
 
@@ -482,11 +439,8 @@ def identical_inputs_not_allowed(sig: OpSignature) -> Rejection | None:
     a, b = sig.input(0), sig.input(1)
     if a is None or b is None or a.tensor_index < 0 or a.tensor_index != b.tensor_index:
         return None
-    return reject(
-        Reason.SHAPE,
-        sig.op_type,
-        f"Both inputs are the same tensor ({a.name}); only ADD and MUL accept that.",
-    )
+    why = f"Both inputs are the same tensor ({a.name}); only ADD and MUL accept that."
+    return reject(Reason.SHAPE, sig.op_type, why)
 
 
 def mirror_pad_reflect(sig: OpSignature) -> Rejection | None:
@@ -550,11 +504,8 @@ def fc_keep_num_dims(sig: OpSignature) -> Rejection | None:
         return no_output(sig)
     if src is None or src.rank == dst.rank:
         return None
-    return reject(
-        Reason.OPTIONS,
-        sig.op_type,
-        "keep_num_dims is set but input and output ranks differ.",
-    )
+    why = "keep_num_dims is set but input and output ranks differ."
+    return reject(Reason.OPTIONS, sig.op_type, why)
 
 
 def strided_slice_masks(sig: OpSignature) -> Rejection | None:
@@ -581,8 +532,5 @@ def depthwise_multiplier(sig: OpSignature) -> Rejection | None:
     src = sig.input(0)
     if mult == 1 or src is None or src.rank != 4 or src.shape[3] == 1:
         return None
-    return reject(
-        Reason.OPTIONS,
-        sig.op_type,
-        f"depth_multiplier is {mult} with {src.shape[3]} input channels.",
-    )
+    why = f"depth_multiplier is {mult} with {src.shape[3]} input channels."
+    return reject(Reason.OPTIONS, sig.op_type, why)

@@ -131,11 +131,8 @@ ACTIVATION_OPS = frozenset({"ADD", "SUB", "MUL", "DIV"})
 def add_n_two_inputs(sig: OpSignature) -> Rejection | None:
     if sig.op_type != "ADD_N" or len(sig.present_inputs) == 2:
         return None
-    return reject(
-        Reason.INPUT_COUNT,
-        sig.op_type,
-        f"It sums {len(sig.present_inputs)} tensors; the delegate takes ADD_N of 2 only.",
-    )
+    why = f"It sums {len(sig.present_inputs)} tensors; the delegate takes ADD_N of 2 only."
+    return reject(Reason.INPUT_COUNT, sig.op_type, why)
 
 
 def runtime_broadcast(sig: OpSignature) -> Rejection | None:
@@ -154,11 +151,8 @@ def runtime_broadcast(sig: OpSignature) -> Rejection | None:
             f"{max(a.rank, b.rank)}; give it shape [1] or make it a constant.",
         )
     if not broadcastable(a.shape, b.shape):
-        return reject(
-            Reason.BROADCAST,
-            sig.op_type,
-            f"Shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} do not broadcast.",
-        )
+        why = f"Shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} do not broadcast."
+        return reject(Reason.BROADCAST, sig.op_type, why)
     return None
 
 
@@ -172,12 +166,8 @@ def const_operand(sig: OpSignature) -> Rejection | None:
             Reason.SHAPE, sig.op_type, f"The constant {t.name} is sparse.", input_index=index
         )
     if t.num_elements > 1 and t.rank > 4:
-        return reject(
-            Reason.RANK,
-            sig.op_type,
-            f"The constant {t.name} has shape {fmt_shape(t.shape)}.",
-            input_index=index,
-        )
+        why = f"The constant {t.name} has shape {fmt_shape(t.shape)}."
+        return reject(Reason.RANK, sig.op_type, why, input_index=index)
     return None
 
 
@@ -197,12 +187,8 @@ def unquantized_8bit(sig: OpSignature) -> Rejection | None:
     bad = next((t for t in tensors if t.dtype in dtypes and not t.quantized), None)
     if bad is None:
         return None
-    return reject(
-        Reason.CRASH,
-        sig.op_type,
-        f"{bad.name} is {bad.dtype} without quantization parameters.",
-        fatal=True,
-    )
+    why = f"{bad.name} is {bad.dtype} without quantization parameters."
+    return reject(Reason.CRASH, sig.op_type, why, fatal=True)
 
 
 def binary_rule(op: str) -> OpRule:
@@ -258,19 +244,11 @@ def batch_matmul_operands(sig: OpSignature) -> Rejection | None:
     if runtime == 1 and a is not None and not a.is_const and b is not None:
         if b.rank in (2, 3, 4):
             return None
-        return reject(
-            Reason.SHAPE,
-            sig.op_type,
-            f"The constant right-hand side has {b.rank} dimensions; 2 to 4 here.",
-            input_index=1,
-        )
+        why = f"The constant right-hand side has {b.rank} dimensions; 2 to 4 here."
+        return reject(Reason.SHAPE, sig.op_type, why, input_index=1)
     if runtime == 1:
-        return reject(
-            Reason.CONST_INPUT,
-            sig.op_type,
-            "The left-hand side is a constant; only the right-hand side may be.",
-            input_index=0,
-        )
+        why = "The left-hand side is a constant; only the right-hand side may be."
+        return reject(Reason.CONST_INPUT, sig.op_type, why, input_index=0)
     return reject(Reason.CONST_INPUT, sig.op_type, "Both operands are constants.", input_index=0)
 
 
@@ -294,12 +272,8 @@ def dequantize_input(sig: OpSignature) -> Rejection | None:
     if src.is_const:
         if 2 <= src.rank <= 4:
             return None
-        return reject(
-            Reason.SHAPE,
-            sig.op_type,
-            f"The constant {src.name} has {src.rank} dimensions; 2 to 4 here.",
-            input_index=0,
-        )
+        why = f"The constant {src.name} has {src.rank} dimensions; 2 to 4 here."
+        return reject(Reason.SHAPE, sig.op_type, why, input_index=0)
     if not src.quantized and src.producer == "DENSIFY":
         return reject(
             Reason.QUANTIZATION,
@@ -313,12 +287,8 @@ def dequantize_input(sig: OpSignature) -> Rejection | None:
             Reason.QUANTIZATION, sig.op_type, f"{src.name} has no quantization parameters."
         )
     if src.per_channel:
-        return reject(
-            Reason.QUANTIZATION,
-            sig.op_type,
-            f"{src.name} is quantized per channel; only per tensor at runtime.",
-            input_index=0,
-        )
+        why = f"{src.name} is quantized per channel; only per tensor at runtime."
+        return reject(Reason.QUANTIZATION, sig.op_type, why, input_index=0)
     return None
 
 
@@ -340,12 +310,8 @@ def embedding_lookup_shapes(sig: OpSignature) -> Rejection | None:
         return reject(Reason.SHAPE, sig.op_type, "Values must be 2-D or more, like the output.")
     if values.dtype == "FLOAT32" or (values.dtype in ("INT8", "INT4", "INT2") and values.quantized):
         return None
-    return reject(
-        Reason.DTYPE,
-        sig.op_type,
-        f"Values are {values.dtype}; float32 or quantized int8/int4 only.",
-        input_index=1,
-    )
+    why = f"Values are {values.dtype}; float32 or quantized int8/int4 only."
+    return reject(Reason.DTYPE, sig.op_type, why, input_index=1)
 
 
 def _dus_map(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -357,12 +323,8 @@ def dynamic_update_slice_shapes(sig: OpSignature) -> Rejection | None:
     if operand is None or update is None or start is None:
         return reject(Reason.INPUT_COUNT, sig.op_type, "It needs 3 inputs.")
     if start.is_const:
-        return reject(
-            Reason.CONST_INPUT,
-            sig.op_type,
-            "start_indices is a constant; the delegate takes it as a runtime tensor.",
-            input_index=2,
-        )
+        why = "start_indices is a constant; the delegate takes it as a runtime tensor."
+        return reject(Reason.CONST_INPUT, sig.op_type, why, input_index=2)
     out = sig.output(0)
     if out is None:
         return no_output(sig)
@@ -387,12 +349,8 @@ def gather_operands(sig: OpSignature) -> Rejection | None:
     if data.is_const and indices.is_const:
         return reject(Reason.CONST_INPUT, sig.op_type, "Data and indices are both constants.")
     if indices.rank != 1:
-        return reject(
-            Reason.SHAPE,
-            sig.op_type,
-            f"Indices have shape {fmt_shape(indices.shape)}; only 1-D indices are supported.",
-            input_index=1,
-        )
+        why = f"Indices have shape {fmt_shape(indices.shape)}; only 1-D indices are supported."
+        return reject(Reason.SHAPE, sig.op_type, why, input_index=1)
     if indices.dtype != "INT32":
         return reject(
             Reason.DTYPE, sig.op_type, f"Indices are {indices.dtype}; INT32 only.", input_index=1
@@ -423,21 +381,25 @@ def lstm_kernel(sig: OpSignature) -> Rejection | None:
     return None
 
 
-def reduce_axes(sig: OpSignature) -> Rejection | None:
+def _axes_out_of_range(sig: OpSignature) -> tuple[int, list[int]] | None:
+    """(input rank, axes) when a constant axes input (input 1) names an axis the input of rank
+    <= 4 does not have; None when the axes fit, or are not known or not axes (a malformed op:
+    other checks reject it)."""
     src, axes = sig.input(0), sig.input(1)
     if src is None or axes is None or axes.values is None or src.rank > 4:
         return None
     if axes.dtype not in ("INT32", "INT64"):
-        return None  # not axes (a malformed op): other checks reject it
-    bad = [a for a in axes.values if not axis_ok(src.rank, int(a))]
-    if not bad:
         return None
-    return reject(
-        Reason.SHAPE,
-        sig.op_type,
-        f"Axes {list(axes.values)} do not fit a {src.rank}-D input.",
-        input_index=1,
-    )
+    values = [int(a) for a in axes.values]
+    return None if all(axis_ok(src.rank, a) for a in values) else (src.rank, values)
+
+
+def reduce_axes(sig: OpSignature) -> Rejection | None:
+    bad = _axes_out_of_range(sig)
+    if bad is None:
+        return None
+    why = f"Axes {bad[1]} do not fit a {bad[0]}-D input."
+    return reject(Reason.SHAPE, sig.op_type, why, input_index=1)
 
 
 def padv2_constant(sig: OpSignature) -> Rejection | None:
@@ -447,12 +409,8 @@ def padv2_constant(sig: OpSignature) -> Rejection | None:
     if value is None:
         return None
     if not value.is_const or value.num_elements != 1:
-        return reject(
-            Reason.NON_CONST_INPUT,
-            sig.op_type,
-            "The padding value must be a constant scalar.",
-            input_index=2,
-        )
+        why = "The padding value must be a constant scalar."
+        return reject(Reason.NON_CONST_INPUT, sig.op_type, why, input_index=2)
     return None
 
 
@@ -498,30 +456,17 @@ def prelu_alpha(sig: OpSignature) -> Rejection | None:
     if alpha.rank >= 1 and all(d == 1 for d in alpha.shape[:-1]):
         if alpha.shape[-1] == c:
             return None
-        return reject(
-            Reason.SHAPE,
-            sig.op_type,
-            f"alpha has {alpha.shape[-1]} values for {c} channels.",
-            input_index=1,
-        )
+        why = f"alpha has {alpha.shape[-1]} values for {c} channels."
+        return reject(Reason.SHAPE, sig.op_type, why, input_index=1)
     hwc = alpha.shape[-3:] if alpha.rank >= 3 else None
     if hwc is not None and tuple(hwc) == (h, w, c) and all(d == 1 for d in alpha.shape[:-3]):
         return None
-    return reject(
-        Reason.SHAPE,
-        sig.op_type,
-        f"alpha shape {fmt_shape(alpha.shape)} matches neither the channels nor HxWxC.",
-        input_index=1,
-    )
+    why = f"alpha shape {fmt_shape(alpha.shape)} matches neither the channels nor HxWxC."
+    return reject(Reason.SHAPE, sig.op_type, why, input_index=1)
 
 
 def reverse_axes(sig: OpSignature) -> Rejection | None:
-    src, axes = sig.input(0), sig.input(1)
-    if src is None or axes is None or axes.values is None or src.rank > 4:
-        return None
-    if axes.dtype not in ("INT32", "INT64"):
-        return None  # not axes (a malformed op): other checks reject it
-    if all(axis_ok(src.rank, int(a)) for a in axes.values):
+    if _axes_out_of_range(sig) is None:
         return None
     return reject(Reason.SHAPE, sig.op_type, "An axis is out of range.", input_index=1)
 
@@ -573,12 +518,8 @@ def slice_extent(sig: OpSignature) -> Rejection | None:
         return None
     r, n = src.rank, len(begin)
     if n != len(size) or not (n == r or (r == 4 and n == 3)):
-        return reject(
-            Reason.SHAPE,
-            sig.op_type,
-            f"begin/size have {n} values for a {r}-D input.",
-            input_index=1,
-        )
+        why = f"begin/size have {n} values for a {r}-D input."
+        return reject(Reason.SHAPE, sig.op_type, why, input_index=1)
     shape = bhwc(src.shape)
     out_shape = bhwc(out.shape)
     if shape is None or out_shape is None:
@@ -664,12 +605,8 @@ def strided_slice_extent(sig: OpSignature) -> Rejection | None:
         return None
     r, n = src.rank, len(begin)
     if n not in (r, r - 1):
-        return reject(
-            Reason.SHAPE,
-            sig.op_type,
-            f"begin/end/strides have {n} values for a {r}-D input.",
-            input_index=1,
-        )
+        why = f"begin/end/strides have {n} values for a {r}-D input."
+        return reject(Reason.SHAPE, sig.op_type, why, input_index=1)
 
     def read(values: list[int], current: list[int]) -> list[int]:
         v, c = values, current
@@ -705,20 +642,12 @@ def strided_slice_extent(sig: OpSignature) -> Rejection | None:
     if any(s == 0 for s in steps):
         return reject(Reason.OPTIONS, sig.op_type, "A stride is 0.", input_index=3)
     if any(s < 0 for s in steps):
-        return reject(
-            Reason.OPTIONS,
-            sig.op_type,
-            "A stride is negative: reverse slices are not supported (use REVERSE_V2).",
-            input_index=3,
-        )
+        why = "A stride is negative: reverse slices are not supported (use REVERSE_V2)."
+        return reject(Reason.OPTIONS, sig.op_type, why, input_index=3)
     expected = tuple(_round_up_div(ends[i] - starts[i], steps[i]) for i in range(4))
     if expected == out_shape and computed is not None and 0 in computed:
-        return reject(
-            Reason.CRASH,
-            sig.op_type,
-            f"It produces an empty tensor {fmt_shape(computed)} from {fmt_shape(src.shape)}.",
-            fatal=True,
-        )
+        why = f"It produces an empty tensor {fmt_shape(computed)} from {fmt_shape(src.shape)}."
+        return reject(Reason.CRASH, sig.op_type, why, fatal=True)
     if expected == out_shape:
         return None
     return reject(
@@ -755,12 +684,8 @@ def transpose_perm(sig: OpSignature) -> Rejection | None:
         return None
     if 2 <= perm.num_elements <= 4:
         return None
-    return reject(
-        Reason.RANK,
-        sig.op_type,
-        f"The permutation has {perm.num_elements} entries; 2 to 4 here.",
-        input_index=1,
-    )
+    why = f"The permutation has {perm.num_elements} entries; 2 to 4 here."
+    return reject(Reason.RANK, sig.op_type, why, input_index=1)
 
 
 def unpack_axis(sig: OpSignature) -> Rejection | None:
@@ -789,31 +714,20 @@ def one_hot_layout(sig: OpSignature) -> Rejection | None:
         return reject(Reason.DTYPE, sig.op_type, "Indices must be INT32.", input_index=0)
     axis = sig.option("axis", -1)
     if axis not in (-1, indices.rank):
-        return reject(
-            Reason.OPTIONS,
-            sig.op_type,
-            f"axis is {axis}; the one-hot dimension must be the last one.",
-        )
+        why = f"axis is {axis}; the one-hot dimension must be the last one."
+        return reject(Reason.OPTIONS, sig.op_type, why)
     dims = indices.shape
     for i, d in enumerate(dims[:-1]):
         if len(dims) > 3 and i == 0:
             continue
         if d != 1:
-            return reject(
-                Reason.SHAPE,
-                sig.op_type,
-                f"Indices {fmt_shape(dims)}: only batch and last dimensions may exceed 1.",
-                input_index=0,
-            )
+            why = f"Indices {fmt_shape(dims)}: only batch and last dimensions may exceed 1."
+            return reject(Reason.SHAPE, sig.op_type, why, input_index=0)
     for index in (2, 3):
         t = sig.input(index)
         if t is None or not t.is_const or t.dtype != "FLOAT32" or t.num_elements != 1:
-            return reject(
-                Reason.NON_CONST_INPUT,
-                sig.op_type,
-                "on/off values must be float32 constant scalars.",
-                input_index=index,
-            )
+            why = "on/off values must be float32 constant scalars."
+            return reject(Reason.NON_CONST_INPUT, sig.op_type, why, input_index=index)
     return None
 
 

@@ -116,11 +116,8 @@ def comparison_feeds_cast_or_select(sig: OpSignature) -> Rejection | None:
         return no_output(sig)
     if len(out.consumers) == 1 and out.consumers[0] in ("CAST", "SELECT", "SELECT_V2"):
         return None
-    return reject(
-        Reason.SHAPE,
-        sig.op_type,
-        "Its boolean result must feed exactly one CAST or SELECT; here it does not.",
-    )
+    why = "Its boolean result must feed exactly one CAST or SELECT; here it does not."
+    return reject(Reason.SHAPE, sig.op_type, why)
 
 
 def same_input_fatal(sig: OpSignature) -> Rejection | None:
@@ -139,11 +136,8 @@ def cast_types(sig: OpSignature) -> Rejection | None:
     pair = (src.dtype, dst.dtype)
     if src.dtype == "BOOL" and dst.dtype in FLOATS:
         if src.producer not in COMPARISONS or len(src.consumers) != 1:
-            return reject(
-                Reason.SHAPE,
-                sig.op_type,
-                "A bool-to-float CAST must directly follow a comparison used only by it.",
-            )
+            why = "A bool-to-float CAST must directly follow a comparison used only by it."
+            return reject(Reason.SHAPE, sig.op_type, why)
         if len(dst.consumers) != 1:
             return reject(
                 Reason.SHAPE, sig.op_type, "A bool-to-float CAST cannot produce a graph output."
