@@ -53,12 +53,14 @@ class Names:
         return self._names.get(number)
 
 
-def _table(name: str, *fields: str) -> Names:
-    return Names(name, *fields)
+def _table(name: str, fields: str) -> Names:
+    """A table's fields, in schema order, separated by white space."""
+    return Names(name, *fields.split())
 
 
-def _union(name: str, *members: str) -> Names:
-    return Names(name, *members, start=1)
+def _union(name: str, members: str) -> Names:
+    """A union's members, in schema order (type 1 first), separated by white space."""
+    return Names(name, *members.split(), start=1)
 
 
 def metadata_root(data: bytes) -> Fields:
@@ -70,81 +72,39 @@ def metadata_root(data: bytes) -> Fields:
 # identifier M001; root ModelMetadata).
 ModelMetadata = _table(
     "ModelMetadata",
-    "name",
-    "description",
-    "version",
-    "subgraph_metadata",
-    "author",
-    "license",
-    "associated_files",
-    "min_parser_version",
+    "name description version subgraph_metadata author license associated_files min_parser_version",
 )
 SubGraphMetadata = _table(
     "SubGraphMetadata",
-    "name",
-    "description",
-    "input_tensor_metadata",
-    "output_tensor_metadata",
-    "associated_files",
-    "input_process_units",
-    "output_process_units",
-    "input_tensor_groups",
-    "output_tensor_groups",
+    "name description input_tensor_metadata output_tensor_metadata associated_files "
+    "input_process_units output_process_units input_tensor_groups output_tensor_groups "
     "custom_metadata",
 )
 TensorMetadata = _table(
     "TensorMetadata",
-    "name",
-    "description",
-    "dimension_names",
-    "content",
-    "process_units",
-    "stats",
-    "associated_files",
+    "name description dimension_names content process_units stats associated_files",
 )
-Content = _table("Content", "content_properties_type", "content_properties", "range")
+Content = _table("Content", "content_properties_type content_properties range")
 ContentProperties = _union(
     "ContentProperties",
-    "FeatureProperties",
-    "ImageProperties",
-    "BoundingBoxProperties",
-    "AudioProperties",
+    "FeatureProperties ImageProperties BoundingBoxProperties AudioProperties",
 )
-ProcessUnit = _table("ProcessUnit", "options_type", "options")
+ProcessUnit = _table("ProcessUnit", "options_type options")
 ProcessUnitOptions = _union(
     "ProcessUnitOptions",
-    "NormalizationOptions",
-    "ScoreCalibrationOptions",
-    "ScoreThresholdingOptions",
-    "BertTokenizerOptions",
-    "SentencePieceTokenizerOptions",
-    "RegexTokenizerOptions",
+    "NormalizationOptions ScoreCalibrationOptions ScoreThresholdingOptions "
+    "BertTokenizerOptions SentencePieceTokenizerOptions RegexTokenizerOptions",
 )
-NormalizationOptions = _table("NormalizationOptions", "mean", "std")
-Stats = _table("Stats", "max", "min")
+NormalizationOptions = _table("NormalizationOptions", "mean std")
+Stats = _table("Stats", "max min")
 
 # MLTK's parameter dictionary: the ``SL_PARAMSv1`` buffer (Silicon Labs MLTK ``dictionary.fbs``;
 # root Dictionary).
-Dictionary = _table("Dictionary", "schema_version", "entries")
-Entry = _table("Entry", "key", "value_type", "value")
+Dictionary = _table("Dictionary", "schema_version entries")
+Entry = _table("Entry", "key value_type value")
 Value = _union(
     "Value",
-    "boolean",
-    "i8",
-    "u8",
-    "i16",
-    "u16",
-    "i32",
-    "u32",
-    "i64",
-    "u64",
-    "f32",
-    "f64",
-    "str",
-    "str_list",
-    "int32_list",
-    "float_list",
-    "bin",
+    "boolean i8 u8 i16 u16 i32 u32 i64 u64 f32 f64 str str_list int32_list float_list bin",
 )
 #: BoolValue, Int8Value ... DoubleValue: the one-field tables of the scalar members of Value
 ScalarValue = _table("ScalarValue", "value")
