@@ -8,12 +8,14 @@ Run from the repo root (takes long: each GPU compile is tens of seconds on a sof
 
 For each model it runs, as subprocesses of the installed ``tflkit`` with ``--json``:
 ``inspect``, ``check``, ``check --probe``, ``rewrite -o OUT``, ``check --probe`` on the
-rewritten model when a rule fired, and ``validate -n 2 --timeout 120``. Each run (exit code,
-wall time, whether it hung or printed a traceback, the JSON report) is appended to ``--runs``
-(JSON lines, keyed by model, command and tflkit commit), so an interrupted sweep resumes. After
+rewritten model when one was written (a rule fired or a dynamic batch was fixed), and
+``validate -n 2 --timeout 120``. Each run (exit code, wall time, whether it hung or printed a
+traceback, the JSON report) is appended to ``--runs`` (JSON lines, keyed by model, command and
+tflkit commit), so an interrupted sweep resumes. After
 every model it rewrites ``--out`` (default ``docs/sweep.md``): one row per model and the totals
-(internal errors, hangs, model verdict agreement with the accelerator, per-op agreement, GPU
-residency before and after ``rewrite``).
+(internal errors, hangs, model verdict agreement with the accelerator, per-op agreement, the
+main graph's GPU op count from the checker next to the accelerator's, GPU residency before and
+after ``rewrite``).
 """
 
 from __future__ import annotations
@@ -171,7 +173,7 @@ def sweep_model(model: Model, runs: Runs, workdir: Path, timeout: float) -> None
     out = workdir / (model.name.replace("/", "__") + ".rewritten.tflite")
     rewrite = runs.run(model, "rewrite", ["rewrite", "--json", "-o", str(out), path], timeout)
     report = rewrite.get("report") or {}
-    if report.get("written") and report.get("fired") and out.is_file():
+    if report.get("written") and out.is_file():  # written: a rule fired or a shape was fixed
         runs.run(model, "probe_after", ["check", "--probe", "--json", str(out)], timeout)
     runs.run(model, "validate", ["validate", "--json", *VALIDATE_ARGS, path], timeout)
 
@@ -203,6 +205,27 @@ def _probe_cell(entry: dict[str, Any] | None) -> str:
     return ops if status == "ok" else f"{status} {ops}"
 
 
+def _op_counts(entry: dict[str, Any] | None) -> tuple[int | None, int | None]:
+    """Main-graph ops on the GPU: the checker's partition simulation, and the accelerator's
+    count (None when it compiled nothing or the run is missing)."""
+    report = (entry or {}).get("report") or {}
+    probe = report.get("probe") or {}
+    main = next((s for s in report.get("subgraphs") or () if s.get("index") == 0), None)
+    static = main.get("gpu_ops") if main else None
+    if probe.get("status") != "ok":
+        return static, None
+    probed = probe.get("ops_on_gpu")
+    if probed is None and probe.get("compiled") and main:  # runs recorded before the fill
+        probed = main.get("ops")
+    return static, probed
+
+
+def _counts_cell(static: int | None, probed: int | None) -> str:
+    if static is None or probed is None:
+        return "·" if static is None else f"{static} / ·"
+    return f"{static} / {probed}" if static == probed else f"**{static} / {probed}**"
+
+
 def _agreement(entry: dict[str, Any] | None) -> tuple[bool | None, int, int]:
     probe = ((entry or {}).get("report") or {}).get("probe") or {}
     return probe.get("model_agrees"), probe.get("agree") or 0, probe.get("compared") or 0
@@ -219,6 +242,7 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
     ops = [0, 0]
     residency = [0, 0, 0, 0]  # static: GPU ops and all ops before rewrite, then after
     full = [0, 0]  # models with every op on the GPU (static), before and after rewrite
+    counts = [0, 0]  # models whose main-graph GPU op count matches the accelerator's, probed
     for model in models:
         entries = {c: runs.get(model, c) for c in COMMANDS}
         present = [e for e in entries.values() if e is not None]
@@ -226,6 +250,10 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
         totals["internal"] += sum(1 for e in present if e["code"] == 3 or e["traceback"])
         totals["hangs"] += sum(1 for e in present if e["hung"])
         agrees, agree, compared = _agreement(entries["probe"])
+        static_ops, probed_ops = _op_counts(entries["probe"])
+        if static_ops is not None and probed_ops is not None:
+            counts[0] += static_ops == probed_ops
+            counts[1] += 1
         if agrees is not None:
             model_votes[0] += bool(agrees)
             model_votes[1] += 1
@@ -251,6 +279,7 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
                     _code(entries["inspect"]),
                     _code(entries["check"]),
                     _probe_cell(entries["probe"]),
+                    _counts_cell(static_ops, probed_ops),
                     "·" if agrees is None else ("yes" if agrees else "**no**"),
                     f"{agree}/{compared}" if compared else "·",
                     _code(entries["rewrite"]),
@@ -284,6 +313,8 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
         f"- model verdict agreement with the accelerator (`check --probe`, `model_agrees`): "
         f"{model_votes[0]}/{model_votes[1]} = **{model_rate}**",
         f"- per-op agreement with the accelerator: {ops[0]}/{ops[1]} = **{op_rate}**",
+        f"- main-graph GPU op count, checker = accelerator: {counts[0]}/{counts[1]} models "
+        "(the probed ones that compiled)",
         f"- GPU residency (static checker, all models): {residency[0]}/{residency[1]} ops on the "
         f"GPU before `rewrite`, {residency[2]}/{residency[3]} after; fully on the GPU: "
         f"{full[0]} models before, {full[1]} after",
@@ -292,15 +323,17 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
         "",
         "Columns: exit code of each command (`3!` = internal error, `hang` = killed after the "
         "timeout, `·` = not run); *probe* = ops the accelerator runs on the GPU / ops in its "
-        "main graph; *agrees* = the static verdict on whether the model compiles matches the "
+        "main graph; *GPU ops static / probe* = main-graph ops on the GPU per the checker's "
+        "partition simulation / per the accelerator (bold when they differ); *agrees* = the "
+        "static verdict on whether the model compiles matches the "
         "accelerator; *per-op* = ops whose static verdict matches the probe / ops compared; "
         "*static GPU ops* = ops on the GPU per the checker before → after `rewrite`; *probe "
-        "after* = the accelerator on the rewritten model (only when a rule fired); *s* = wall "
+        "after* = the accelerator on the rewritten model (only when one was written); *s* = wall "
         "seconds of all commands.",
         "",
-        "| model | tags | inspect | check | probe | agrees | per-op | rewrite | static GPU ops "
-        "| probe after | validate | s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | tags | inspect | check | probe | GPU ops static / probe | agrees | per-op "
+        "| rewrite | static GPU ops | probe after | validate | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     return "\n".join(header + rows) + "\n"
 

@@ -7,6 +7,8 @@ imports nothing from tflkit but :mod:`tflkit.proc.result_file` (standard library
 in the .tflite's NHWC layout, writes ``outputs.npz``).
 """
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -110,6 +112,87 @@ def recurrent_state_inputs(model):
     return [n for n in found if n not in init]
 
 
+def _onnx2tf_ops():
+    """The op types onnx2tf has a converter for: its ``onnx2tf/ops/*.py`` modules (it imports
+    ``onnx2tf.ops.<op_type>`` for each node, whatever the node's domain)."""
+    import importlib.util
+    import pkgutil
+
+    spec = importlib.util.find_spec("onnx2tf.ops")
+    paths = list(spec.submodule_search_locations or []) if spec else []
+    return {m.name for m in pkgutil.iter_modules(paths) if not m.name.startswith("_")}
+
+
+def _nodes(graph):
+    """Every node of ``graph`` and of the graphs its nodes hold (If/Loop/Scan bodies)."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                yield from _nodes(sub)
+
+
+def unsupported_ops(model, known):
+    """``[(domain, op_type, opset, nodes)]`` for the node types onnx2tf cannot convert, in graph
+    order (ops the model defines as local functions are left to onnx2tf)."""
+    opsets = {(o.domain or "ai.onnx"): o.version for o in model.opset_import}
+    local = {(f.domain, f.name) for f in model.functions}
+    found = {}
+    for node in _nodes(model.graph):
+        if node.op_type in known or (node.domain, node.op_type) in local:
+            continue
+        domain = node.domain or "ai.onnx"
+        key = (domain, node.op_type, opsets.get(domain))
+        found[key] = found.get(key, 0) + 1
+    return [(*key, count) for key, count in found.items()]
+
+
+def _unsupported_message(missing, converter):
+    """One line naming each op onnx2tf lacks (domain, opset) and what the user can do."""
+    names = []
+    for domain, op_type, opset, count in missing:
+        where = f"opset {opset}" if opset is not None else "no opset imported"
+        names.append(f"{domain} {op_type} ({where}{f', {count} nodes' if count > 1 else ''})")
+    it = "it" if len(missing) == 1 else "them"
+    foreign = sorted({d for d, *_ in missing if d not in ("ai.onnx", "ai.onnx.ml")})
+    if foreign:
+        advice = (
+            f"{', '.join(foreign)} ops are ONNX Runtime's (or an exporter's) own, written by its "
+            "quantization or graph optimizer: export the model again with standard ONNX ops "
+            "(no ONNX Runtime quantization or fusion; quantize the .tflite instead)"
+        )
+    else:
+        advice = (
+            "export the model without it (or with a standard op that computes the same), with "
+            "another opset, or pin the inputs with --input-shape so the exporter folds it away"
+        )
+    return f"{'; '.join(names)}: {converter} has no converter for {it}; {advice}"
+
+
+class Unsupported(Exception):
+    """The model holds ops onnx2tf has no converter for (the message says which)."""
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FAILED_NODE = re.compile(r"onnx_op_name: (\S+)")
+
+
+class _Tee(io.TextIOBase):
+    """Writes through to ``out`` and keeps what went by (onnx2tf prints its errors' context)."""
+
+    def __init__(self, out):
+        super().__init__()
+        self.out, self.seen = out, []
+
+    def write(self, text):
+        self.seen.append(text)
+        del self.seen[:-400]
+        return self.out.write(text)
+
+    def flush(self):
+        self.out.flush()
+
+
 def _own_scripts_on_path():
     """Put this environment's ``bin`` first on PATH: onnx2tf runs ``onnxsim`` as a command, and
     without it on PATH it skips the simplification (constant folding of shape arithmetic) with a
@@ -129,8 +212,14 @@ def convert(job, state):
     state["versions"] = {"onnx2tf": version("onnx2tf"), "tensorflow": version("tensorflow")}
     state["converter"] = f"onnx2tf {version('onnx2tf')}"
     work = Path(job["workdir"])
+    # before the shapes: an op onnx2tf lacks is the first thing to fix, whatever the shapes
+    missing = unsupported_ops(onnx.load(job["source"], load_external_data=False), _onnx2tf_ops())
+    if missing:
+        raise Unsupported(_unsupported_message(missing, state["converter"]))
     shapes, source = _static_shapes(job["source"], job["options"])
-    state["inputs"] = [{"name": n, "source_shape": source[n]} for n in shapes]
+    state["inputs"] = [
+        {"name": n, "source_shape": source[n], "onnx_shape": shapes[n]} for n in shapes
+    ]
     np.save(
         work / _SAMPLE, np.random.default_rng(0).uniform(0, 1, (20, 128, 128, 3)).astype(np.float32)
     )
@@ -138,16 +227,25 @@ def convert(job, state):
     static = _fix_inputs(job["source"], shapes, work / "static_inputs.onnx")
     keep = recurrent_state_inputs(onnx.load(static, load_external_data=False))
     state["kept_layout"] = keep
-    onnx2tf.convert(
-        input_onnx_file_path=static,
-        output_folder_path=str(work / "onnx2tf"),
-        overwrite_input_shape=[f"{n}:{','.join(map(str, s))}" for n, s in shapes.items()],
-        # Unrolled LSTM/GRU/RNN loops become builtin ops; rolled ones stay TensorList flex ops,
-        # which never run on the GPU (measured on openWakeWord's LSTM model).
-        enable_rnn_unroll=True,
-        keep_shape_absolutely_input_names=keep or None,
-        non_verbose=True,
-    )
+    tee = _Tee(sys.stdout)
+    try:
+        with contextlib.redirect_stdout(tee):
+            onnx2tf.convert(
+                input_onnx_file_path=static,
+                output_folder_path=str(work / "onnx2tf"),
+                overwrite_input_shape=[f"{n}:{','.join(map(str, s))}" for n, s in shapes.items()],
+                # Unrolled LSTM/GRU/RNN loops become builtin ops; rolled ones stay TensorList
+                # flex ops, which never run on the GPU (measured on openWakeWord's LSTM model).
+                enable_rnn_unroll=True,
+                keep_shape_absolutely_input_names=keep or None,
+                non_verbose=True,
+            )
+    except Exception:
+        # onnx2tf prints the ONNX node it failed on ("onnx_op_name: conv2d_5"), not raises it
+        named = _FAILED_NODE.findall(_ANSI.sub("", "".join(tee.seen)))
+        if named:
+            state["failed_node"] = named[-1]
+        raise
     state["convert_seconds"] = time.perf_counter() - start
     (found,) = sorted((work / "onnx2tf").glob("*_float32.tflite"))
     os.replace(found, work / "model.tflite")
@@ -200,6 +298,59 @@ def _one_line(exc):
     return (named[-1] if named else f"{type(exc).__name__}: {lines[0]}")[:500]
 
 
+_NO_MODULE = re.compile(r"No module named 'onnx2tf\.ops\.(\w+)'")
+_NEGATIVE_DIM = re.compile(r"Dimension -1 must be >= 0")
+_KERAS_LAYER = re.compile(r'Exception encountered when calling layer "([^"]+)"')
+_TF_NODE = re.compile(r" for '\{\{node .*?\}\}.*?\)'")
+_SHAPE_CLASH = re.compile(r"not a multiple|must be equal|[Ii]ncompatible shapes|Depth of")
+
+
+def _explained(exc, state):
+    """One line for onnx2tf failures whose own text names no cause the user can act on (None
+    for the others)."""
+    text = str(exc)
+    converter = state.get("converter", "onnx2tf")
+    found = _NO_MODULE.search(text)
+    if found:  # an op the pre-check did not see (e.g. one onnxsim wrote)
+        return (
+            f"{found.group(1)}: {converter} has no converter for this op; export the model "
+            "with standard ONNX ops (another opset, or without it)"
+        )
+    layer = _KERAS_LAYER.match(text)
+    if layer:  # TensorFlow's wrapper line first, the cause in the next one
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        cause = _TF_NODE.sub("", lines[1]).rstrip(".") if len(lines) > 1 else "no cause given"
+        node = state.get("failed_node")
+        where = f"ONNX node {node} ({layer.group(1)})" if node else layer.group(1)
+        line = f"{converter} failed at {where}: {cause}"
+        if _SHAPE_CLASH.search(cause):
+            line += (
+                "; onnx2tf moves channels last and guesses each tensor's layout, and a model "
+                "whose tensors are channels-last already (exported from Keras/TensorFlow) often "
+                "breaks so: convert the Keras or SavedModel source with tflkit instead, or export "
+                "the ONNX model channels-first"
+            )
+        return line[:700]
+    if _NEGATIVE_DIM.search(text):
+        shapes = state.get("inputs", [])
+        dynamic = [i for i in shapes if any(d is None for d in i.get("source_shape") or [])]
+        named = ", ".join(
+            f"{i['name']} {'x'.join('?' if d is None else str(d) for d in i['source_shape'])}"
+            + (
+                f" (converted as {'x'.join(map(str, i['onnx_shape']))})"
+                if i.get("onnx_shape")
+                else ""
+            )
+            for i in dynamic or shapes
+        )
+        return (
+            f"{converter} kept an unknown (-1) dimension inside the graph (ValueError: Dimension "
+            f"-1 must be >= 0): pin the dynamic inputs with --input-shape NAME=D1,D2,... (ONNX "
+            f"layout) at the shape the app feeds: {named or 'no inputs'}"
+        )
+    return None
+
+
 def main():
     job = json.loads(Path(sys.argv[1]).read_text())
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -207,12 +358,18 @@ def main():
     try:
         (convert if job["step"] == "convert" else reference)(job, state)
         state["stage"] = "done"
+    except Unsupported as exc:
+        state.update(error=str(exc), error_kind="unsupported")
     except Exception as exc:
         text = str(exc)
-        state.update(
-            error=text.removeprefix("usage: ") if "\n" not in text else _one_line(exc),
-            error_kind="usage" if text.startswith("usage: ") else job["step"],
-        )
+        explained = _explained(exc, state) if job["step"] == "convert" else None
+        if explained:
+            state.update(error=explained, error_kind="unsupported")
+        else:
+            state.update(
+                error=text.removeprefix("usage: ") if "\n" not in text else _one_line(exc),
+                error_kind="usage" if text.startswith("usage: ") else job["step"],
+            )
     write_result(Path(job["workdir"]) / RESULT_FILE, state)
     return 0
 

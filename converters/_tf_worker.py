@@ -262,6 +262,26 @@ def _cpu_check(
     return worst
 
 
+def _tflite_input_types(inputs: list[dict[str, Any]], tensors: dict[str, Any]) -> None:
+    """Each input's dtype as the ``.tflite`` takes it (int8 under ``--int8-io``, with its scale
+    and zero point), the source's kept as ``source_dtype`` where they differ; by name, else by
+    position."""
+    from tflkit.ir.entry import IoSpec
+
+    if not all(entry["name"] in tensors for entry in inputs):
+        tensors = {e["name"]: t for e, t in zip(inputs, tensors.values(), strict=False)}
+    for entry in inputs:
+        tensor = tensors.get(entry["name"])
+        if tensor is None or tensor.dtype is None:
+            continue
+        spec = IoSpec(entry["name"], tensor, tuple(tensor.shape))
+        if spec.dtype.name != entry["dtype"]:
+            entry["source_dtype"] = entry["dtype"]
+            entry["dtype"] = spec.dtype.name
+        if spec.quant is not None:
+            entry["scale"], entry["zero_point"] = (float(spec.quant[0]), int(spec.quant[1]))
+
+
 def run(job: dict[str, Any]) -> dict[str, Any]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     state: dict[str, Any] = {"stage": "import"}
@@ -320,6 +340,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         from tflkit.validation.inputs import make_input_sets
 
         model = ir.load(data)
+        _tflite_input_types(state["inputs"], entry_point(model)[2])
         state["flex_ops"] = sorted(
             {op.type for sg in model.subgraphs for op in sg.ops if op.type.startswith("Flex")}
         )

@@ -123,7 +123,8 @@ def convert_gpu_ready(
         }
         for p in checked.pairs
     }
-    line = f"{checked.verdict}; " + "; ".join(
+    # the stage's status is the verdict already: the line holds only the figures
+    line = "; ".join(
         f"{key} max abs {max((v['max_abs'] or 0.0) for v in outs.values()):.3g}"
         for key, outs in pairs.items()
         if outs

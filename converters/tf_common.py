@@ -45,6 +45,8 @@ def _raise_for(outcome: WorkerOutcome) -> None:
     kind = state.get("error_kind")
     if kind == "usage":
         raise UsageError(state.get("error", "bad options"))
+    if kind == "unsupported":  # the ONNX worker's one line naming what the model holds
+        raise ConversionError(state.get("error", "the model holds ops the converter lacks"))
     if kind == "import":
         raise ConversionError(f"TensorFlow failed to import: {state.get('error')}")
     if kind == "load":

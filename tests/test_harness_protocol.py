@@ -238,8 +238,9 @@ def test_copied_constants_match_the_protocol() -> None:
 
     expected = {
         "schema": None,
-        "backends": list(protocol.BACKENDS),
-        "backend": list(protocol.BACKENDS),
+        # 1.1: the browser harness's backends (tflkit/harness/browser; the others refuse them)
+        "backends": list(protocol.BACKENDS + protocol.BROWSER_BACKENDS),
+        "backend": list(protocol.BACKENDS + protocol.BROWSER_BACKENDS),
         "dtype": list(protocol.DTYPES),
         "status": list(STATUSES),
     }

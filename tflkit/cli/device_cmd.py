@@ -43,14 +43,63 @@ def _progress(message: str) -> None:
     print(f"tflkit: {message}", file=sys.stderr, flush=True)
 
 
-def _devices(
-    specs: list[str], identity: Path | None, ssh_config: Path | None, python: str | None
-) -> list:
-    from tflkit.harness.transport import parse_device
+ViaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--via",
+        help="adb devices: 'browser' runs the job with LiteRT.js in the device's browser (served "
+        "from here through adb reverse), 'app' in the native harness (the tflkit app on Android, "
+        "the Linux harness on Linux). Default: the native harness, or the browser on an Android "
+        "phone without the tflkit app.",
+        show_default=False,
+    ),
+]
+HostOption = Annotated[
+    str | None,
+    typer.Option(
+        "--host",
+        help="--device url: the interface the job is served on (default 127.0.0.1: this machine "
+        "only, or through adb reverse / ssh -R); 0.0.0.0 makes the model reachable on the network "
+        "while the job runs.",
+        show_default=False,
+    ),
+]
 
+
+def _devices(
+    specs: list[str],
+    identity: Path | None,
+    ssh_config: Path | None,
+    python: str | None,
+    via: str | None = None,
+    host: str | None = None,
+) -> list:
+    from tflkit.harness.browser.device import device_from_spec
+    from tflkit.harness.browser.remote import remote_device
+
+    if host is not None and "url" not in specs:
+        raise UsageError("--host is for --device url")
+    if via is not None and not any(s.startswith("adb:") for s in specs):
+        raise UsageError("--via is for --device adb:SERIAL")
+    remote = {
+        s: remote_device(
+            s, via=via, host=host if s == "url" else None, python=python, progress=_progress
+        )
+        for s in specs
+    }
+    if any(remote.values()):
+        return [
+            remote[s]
+            or device_from_spec(s, identity=identity, ssh_config=ssh_config, python=python)
+            for s in specs
+        ]
     if not specs:
-        raise UsageError("give at least one --device (local, adb:SERIAL, ssh:USER@HOST[:PORT])")
-    return [parse_device(s, identity=identity, ssh_config=ssh_config, python=python) for s in specs]
+        raise UsageError(
+            "give at least one --device (local, adb:SERIAL, ssh:USER@HOST[:PORT], browser)"
+        )
+    return [
+        device_from_spec(s, identity=identity, ssh_config=ssh_config, python=python) for s in specs
+    ]
 
 
 @app.command("list")
@@ -176,6 +225,8 @@ def run(
     identity: IdentityOption = None,
     ssh_config: SshConfigOption = None,
     device_python: DevicePythonOption = None,
+    via: ViaOption = None,
+    host: HostOption = None,
     timeout: Annotated[
         float,
         typer.Option(
@@ -191,7 +242,7 @@ def run(
 
     if not (job / "job.json").is_file():
         raise UsageError(f"{job} is not a job folder (no job.json)")
-    devices = _devices(device, identity, ssh_config, device_python)
+    devices = _devices(device, identity, ssh_config, device_python, via, host)
     out = output or job.with_name(job.name + ".result")
     if out.exists():
         raise UsageError(f"{out} already exists; refusing to overwrite it")
@@ -238,6 +289,8 @@ def validate(
     identity: IdentityOption = None,
     ssh_config: SshConfigOption = None,
     device_python: DevicePythonOption = None,
+    via: ViaOption = None,
+    host: HostOption = None,
     timeout: BackendTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
@@ -248,9 +301,9 @@ def validate(
 
     if html is not None and html.resolve() == model.resolve():
         raise UsageError("refusing to overwrite the input model with a report")
-    devices = _devices(device, identity, ssh_config, device_python)
+    devices = _devices(device, identity, ssh_config, device_python, via, host)
     options = DeviceValidateOptions(
-        backends=tuple(backend) or ("cpu", "gpu_fp16", "gpu_fp32"),
+        backends=tuple(backend),
         reference=reference,
         inputs=inputs,
         num_inputs=num_inputs,
@@ -267,3 +320,60 @@ def validate(
     )
     report = device_validate(model, devices, options, progress=_progress)
     show_validate_report(report, html=html, json_output=json_output)
+
+
+@app.command("setup")
+def setup(
+    device: Annotated[
+        str,
+        typer.Argument(
+            help="adb:SERIAL, ssh:USER@HOST[:PORT] or a name from devices.toml (a Linux device).",
+            show_default=False,
+        ),
+    ],
+    device_python: Annotated[
+        str | None,
+        typer.Option(
+            "--device-python",
+            help="The device's Python that builds the venv (default: python3).",
+            show_default=False,
+        ),
+    ] = None,
+    workdir: Annotated[
+        str | None,
+        typer.Option(
+            "--workdir",
+            help="Folder on the device for the venv (DIR/venv; default ~/.local/share/tflkit).",
+            show_default=False,
+        ),
+    ] = None,
+    identity: IdentityOption = None,
+    ssh_config: SshConfigOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Build a venv with ai-edge-litert and numpy on a Linux device (wheels from this host, no
+    network there) and record its Python in devices.toml for later jobs."""
+    from tflkit.harness.setup import record_python, setup_device
+    from tflkit.harness.transport import parse_device
+
+    target = parse_device(device, identity=identity, ssh_config=ssh_config)
+    result, _ = setup_device(target, python=device_python, workdir=workdir, progress=_progress)
+    result.config = record_python(
+        device,
+        target.spec,
+        result.python,
+        identity=identity,
+        ssh_config=ssh_config,
+        note=f"tflkit device setup: ai-edge-litert {result.versions['ai-edge-litert']} venv",
+    )
+    if json_output:
+        print_json(result.document())
+        return
+    config = result.config
+    where = ", ".join(f"[{n}]" for n in config["entries"])
+    print(
+        f"{result.device}: ready: {result.python} (ai-edge-litert "
+        f"{result.versions['ai-edge-litert']}, numpy {result.versions['numpy']}) on "
+        f"{result.target.label}"
+    )
+    print(f"{config['action']} {where} in {config['path']}: later jobs use it with no flag")

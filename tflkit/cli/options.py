@@ -114,7 +114,8 @@ DeviceOption = Annotated[
     typer.Option(
         "--device",
         "-d",
-        help="local, adb:SERIAL, ssh:USER@HOST[:PORT] or a name from devices.toml (repeat to "
+        help="local, adb:SERIAL, ssh:USER@HOST[:PORT], browser[:swiftshader|lavapipe] (this "
+        "machine's headless Chromium with LiteRT.js) or a name from devices.toml (repeat to "
         "run on several at once).",
     ),
 ]
@@ -142,8 +143,9 @@ BackendOption = Annotated[
     typer.Option(
         "--backend",
         "-b",
-        help="cpu, gpu_fp16, gpu_fp32, gpu_delegate (Android) (repeat). "
-        "Default: cpu, gpu_fp16, gpu_fp32.",
+        help="cpu, gpu_fp16, gpu_fp32, gpu_delegate (Android); webgpu_fp32, webgpu_fp16, wasm "
+        "(browser) (repeat). Default: cpu, gpu_fp16, gpu_fp32; on a browser: the three browser "
+        "ones.",
     ),
 ]
 ThreadsOption = Annotated[int | None, typer.Option("--threads", help="CPU threads on the device.")]

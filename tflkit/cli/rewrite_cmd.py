@@ -53,7 +53,7 @@ def rewrite(
         print_json(report.to_json())
     else:
         render_rewrite(report, console())
-    if not written:
+    if not written and outcome.changed:  # nothing to do is a success (exit 0), not a refusal
         raise RewriteRefused(
             f"not written: {report.verification['problem']} (use --force to write anyway)"
         )

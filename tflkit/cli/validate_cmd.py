@@ -71,9 +71,9 @@ def validate(
         typer.Option(
             "--runner",
             "-r",
-            help="cpu, cpu-ref, cpu-fp16 (fp16 emulation), gpu-fp16, gpu-fp32, delegate, "
-            "reference (repeat). Default: cpu, cpu-fp16, gpu-fp16, gpu-fp32 (+ reference / "
-            "delegate when given).",
+            help="cpu, cpu-ref, cpu-fp16 (fp16 emulation), gpu-fp16, gpu-fp32, webgpu-fp16, "
+            "webgpu-fp32, wasm (LiteRT.js in headless Chromium), delegate, reference (repeat). "
+            "Default: cpu, cpu-fp16, gpu-fp16, gpu-fp32 (+ reference / delegate when given).",
         ),
     ] = [],  # noqa: B006
     pair: Annotated[
@@ -131,6 +131,14 @@ def validate(
             show_default=False,
         ),
     ] = None,
+    browser_adapter: Annotated[
+        str,
+        typer.Option(
+            "--browser-adapter",
+            help="WebGPU adapter of the browser runners: swiftshader (core WebGPU) or lavapipe "
+            "(Mesa >= 25, WebGPU compatibility mode).",
+        ),
+    ] = "swiftshader",
     timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
@@ -163,6 +171,7 @@ def validate(
         timeout=timeout,
         input_kind=input_kind,
         calibrate=not fixed_tolerances,
+        browser_adapter=browser_adapter,
     )
     with _progress() as progress:
         options.progress = progress

@@ -96,7 +96,8 @@ NOISE_FACTOR = {"fp32": 16.0, "fp16": 32.0, "int8": 8.0, "int8-fp16": 6.0, "int8
 #: the CPU runners that compute a quantized model on its 8-bit grid
 _INTEGER_KERNELS = ("cpu", "cpu-ref")
 
-_FP16_RUNNERS = re.compile(r"^(gpu-fp16|gpu|cpu-fp16|delegate.*)$")
+#: webgpu-fp16: LiteRT.js's WebGPU accelerator at fp16 precision (in Chromium)
+_FP16_RUNNERS = re.compile(r"^(gpu-fp16|gpu|cpu-fp16|webgpu-fp16|delegate.*)$")
 _KEYS = {"rtol", "atol", "min_cosine", "cosine", "noise_factor"}
 
 

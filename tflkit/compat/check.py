@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,11 +71,16 @@ def check_model(
     limit = spec.max_partitions if max_partitions == TARGET_DEFAULT else max_partitions
     result = static.check(model, spec)
     verdicts = {(v.subgraph_index, v.op_index): v for v in result.verdicts}
-    dynamic = _dynamic_input_hint(model)
+    found = dynamic_inputs(model)
+    dynamic = " ".join(d.hint for d in found)
     placeholders = any(  # a dynamic batch stored as 1 is a real batch; other dims may not be
         d < 0 for t in model.main.inputs for d in (t.shape_signature or ())[1:]
     )
-    unprepared = _stored_shape_issue(model, dynamic) if result.compiles and placeholders else None
+    unprepared = (
+        _stored_shape_issue(model, dynamic_input_advice(found))
+        if result.compiles and placeholders
+        else None
+    )
     compiles = result.compiles and unprepared is None
 
     ops: list[OpCheck] = []
@@ -150,7 +156,9 @@ def check_model(
             i.fatal,
             i.subgraph_index,
             i.op_index,
-            FixHint(None, dynamic, "input_shape") if i.code == Reason.DYNAMIC_INPUT else None,
+            FixHint(None, _issue_advice(i.message, found), "input_shape")
+            if i.code == Reason.DYNAMIC_INPUT
+            else None,
         )
         for i in result.issues
     ]
@@ -210,16 +218,87 @@ _RNN_CELL_OPS = frozenset({"FULLY_CONNECTED", "BATCH_MATMUL"})
 _RNN_GATE_OPS = frozenset({"LOGISTIC", "TANH"})
 
 
-def _dynamic_input_hint(model: ir.Model) -> str:
-    """``--input-shape NAME=D1,...`` for every dynamic input of the entry point, '?' as N."""
+@dataclass(frozen=True)
+class DynamicInput:
+    """A dynamic input of the entry point, named as its users see it (the signature name)."""
+
+    name: str
+    tensor: ir.Tensor
+    #: The shape stored in the file (what the runtime allocates unless resized).
+    stored: tuple[int, ...]
+    #: The shape signature: -1 for each dynamic dimension.
+    signature: tuple[int, ...]
+
+    @property
+    def dynamic_dims(self) -> list[int]:
+        return [i for i, d in enumerate(self.signature) if d < 0]
+
+    @property
+    def batch_only(self) -> bool:
+        """Only the batch is dynamic and it is stored as 1: fixing it to 1 is what the stored
+        shape already says (a rank-1 input has no batch: its one dimension is the data)."""
+        sig = self.signature
+        return (
+            len(sig) >= 2 and sig[0] == -1 and self.stored[0] == 1 and all(d >= 0 for d in sig[1:])
+        )
+
+    @property
+    def stored_shape(self) -> str:
+        return ",".join(str(d) for d in self.stored)
+
+    @property
+    def flag(self) -> str:
+        """``--input-shape NAME=D1,...`` with the stored numbers."""
+        return f"--input-shape {self.name}={self.stored_shape}"
+
+    @property
+    def hint(self) -> str:
+        """The flag, and for anything but a batch stored as 1 which dimensions to change."""
+        if self.batch_only:
+            return self.flag
+        dims = ",".join(str(i) for i in self.dynamic_dims)
+        which = "dim" if len(self.dynamic_dims) == 1 else "dims"
+        return f"{self.flag} ({which} {dims}: the app's sizes)"
+
+
+def dynamic_inputs(model: ir.Model) -> list[DynamicInput]:
+    """The entry point's inputs with a -1 in their shape signature, by signature name."""
     entry = model.signatures[0].inputs if model.signatures else {}
     names = {id(t): name for name, t in entry.items()}
-    parts = [
-        f"{names.get(id(t), t.name)}=" + ",".join(str(d).replace("?", "N") for d in t.display_shape)
+    return [
+        DynamicInput(
+            names.get(id(t), t.name),
+            t,
+            tuple(int(d) for d in t.shape),
+            tuple(int(d) for d in (t.shape_signature or t.shape)),
+        )
         for t in model.main.inputs
         if t.is_dynamic
     ]
-    return "--input-shape " + " --input-shape ".join(parts) if parts else ""
+
+
+def _issue_advice(message: str, found: Sequence[DynamicInput]) -> str:
+    """The advice for the input a DYNAMIC_INPUT issue names (all of them if it names none)."""
+    named = [d for d in found if f"'{d.tensor.name}'" in message]
+    return dynamic_input_advice(named or found)
+
+
+def dynamic_input_advice(found: Sequence[DynamicInput]) -> str:
+    """One sentence on what ``--input-shape`` to pass, with real numbers."""
+    parts = []
+    for d in found:
+        if d.batch_only:
+            parts.append(
+                f"{d.flag} (its dynamic batch, stored as 1; `rewrite` fixes it to 1 by default)"
+            )
+        else:
+            which = "dimension" if len(d.dynamic_dims) == 1 else "dimensions"
+            dims = ", ".join(str(i) for i in d.dynamic_dims)
+            stored = ", ".join(str(d.stored[i]) for i in d.dynamic_dims)
+            parts.append(
+                f"{d.flag}, with {which} {dims} (stored as {stored}) replaced by what the app feeds"
+            )
+    return "; ".join(parts)
 
 
 def _stored_shape_issue(model: ir.Model, hint: str) -> IssueInfo | None:
@@ -245,7 +324,7 @@ def _stored_shape_issue(model: ir.Model, hint: str) -> IssueInfo | None:
     error = next((line[7:] for line in lines if line.startswith("error: ")), None)
     if done.returncode != 1 or error is None or not stages or "allocate" not in stages[-1]:
         return None
-    stored = ", ".join(f"{t.name} {list(t.shape)}" for t in model.main.inputs if t.is_dynamic)
+    stored = ", ".join(f"{d.name} {list(d.stored)}" for d in dynamic_inputs(model))
     return IssueInfo(
         str(Reason.DYNAMIC_INPUT),
         f"At the shapes stored for its dynamic inputs ({stored}) the model does not prepare "
@@ -328,6 +407,19 @@ def claimed_verdicts(report: CheckReport) -> list[static.OpVerdict]:
     return claims
 
 
+def probe_op_counts(result: ProbeResult, main_ops: int) -> tuple[int | None, int | None]:
+    """Main-graph ops on the GPU and on the CPU per the accelerator. It prints its summary line
+    only when it leaves ops on the CPU; a model it compiled with no rejection at all ran every
+    op on the GPU (``main_ops``, 0). None where nothing is known: not compiled, or a log that
+    rejects ops without a count."""
+    log = result.log
+    if log.ops_on_gpu is not None or log.ops_on_cpu is not None:
+        return log.ops_on_gpu, log.ops_on_cpu
+    if result.status in _COMPILED and result.compiled and not log.rejections:
+        return main_ops, 0
+    return None, None
+
+
 def _probe_error(result: ProbeResult) -> str | None:
     """The accelerator's error, with the op the runtime names when a kernel failed to prepare
     (the exception only says "Failed to modify graph with delegate")."""
@@ -368,12 +460,13 @@ def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> N
             op_type=site.op_type if site else None,
             message=result.log.fatal or result.exit_description,
         )
+    counts = probe_op_counts(result, len(model.main.ops))
     report.probe = ProbeInfo(
         status=result.status,
         adapter=adapter.name if adapter else None,
         software_gpu=adapter.is_software if adapter else None,
-        ops_on_gpu=result.log.ops_on_gpu,
-        ops_on_cpu=result.log.ops_on_cpu,
+        ops_on_gpu=counts[0],
+        ops_on_cpu=counts[1],
         crash=crash,
         error=_probe_error(result),
         from_cache=result.from_cache,

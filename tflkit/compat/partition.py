@@ -5,6 +5,15 @@ Given which ops a target supports, the graph is cut like TFLite's
 subsets of supported and unsupported ops. A delegate may then take only some supported subsets
 (the classic GPU delegate takes the largest one by default: ``max_partitions=1``); the rest run
 on CPU. Every non-constant tensor that crosses between CPU and GPU is a copy per inference.
+
+Dependencies are data plus the runtime's order of ops with side effects
+(``tensorflow/lite/graph_info.cc``, ``PartitionGraphIntoIndependentNodeSubsets``: when it
+partitions greedily without explicit control edges it chains every node whose
+``might_have_side_effect`` is set to the previous such node in execution order;
+``Subgraph::OpMightHaveSideEffect`` in ``tensorflow/lite/core/subgraph.cc`` sets it for a node
+with a RESOURCE input or output, and for IF, WHILE and CALL_ONCE). So a READ_VARIABLE that
+follows an ASSIGN_VARIABLE waits for it, and the GPU ops between them cannot join one
+partition: see :func:`side_effect_ops`.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from tflkit.compat.flops import op_flops
 from tflkit.ir import Op, Subgraph, Tensor
@@ -74,10 +84,31 @@ class PartitionPlan:
         return self.flops_gpu / self.flops_total if self.flops_total else 0.0
 
 
+#: Ops the runtime treats as having side effects whatever their tensors
+#: (``Subgraph::OpMightHaveSideEffect``): control flow may run stateful ops in its subgraphs.
+SIDE_EFFECT_OPS = frozenset({"IF", "WHILE", "CALL_ONCE"})
+
+
+def has_side_effect(op: Op) -> bool:
+    """The runtime's ``might_have_side_effect``: a RESOURCE tensor among the op's inputs or
+    outputs (VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE, hash tables...), or control flow."""
+    if op.type in SIDE_EFFECT_OPS:
+        return True
+    tensors = (*op.inputs, *op.outputs)
+    return any(t is not None and t.type_name == "RESOURCE" for t in tensors)
+
+
+def side_effect_ops(ops: list[Op]) -> list[Op]:
+    """The ops with side effects, in execution order: the runtime chains each to the previous
+    one, so the partitioner schedules them in this order."""
+    return [op for op in ops if has_side_effect(op)]
+
+
 def split_into_subsets(
     ops: list[Op], supported: Callable[[Op], bool]
 ) -> list[tuple[bool, list[Op]]]:
-    """Alternating subsets of supported / unsupported ops, each as large as dependencies allow."""
+    """Alternating subsets of supported / unsupported ops, each as large as dependencies allow
+    (data dependencies and the chain of ops with side effects)."""
     position = {id(op): i for i, op in enumerate(ops)}
     kinds = {id(op): bool(supported(op)) for op in ops}
     pending = {id(op): 0 for op in ops}
@@ -88,6 +119,10 @@ def split_into_subsets(
             if producer is not None and id(producer) in pending:
                 pending[id(op)] += 1
                 readers[id(producer)].append(op)
+    chain = side_effect_ops(ops)
+    for before, after in pairwise(chain):
+        pending[id(after)] += 1
+        readers[id(before)].append(after)
     ready: dict[bool, list[tuple[int, Op]]] = {True: [], False: []}
     for op in ops:
         if pending[id(op)] == 0:

@@ -48,13 +48,21 @@ def _main_op_count(data: bytes) -> int | None:
         return None
 
 
+#: What CompiledModel calls the one entry point of a model without signatures (its inputs and
+#: outputs then carry their tensor names, as tflkit's entry point does).
+PLACEHOLDER = "<placeholder signature>"
+
+
 def _signature(
     cm: Any, key: str | None = None
 ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    signatures = cm.get_signature_list()
     if key is None:
-        key = next(iter(cm.get_signature_list()))
-    elif key not in cm.get_signature_list():
-        raise ValueError(f"no signature {key!r}; the model has {list(cm.get_signature_list())}")
+        key = next(iter(signatures))
+    elif key not in signatures:
+        if list(signatures) == [PLACEHOLDER]:
+            raise ValueError(f"the model has no signatures, so --signature {key!r} is unknown")
+        raise ValueError(f"no signature {key!r}; the model has {list(signatures)}")
     names = cm.get_signature_list()[key]
     in_details = cm.get_input_tensor_details(key)
     out_details = cm.get_output_tensor_details(key)

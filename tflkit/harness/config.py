@@ -9,7 +9,9 @@ ssh_config = "~/.ssh/config-lab"        # ssh only (ssh -F)
 workdir = "/tmp/tflkit-jobs"            # where jobs go on the device
 ```
 
-``--device rpi5`` then means that device with those settings (command-line options win).
+``--device rpi5`` then means that device with those settings (command-line options win), and so
+does ``--device ssh:pi@rpi5.local`` (the first entry whose ``device`` is exactly that spec).
+``tflkit device setup`` sets ``python`` there, or adds an entry named after the spec.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from tflkit.errors import UsageError
 
-__all__ = ["KEYS", "config_path", "configured_devices"]
+__all__ = ["KEYS", "config_path", "configured_devices", "settings_for"]
 
 KEYS = {"device", "python", "identity", "ssh_config", "workdir"}
 
@@ -49,3 +51,11 @@ def configured_devices() -> dict[str, dict[str, Any]]:
             raise UsageError(f"{path}: [{name}] has unknown keys {sorted(unknown)}")
         devices[name] = entry
     return devices
+
+
+def settings_for(spec: str) -> dict[str, Any]:
+    """The first entry whose ``device`` is exactly ``spec`` (``adb:...``, ``ssh:...``), or {}."""
+    for entry in configured_devices().values():
+        if entry["device"] == spec:
+            return entry
+    return {}

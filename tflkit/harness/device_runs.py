@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tflkit.delegates.base import RunResult
+from tflkit.delegates.litert_js import BACKEND_OF, browser_run_result
 from tflkit.gpu.log import parse_gpu_log
 from tflkit.harness.protocol import BackendResult, DeviceResult
 
@@ -17,7 +18,15 @@ __all__ = ["RUNNER_OF", "device_run_results", "runner_name"]
 
 #: Protocol backend -> tflkit runner name (whose tolerance class applies). The classic GPU
 #: delegate allows fp16 by default on Android, hence the "gpu" (fp16) class.
-RUNNER_OF = {"cpu": "cpu", "gpu_fp16": "gpu-fp16", "gpu_fp32": "gpu-fp32", "gpu_delegate": "gpu"}
+#: The browser harness's backends are LiteRT.js's (``tflkit.delegates.litert_js``): webgpu-fp16 is
+#: an fp16 runner, webgpu-fp32 and wasm fp32.
+RUNNER_OF = {
+    "cpu": "cpu",
+    "gpu_fp16": "gpu-fp16",
+    "gpu_fp32": "gpu-fp32",
+    "gpu_delegate": "gpu",
+    **{backend: runner for runner, backend in BACKEND_OF.items()},
+}
 _PRECISION = {"cpu": "fp32", "gpu_fp16": "fp16", "gpu_fp32": "fp32", "gpu_delegate": "fp16"}
 
 
@@ -80,6 +89,10 @@ def device_run_results(result: DeviceResult, device: str) -> list[RunResult]:
     runs = []
     for backend in result.backends.values():
         record = backend.record
+        if result.harness.get("kind") == "browser":
+            name = runner_name(backend.backend, device)
+            runs.append(browser_run_result(name, record, backend.outputs, result.document, device))
+            continue
         executed = _executed(result, backend, device)
         each = record.get("run_seconds") or []
         runs.append(

@@ -24,22 +24,35 @@ from tflkit.compare.comparator import default_pairs
 from tflkit.delegates.base import Feed, RunResult
 from tflkit.errors import UsageError
 from tflkit.harness.device_runs import RUNNER_OF, device_run_results, runner_name
-from tflkit.harness.protocol import DeviceResult, JobOptions, write_job
+from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, JobOptions, write_job
 from tflkit.harness.transport import Device, DeviceError
 from tflkit.proc.worker import kill_sessions
 from tflkit.report.validate_report import ValidateReport
 from tflkit.validation.options import InputSetOptions
 
-__all__ = ["DeviceValidateOptions", "device_slug", "device_validate", "run_on_devices"]
+__all__ = [
+    "DEFAULT_BACKENDS",
+    "DeviceValidateOptions",
+    "device_backends",
+    "device_slug",
+    "device_validate",
+    "run_on_devices",
+]
 
 Progress = Callable[[str], None]
 
 
 @dataclass
 class DeviceValidateOptions(InputSetOptions):
-    """What to run where. ``keep`` keeps each device's result folder under that directory."""
+    """What to run where. ``keep`` keeps each device's result folder under that directory.
 
-    backends: Sequence[str] = ("cpu", "gpu_fp16", "gpu_fp32")
+    ``backends``: empty means each device's default (``cpu``, ``gpu_fp16``, ``gpu_fp32``; a
+    browser device's ``webgpu_fp32``, ``webgpu_fp16``, ``wasm``); a device runs the ones of the
+    list it has. ``browser``: the job's ``browser`` field for browser devices (protocol 1.1:
+    ``repeats``, at least 3 here; ``webgpu_device``, ...).
+    """
+
+    backends: Sequence[str] = ()
     reference: Path | None = None
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     threads: int | None = None
@@ -47,6 +60,31 @@ class DeviceValidateOptions(InputSetOptions):
     timed_runs: int = 1
     timeout: float = 300.0
     keep: Path | None = None
+    browser: Mapping[str, object] | None = None
+
+
+#: What a device runs when ``--backend`` is not given, by its kind.
+DEFAULT_BACKENDS = ("cpu", "gpu_fp16", "gpu_fp32")
+#: At least this many runs of each input set on a browser backend (run-to-run drift).
+MIN_REPEATS = 3
+
+
+def device_backends(device: Device, asked: Sequence[str]) -> tuple[str, ...]:
+    """The backends ``device`` runs: its own (a browser device's ``backends``) or the usual
+    ones, narrowed to ``asked`` when given; a usage error when it runs none of them."""
+    own = tuple(getattr(type(device), "backends", None) or ())
+    if not asked:
+        return own or DEFAULT_BACKENDS
+    if own:
+        chosen = tuple(b for b in asked if b in own)
+    else:
+        chosen = tuple(b for b in asked if b not in BROWSER_BACKENDS)
+    if not chosen:
+        raise UsageError(
+            f"--device {device.spec} runs none of the backends {list(asked)}"
+            + (f" (it runs {', '.join(own)})" if own else " (webgpu_* and wasm need a browser)")
+        )
+    return chosen
 
 
 def device_slug(spec: str) -> str:
@@ -122,22 +160,33 @@ class _Fleet:
 
     def _run(self, feeds: Sequence[Feed], signature: str | None) -> dict[str, RunResult]:
         o = self.options
-        job_options = JobOptions(
-            backends=tuple(o.backends),
-            signature=signature,
-            threads=o.threads,
-            warmup_runs=o.warmup_runs,
-            timed_runs=o.timed_runs,
-            timeout_seconds=o.timeout,
-        )
-        job = write_job(self.workdir / "job", self.model, [dict(f) for f in feeds], job_options)
+        # one job per set of backends (a browser device's differ from a phone's), same inputs
+        jobs: dict[tuple[str, ...], Path] = {}
+        for device in self.devices:
+            backends = device_backends(device, o.backends)
+            if backends in jobs:
+                continue
+            browser = set(backends) <= set(BROWSER_BACKENDS)
+            settings = dict(o.browser or {}) if browser else None
+            if settings is not None:
+                settings["repeats"] = max(int(settings.get("repeats", 0)), MIN_REPEATS)
+            job_options = JobOptions(
+                backends=backends,
+                signature=signature,
+                threads=o.threads,
+                warmup_runs=o.warmup_runs,
+                timed_runs=o.timed_runs,
+                timeout_seconds=o.timeout,
+                browser=settings,
+            )
+            jobs[backends] = write_job(
+                self.workdir / f"job{len(jobs)}", self.model, [dict(f) for f in feeds], job_options
+            )
         dests = [self.workdir / f"result-{device_slug(d.spec)}" for d in self.devices]
         # the device's timeout is per backend: allow for every backend plus the transfers
-        total = o.timeout * len(o.backends) + 120
+        total = o.timeout * max(len(b) for b in jobs) + 120
         try:
-            results = run_on_devices(
-                job, self.devices, dests, timeout=total, progress=self.progress
-            )
+            results = _run_jobs(jobs, self.devices, dests, total, o.backends, self.progress)
         except DeviceError as exc:
             self.error = exc
             return {}
@@ -147,6 +196,52 @@ class _Fleet:
         for device, result in zip(self.devices, results, strict=True):
             runs.update({r.runner: r for r in device_run_results(result, device.spec)})
         return runs
+
+
+def _run_jobs(
+    jobs: Mapping[tuple[str, ...], Path],
+    devices: Sequence[Device],
+    dests: Sequence[Path],
+    timeout: float,
+    asked: Sequence[str],
+    progress: Progress | None,
+) -> list[DeviceResult]:
+    """Every device runs its job, all at once; the results in the devices' order."""
+    if len(jobs) == 1:
+        job = next(iter(jobs.values()))
+        return run_on_devices(job, devices, dests, timeout=timeout, progress=progress)
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = {
+            backends: pool.submit(
+                run_on_devices,
+                job,
+                [d for d in devices if device_backends(d, asked) == backends],
+                [
+                    p
+                    for d, p in zip(devices, dests, strict=True)
+                    if device_backends(d, asked) == backends
+                ],
+                timeout=timeout,
+                progress=progress,
+            )
+            for backends, job in jobs.items()
+        }
+        done: dict[tuple[str, ...], list[DeviceResult]] = {}
+        errors = []
+        for backends, future in futures.items():
+            try:
+                done[backends] = list(future.result())
+            except DeviceError as exc:
+                errors.append(str(exc))
+            except BaseException:  # Ctrl-C, SIGTERM: stop the transfers so the threads end now
+                kill_sessions()
+                raise
+    if errors:
+        for results in done.values():
+            for result in results:
+                shutil.rmtree(result.path, ignore_errors=True)
+        raise DeviceError("; ".join(errors))
+    return [done[device_backends(d, asked)].pop(0) for d in devices]
 
 
 class _DeviceRunner:
@@ -167,14 +262,20 @@ class _DeviceRunner:
         """Nothing held: the device's harness has exited."""
 
 
-def _pairs(host: Sequence[str], devices: Sequence[Device], backends: Sequence[str]) -> list:
-    names = list(host) + [runner_name(b, d.spec) for d in devices for b in backends]
+def _pairs(host: Sequence[str], devices: Sequence[Device], asked: Sequence[str]) -> list:
+    ran = {d.spec: device_backends(d, asked) for d in devices}
+    names = list(host) + [runner_name(b, d.spec) for d in devices for b in ran[d.spec]]
     pairs = default_pairs(names)
-    if len(devices) > 1:
-        first = devices[0].spec
-        pairs += [
-            (runner_name(b, d.spec), runner_name(b, first)) for d in devices[1:] for b in backends
-        ]
+    # each backend on every other device against the first device that runs it
+    first: dict[str, str] = {}
+    for device in devices:
+        for backend in ran[device.spec]:
+            if backend in first:
+                pairs.append(
+                    (runner_name(backend, device.spec), runner_name(backend, first[backend]))
+                )
+            else:
+                first[backend] = device.spec
     return pairs
 
 
@@ -192,7 +293,7 @@ def device_validate(
     if not devices:
         raise UsageError("give at least one --device")
     unknown = [b for b in options.backends if b not in RUNNER_OF]
-    if unknown or not options.backends:
+    if unknown:
         raise UsageError(f"unknown backend(s) {unknown}; choose from {', '.join(RUNNER_OF)}")
     if len({d.spec for d in devices}) != len(devices):
         raise UsageError("the same --device is given twice")
@@ -205,7 +306,9 @@ def device_validate(
     with tempfile.TemporaryDirectory(prefix="tflkit-device-") as tmp:
         fleet = _Fleet(devices, data, options, Path(tmp), progress)
         runners = [
-            _DeviceRunner(fleet, d, b, options.signature) for d in devices for b in options.backends
+            _DeviceRunner(fleet, d, b, options.signature)
+            for d in devices
+            for b in device_backends(d, options.backends)
         ]
         report = validate(
             model_path,

@@ -32,8 +32,9 @@ try:
     import numpy as np
 except ImportError:  # say it in one line: the host shows it as the device's error
     print(
-        f"tflkit-harness: error: {sys.executable} has no numpy: install numpy and ai-edge-litert "
-        "there, or give the host --device-python with a Python that has them",
+        f"tflkit-harness: error: {sys.executable} has no numpy: run `tflkit device setup DEVICE` "
+        "on the host (a venv with numpy and ai-edge-litert, no network needed here), or give "
+        "--device-python with a Python that has them",
         file=sys.stderr,
     )
     sys.exit(2)
@@ -470,8 +471,9 @@ def run(job_dir: Path, result_dir: Path, python: str) -> int:
 
     if importlib.util.find_spec("ai_edge_litert") is None:
         print(
-            f"tflkit-harness: error: {sys.executable} has no ai-edge-litert: install it there, "
-            "or give the host --device-python with a Python that has it",
+            f"tflkit-harness: error: {sys.executable} has no ai-edge-litert: run `tflkit device "
+            "setup DEVICE` on the host (a venv with it, no network needed here), or give "
+            "--device-python with a Python that has it",
             file=sys.stderr,
         )
         return EXIT_BAD_JOB

@@ -28,6 +28,7 @@ from tflkit.errors import TflkitError, UsageError
 
 __all__ = [
     "BACKENDS",
+    "BROWSER_BACKENDS",
     "DTYPES",
     "JOB_SCHEMA",
     "RESULT_SCHEMA",
@@ -44,6 +45,9 @@ RESULT_SCHEMA = "tflkit.device-result/1"
 #: cpu: Interpreter (XNNPACK); gpu_fp16 / gpu_fp32: CompiledModel with the GPU accelerator
 #: (fp32 with enforce_f32); gpu_delegate: the classic GpuDelegate (Android only).
 BACKENDS = ("cpu", "gpu_fp16", "gpu_fp32", "gpu_delegate")
+#: Protocol 1.1, the browser harness only: LiteRT.js's WebGPU accelerator (ML Drift) at fp32 or
+#: fp16 precision, and its CPU path (XNNPACK in Wasm). The Linux harness refuses them.
+BROWSER_BACKENDS = ("webgpu_fp32", "webgpu_fp16", "wasm")
 DTYPES = ("int8", "uint8", "int16", "int32", "int64", "bool", "float16", "float32")
 
 
@@ -63,11 +67,14 @@ class JobOptions:
     timeout_seconds: float = 300.0
     dump_tensors: Sequence[str] = ()
     input_format: str = "npy"
+    #: the job's ``browser`` field (protocol 1.1, browser harness: repeats, webgpu_device, ...)
+    browser: Mapping[str, Any] | None = None
 
     def check(self) -> None:
-        unknown = [b for b in self.backends if b not in BACKENDS]
+        known = BACKENDS + BROWSER_BACKENDS
+        unknown = [b for b in self.backends if b not in known]
         if unknown or not self.backends:
-            raise UsageError(f"backends must be among {', '.join(BACKENDS)}, got {unknown}")
+            raise UsageError(f"backends must be among {', '.join(known)}, got {unknown}")
         if self.input_format not in ("npy", "raw"):
             raise UsageError(f"input format must be npy or raw, got {self.input_format!r}")
         if self.warmup_runs < 0 or self.timed_runs < 1:
@@ -130,6 +137,8 @@ def write_job(
             "timeout_seconds": options.timeout_seconds,
             "dump_tensors": list(options.dump_tensors),
         }
+        if options.browser is not None:
+            job["browser"] = dict(options.browser)
         (tmp / "job.json").write_text(json.dumps(job, indent=1) + "\n")
         tmp.rename(dest)
     except BaseException:

@@ -3,7 +3,9 @@
 Devices: ``local`` (this machine), ``ssh:USER@HOST[:PORT]`` (the OpenSSH client, so the user's
 ``~/.ssh/config`` applies), ``adb:SERIAL`` (an Android phone running the tflkit app, or a Linux
 device running adbd; told apart by ``getprop``). Linux devices run the one-file harness
-(``linux_harness.py``, pushed with the job) with their own Python.
+(``linux_harness.py``, pushed with the job) with their own Python. ``adb:SERIAL --via browser``
+and ``url`` (the job in a browser, served from here) live in ``tflkit.harness.browser.remote``;
+:class:`AdbDevice` gives them ``adb reverse`` (:meth:`AdbDevice.reverse`).
 
 Every host-side command runs in its own session with a timeout and is killed as a group when it
 expires, so nothing is left behind. The result is pulled into a hidden sibling of the destination
@@ -485,6 +487,42 @@ class AdbDevice(ShellDevice):
         done = run_command(self._adb("pull", remote, str(local)), timeout=COMMAND_TIMEOUT)
         self._fail(done, "pulling the result")
 
+    def app_installed(self) -> bool:
+        """Whether the tflkit harness app (``dev.tflkit.harness``) is installed (Android)."""
+        done = self.shell(f"pm path {_ANDROID_PACKAGE}", timeout=COMMAND_TIMEOUT)
+        return "package:" in done.stdout
+
+    # port forwards (the browser harness: the device's browser reaches the host's job server) --
+    def reverse(self, host_port: int, device_port: int = 0) -> int:
+        """``adb reverse tcp:DEVICE tcp:HOST``: the device's ``127.0.0.1:DEVICE`` reaches this
+        machine's ``127.0.0.1:HOST``. ``device_port`` 0 lets adbd pick a free one; returns it."""
+        done = run_command(
+            self._adb("reverse", f"tcp:{device_port}", f"tcp:{host_port}"),
+            timeout=COMMAND_TIMEOUT,
+        )
+        self._fail(done, f"adb reverse tcp:{device_port} tcp:{host_port}")
+        if device_port:
+            return device_port
+        picked = _last_line(done.stdout)
+        if not picked.isdigit():
+            raise DeviceError(f"{self.spec}: adb reverse tcp:0 did not say which port: {picked!r}")
+        return int(picked)
+
+    def reverses(self) -> list[tuple[int, str]]:
+        """The device's reverse forwards as (device port, host side such as ``tcp:8080``)."""
+        done = run_command(self._adb("reverse", "--list"), timeout=COMMAND_TIMEOUT)
+        self._fail(done, "adb reverse --list")
+        found = []
+        for line in done.stdout.splitlines():
+            match = re.search(r"\btcp:(\d+)\s+(\S+)\s*$", line)
+            if match:
+                found.append((int(match[1]), match[2]))
+        return found
+
+    def remove_reverse(self, device_port: int) -> None:
+        """``adb reverse --remove tcp:PORT`` (no error when it is already gone)."""
+        run_command(self._adb("reverse", "--remove", f"tcp:{device_port}"), timeout=COMMAND_TIMEOUT)
+
     def run_job(
         self, job: Path, dest: Path, *, timeout: float, progress: Progress | None = None
     ) -> DeviceResult:
@@ -497,11 +535,11 @@ class AdbDevice(ShellDevice):
     ) -> DeviceResult:
         """Push the job, ``am instrument`` the tflkit app, pull the result (see the app README)."""
         say = progress or (lambda _m: None)
-        installed = self.shell(f"pm path {_ANDROID_PACKAGE}", timeout=COMMAND_TIMEOUT)
-        if "package:" not in installed.stdout:
+        if not self.app_installed():
             raise DeviceError(
                 f"{self.spec}: the tflkit harness app ({_ANDROID_PACKAGE}) is not installed; "
-                "build and install it as android_harness/README.md says"
+                "build and install it as android_harness/README.md says, or run the job in the "
+                "device's browser (--via browser)"
             )
         remote = f"{self.workdir}/{uuid.uuid4().hex[:12]}"
         self._quick(f"mkdir -p {shlex.quote(remote)}", "creating the job folder")
@@ -563,6 +601,10 @@ def parse_device(
             )
         settings = named[spec]
         spec = settings["device"]
+    elif spec.startswith(("adb:", "ssh:")):  # an entry for it (`device setup` writes one)
+        from tflkit.harness.config import settings_for
+
+        settings = settings_for(spec)
 
     def path(value: object) -> Path | None:
         return Path(str(value)).expanduser() if value else None

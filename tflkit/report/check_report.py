@@ -150,6 +150,8 @@ class ProbeInfo:
     status: str
     adapter: str | None
     software_gpu: bool | None
+    #: Main-graph ops on the GPU / CPU per the accelerator (all and 0 when it compiled the model
+    #: without leaving any op on the CPU); None only when it compiled nothing.
     ops_on_gpu: int | None
     ops_on_cpu: int | None
     crash: CrashInfo | None

@@ -145,8 +145,10 @@ def _probe_lines(report: CheckReport) -> list[RenderableType]:
     kind = "software GPU" if probe.software_gpu else "GPU"
     adapter = f"{kind} {probe.adapter}" if probe.adapter else "no adapter"
     line = f"probe ({adapter}): {probe.status}"
-    if probe.ops_on_gpu is not None:
+    if probe.ops_on_gpu is not None and probe.ops_on_cpu is not None:
         line += f", {probe.ops_on_gpu} ops on GPU, {probe.ops_on_cpu} on CPU (main graph)"
+    elif probe.ops_on_gpu is not None:
+        line += f", {probe.ops_on_gpu} ops on GPU (main graph)"
     if probe.compared:
         line += f"; agrees with the static verdict on {probe.agree}/{probe.compared} ops"
     lines: list[RenderableType] = [Text(line + (" (cached)" if probe.from_cache else ""))]
@@ -162,7 +164,8 @@ def _probe_lines(report: CheckReport) -> list[RenderableType]:
     if probe.crash is not None:
         site = probe.crash
         where = f" at {site.op_type} (op {site.op_index})" if site.op_type else ""
-        lines.append(Text.from_markup(f"[red]crash[/red]{where}: ").append(str(site.message)))
+        message = site.message or "the accelerator printed no message"
+        lines.append(Text.from_markup(f"[red]crash[/red]{where}: ").append(message))
     elif probe.error:
         lines.append(Text.from_markup("[red]error[/red] ").append(probe.error))
     groups: dict[tuple[int, str, bool, bool | None], list[Disagreement]] = {}

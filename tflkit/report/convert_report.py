@@ -100,10 +100,20 @@ def write_json(report: ConvertReport, path: str | os.PathLike[str]) -> Path:
 def _shape(entry: dict[str, Any]) -> str:
     shape = "x".join(str(d) for d in entry.get("shape", []))
     src = entry.get("source_shape")
-    if src and any(d is None for d in src):
-        shown = "x".join("?" if d is None else str(d) for d in src)
-        return f"{shape} (was {shown})"
-    return shape
+    shown = "x".join("?" if d is None else str(d) for d in src or [])
+    # a dynamic dimension made static, or channels moved last (onnx2tf's NCHW -> NHWC)
+    return f"{shape} (was {shown})" if src and shown != shape else shape
+
+
+def _dtype(entry: dict[str, Any]) -> str:
+    """The input's dtype as the .tflite takes it, with its quantization and the source's."""
+    text = str(entry.get("dtype"))
+    extra = []
+    if entry.get("scale") is not None:
+        extra.append(f"scale {entry['scale']:.3g}, zero point {entry.get('zero_point')}")
+    if entry.get("source_dtype") and entry["source_dtype"] != entry.get("dtype"):
+        extra.append(f"source {entry['source_dtype']}")
+    return text + (f" ({'; '.join(extra)})" if extra else "")
 
 
 def render_convert(report: ConvertReport, console: Console) -> None:
@@ -126,7 +136,7 @@ def render_convert(report: ConvertReport, console: Console) -> None:
     )
     console.print(f"  {weights}; builtin ops{' + flex' if opts.get('allow_flex') else ' only'}")
     for entry in report.inputs:
-        console.print(f"  input {entry['name']}: {entry.get('dtype')} {_shape(entry)}")
+        console.print(f"  input {entry['name']}: {_dtype(entry)} {_shape(entry)}")
     for name, value in report.cpu_vs_reference_max_abs.items():
         console.print(f"  CPU vs source framework, output {name}: max abs {value:.3g}")
     for op in report.cpu_only_ops:

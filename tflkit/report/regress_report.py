@@ -143,6 +143,17 @@ def render_terminal(report: RegressReport, console: Any) -> None:
         console.print(f"{len(report.models) - failed}/{len(report.models)} models pass")
 
 
+def probe_counts(probe: dict[str, Any]) -> str:
+    """ "N on GPU, M on CPU", or why there are no counts: the accelerator compiled nothing, or
+    (a baseline recorded before counts were filled for fully delegated models) took all ops."""
+    on_gpu, on_cpu = probe.get("ops_on_gpu"), probe.get("ops_on_cpu")
+    if on_gpu is not None and on_cpu is not None:
+        return f"{on_gpu} on GPU, {on_cpu} on CPU"
+    if probe.get("status") == "ok" and not probe.get("rejected"):
+        return "all ops on GPU"
+    return "not compiled" if probe.get("status") != "ok" else "op counts not reported"
+
+
 def record_lines(model: str | os.PathLike[str], path: Path, manifest: dict[str, Any]) -> list[str]:
     """What ``regress record`` prints for one model: where the baseline went, each runner's
     status and outputs kept, the GPU residency recorded."""
@@ -151,10 +162,11 @@ def record_lines(model: str | os.PathLike[str], path: Path, manifest: dict[str, 
     line = f"{static['gpu_ops']}/{static['total_ops']} ops on the GPU (static)"
     if residency["probe"] is not None:
         p = residency["probe"]
-        line += f"; probe {p['status']}: {p['ops_on_gpu']} on GPU, {p['ops_on_cpu']} on CPU"
+        line += f"; probe {p['status']}: " + probe_counts(p)
     lines = [f"recorded {Path(model).name} -> {path}"]
     for name, entry in manifest["runners"].items():
-        state = "ok" if entry["status"] == "ok" else f"{entry['status']}: {entry['error']}"
+        error = entry.get("error") or "no error message"
+        state = "ok" if entry["status"] == "ok" else f"{entry['status']}: {error}"
         lines.append(f"  {name}: {state}; {len(entry['outputs'])} output(s) kept")
     lines.append(f"  {line}")
     return lines

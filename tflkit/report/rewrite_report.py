@@ -41,7 +41,9 @@ class Residency:
         return cls(
             status=result.status,
             ops_on_gpu=on_gpu,
-            ops_on_cpu=log.ops_on_cpu if log.ops_on_cpu is not None else (0 if on_gpu else None),
+            ops_on_cpu=log.ops_on_cpu
+            if log.ops_on_cpu is not None
+            else (0 if on_gpu is not None else None),
             partitions=log.gpu_kernels,
             fully_accelerated=result.compiled and not rejected and result.status == "ok",
             rejections=[
@@ -92,6 +94,7 @@ class RewriteReport:
     histogram_before: dict[str, int]
     histogram_after: dict[str, int]
     shape_fixes: list[str]
+    #: Inputs still dynamic in the result, by the names users see.
     dynamic_inputs: list[str]
     static_before: StaticResidency | None = None
     static_after: StaticResidency | None = None
@@ -103,6 +106,10 @@ class RewriteReport:
     rule_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: The same records for a terminal (``Rule.report_lines``); not in JSON.
     rule_lines: list[str] = field(default_factory=list)
+    #: Dynamic batches fixed without ``--input-shape``: input name -> the stored shape used.
+    default_shapes: dict[str, list[int]] = field(default_factory=dict)
+    #: Why nothing was written (None when ``written``): nothing changed, or verification failed.
+    reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = plain_fields(self)
@@ -113,8 +120,17 @@ class RewriteReport:
 
 def render_rewrite(report: RewriteReport, console: Console) -> None:
     """Print the report for a terminal."""
+    if not report.written and report.reason and report.reason.startswith("nothing to do"):
+        console.print(f"[bold]{report.model}[/]: {report.reason}; {report.output} not written")
+        if report.static_before is not None:
+            console.print(f"static check: {report.static_before.summary}")
+        for note in report.notes:
+            console.print(f"note: {note}")
+        return
     state = "written" if report.written else "NOT written"
     console.print(f"[bold]{report.model}[/] -> {report.output} ({state})")
+    for line in default_shape_lines(report.default_shapes):
+        console.print(line)
     if report.fired:
         from tflkit.report.check_report import index_ranges
 
@@ -163,9 +179,9 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
                 gpu.add_row(
                     label,
                     r.status,
-                    str(r.ops_on_gpu),
-                    str(r.ops_on_cpu),
-                    str(r.partitions),
+                    _count(r.ops_on_gpu, r.status),
+                    _count(r.ops_on_cpu, r.status),
+                    str(r.partitions) if r.status in _COMPILED else NOT_COMPILED,
                     "yes" if r.fully_accelerated else "no",
                 )
         console.print(gpu)
@@ -176,7 +192,8 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
                 console.print(f"  accelerator crashed: {report.probe_after.crash}")
     v = report.verification
     if v is not None:
-        verdict = "[green]outputs match[/]" if v["ok"] else f"[red]{v['problem']}[/]"
+        problem = v["problem"] or "outputs differ"
+        verdict = "[green]outputs match[/]" if v["ok"] else f"[red]{problem}[/]"
         console.print(f"verification (CPU, contract {v['contract']}): {verdict}")
         for o in v["outputs"]:
             console.print(
@@ -190,6 +207,30 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
         _more(console, report.rule_lines[1:], "lines")
     for note in report.notes:
         console.print(f"note: {note}")
+
+
+def default_shape_lines(defaults: dict[str, list[int]]) -> list[str]:
+    """One line per input whose dynamic batch ``rewrite`` fixed without being told."""
+    return [
+        f"fixed the dynamic batch of input {name} to 1 (stored shape "
+        f"{','.join(map(str, dims))}); --input-shape {name}=... to choose another"
+        for name, dims in defaults.items()
+    ]
+
+
+#: Probe statuses after which the accelerator had compiled the model.
+_COMPILED = ("ok", "run_error")
+#: What the terminal shows for an op count the accelerator never produced.
+NOT_COMPILED = "not compiled"
+UNKNOWN = "—"
+
+
+def _count(value: int | None, status: str) -> str:
+    """An op count for the terminal: the number, "not compiled" when the accelerator compiled
+    nothing, "—" when it compiled but did not say."""
+    if value is not None:
+        return str(value)
+    return UNKNOWN if status in _COMPILED else NOT_COMPILED
 
 
 def _more(console: Console, items: list[Any], what: str) -> None:

@@ -106,6 +106,13 @@ def _runner_line(r: RunResult) -> str:
     adapter = ex.get("adapter")
     if adapter:
         where += f", {adapter['name']}" + (" (software GPU)" if adapter.get("software") else "")
+    repeats = ex.get("repeats")
+    if repeats and repeats.get("runs"):  # the browser's runners run each input set repeatedly
+        runs = min(repeats["runs"])
+        stable = "stable" if repeats.get("stable") else "[red]DRIFT[/red]"
+        where += f", {runs}+ runs per input set: {stable}"
+    if ex.get("io_path") == "bindings":
+        where += ", I/O through the Wasm bindings"
     if ex.get("runtime") and not where.strip():
         where = str(ex["runtime"])
     return where.strip()

@@ -13,6 +13,19 @@ from tflkit.report.rewrite_report import Residency, RewriteReport, StaticResiden
 from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.run import RewriteOutcome, histogram
 
+#: ``reason`` of a report with nothing written because nothing changed.
+NOTHING_TO_DO = "nothing to do: no rule fired and no shape changed"
+
+
+def _reason(outcome: RewriteOutcome, written: bool) -> str | None:
+    """Why the output was not written (None when it was)."""
+    if written:
+        return None
+    if not outcome.changed:
+        return NOTHING_TO_DO
+    problem = outcome.verification.problem if outcome.verification is not None else None
+    return f"verification failed: {problem}" if problem else "verification failed"
+
 
 def build_report(
     outcome: RewriteOutcome,
@@ -27,10 +40,11 @@ def build_report(
     before_hist = histogram(original)
     after_hist = histogram(outcome.model)
     notes = []
-    if outcome.dynamic_inputs:
+    if outcome.dynamic_advice:
+        names = ", ".join(outcome.dynamic_inputs)
         notes.append(
-            f"inputs {outcome.dynamic_inputs} have dynamic dimensions; the GPU delegate needs "
-            "static shapes: pass --input-shape NAME=D1,D2,..."
+            f"dynamic dimensions left in input{'s' if len(outcome.dynamic_inputs) > 1 else ''} "
+            f"{names} (the GPU delegate needs static shapes): pass {outcome.dynamic_advice}"
         )
     if not outcome.gated_by_checker:
         notes.append(
@@ -61,6 +75,8 @@ def build_report(
         histogram_after=after_hist,
         shape_fixes=outcome.shape_fixes,
         dynamic_inputs=outcome.dynamic_inputs,
+        default_shapes=outcome.default_shapes,
+        reason=_reason(outcome, written),
         static_before=StaticResidency.from_check(check_model(original)),
         static_after=StaticResidency.from_check(check_model(outcome.model)),
         probe_before=None

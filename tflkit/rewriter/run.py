@@ -13,7 +13,6 @@ import numpy as np
 
 from tflkit import ir
 from tflkit.errors import ModelLoadError, TflkitError, UsageError
-from tflkit.fsio import write_atomic
 from tflkit.ir.graph import Model, Subgraph
 from tflkit.ir.shapes import by_tensor_name
 from tflkit.ir.structure import verify_bytes
@@ -21,7 +20,12 @@ from tflkit.proc.cpu_smoke import ensure_cpu_safe
 from tflkit.rewriter.contract import Contract, combine
 from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, RejectedOps, run_passes
 from tflkit.rewriter.rules import catalog
-from tflkit.rewriter.shapes import dynamic_inputs, fix_input_shapes
+from tflkit.rewriter.shapes import (
+    default_input_shapes,
+    dynamic_input_advice,
+    entry_dynamic_inputs,
+    fix_input_shapes,
+)
 from tflkit.rewriter.verify import Verification, verify
 
 
@@ -42,11 +46,16 @@ class RewriteOutcome:
     contract: Contract
     verification: Verification | None
     shape_fixes: list[str] = field(default_factory=list)
+    #: Inputs still dynamic after the rewrite, by the names users see (signature names).
     dynamic_inputs: list[str] = field(default_factory=list)
     rules_used: list[str] = field(default_factory=list)
     gated_by_checker: bool = False
     #: What fired rules tell the app (``Rule.report_records``), by their ``report_key``.
     rule_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Dynamic batches fixed without ``--input-shape``: input name -> the stored shape used.
+    default_shapes: dict[str, list[int]] = field(default_factory=dict)
+    #: ``--input-shape`` to pass for the inputs still dynamic, with the stored numbers.
+    dynamic_advice: str = ""
 
     @property
     def changed(self) -> bool:
@@ -88,19 +97,31 @@ def rewrite_model(
     seeds: Sequence[int] = (0, 1),
     check: bool = True,
     label: str | None = None,
+    fix_dynamic_batch: bool = True,
 ) -> RewriteOutcome:
     """Rewrite model bytes; ``rule_names`` forces those rules on every op they match.
 
-    ``label`` names the model in error messages (e.g. its path).
+    ``label`` names the model in error messages (e.g. its path). ``fix_dynamic_batch``: when
+    every dynamic input ``input_shapes`` leaves open is a batch stored as 1
+    (:func:`default_input_shapes`), fix it to its stored shape.
     """
     model = ir.load(data, label=label)
     broken = ir.verify_model(model)
     if broken:  # the input's own problem (exit 2), not a rule's
         raise ModelLoadError(f"{label or '<bytes>'}: invalid model: {broken[0][:300]}")
+    defaults = default_input_shapes(model, input_shapes) if fix_dynamic_batch else {}
+    shapes = {**(input_shapes or {}), **defaults}
+    try:
+        shape_fixes = fix_input_shapes(model, shapes) if shapes else []
+    except UsageError:
+        if not defaults:
+            raise
+        # the stored batch does not run: leave it dynamic, say which --input-shape to pass
+        defaults, shapes = {}, dict(input_shapes or {})
+        shape_fixes = fix_input_shapes(model, shapes) if shapes else []
     # The original runs at the same shapes: the CPU interpreter names inputs by tensor name.
-    tensor_shapes = by_tensor_name(model, input_shapes) if input_shapes else None
-    shape_fixes = fix_input_shapes(model, input_shapes) if input_shapes else []
-    dynamic = [t.name for t in dynamic_inputs(model)]
+    tensor_shapes = by_tensor_name(model, shapes) if shapes else None
+    still = entry_dynamic_inputs(model)
     rules = catalog().select(rule_names) if rule_names else catalog().defaults()
     gate = None if rule_names or not use_checker else checker_gate(target)
     passes = run_passes(model, list(rules), gate=gate, max_steps=max_steps)
@@ -126,10 +147,12 @@ def rewrite_model(
         contract,
         verification,
         shape_fixes,
-        dynamic,
+        [d.name for d in still],
         [r.name for r in rules],
         gate is not None,
         {r.report_key: r.report_records(model) for r in rules if r.report_key and r.name in fired},
+        defaults,
+        dynamic_input_advice(still),
     )
 
 
@@ -142,7 +165,8 @@ def rewrite_file(
 ) -> tuple[RewriteOutcome, bool]:
     """Rewrite ``source`` into ``destination`` (never the same file); returns (outcome, written).
 
-    Raises :class:`RewriteRefused` when verification fails and ``force`` is not set.
+    Nothing is written when verification fails and ``force`` is not set, or when nothing
+    changed (no rule fired, no shape was fixed): ``outcome.changed`` tells the two apart.
     """
     src, dst = Path(source), Path(destination)
     if dst.exists() and src.exists() and os.path.samefile(src, dst):
@@ -157,8 +181,7 @@ def rewrite_file(
     verification = outcome.verification
     if verification is not None and not verification.ok and not force:
         return outcome, False
-    if outcome.changed:
-        ir.save(outcome.model, dst)
-    else:
-        write_atomic(dst, [data])
+    if not outcome.changed:  # nothing to do: no byte-identical copy posing as a result
+        return outcome, False
+    ir.save(outcome.model, dst)
     return outcome, True

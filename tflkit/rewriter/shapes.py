@@ -3,7 +3,9 @@
 The user gives each dynamic input's shape (``--input-shape``, parsed and matched to inputs by
 :mod:`tflkit.ir.shapes`); the CPU interpreter propagates them through the
 graph (its shape inference is the runtime's own), and every tensor of the main subgraph gets
-the static shape it computed.
+the static shape it computed. A dynamic batch stored as 1 (most Keras exports: shape signature
+``[-1, ...]``, shape ``[1, ...]``) needs no telling: ``rewrite`` fixes it to 1 by default
+(:func:`default_input_shapes`).
 """
 
 from __future__ import annotations
@@ -11,14 +13,40 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tflkit import ir
+from tflkit.compat.check import DynamicInput, dynamic_input_advice
+from tflkit.compat.check import dynamic_inputs as entry_dynamic_inputs
 from tflkit.errors import UsageError
 from tflkit.ir.graph import Model, Tensor
 from tflkit.ir.shapes import resolve_input_shapes
 
+__all__ = [
+    "DynamicInput",
+    "default_input_shapes",
+    "dynamic_input_advice",
+    "dynamic_inputs",
+    "entry_dynamic_inputs",
+    "fix_input_shapes",
+]
+
 
 def dynamic_inputs(model: Model) -> list[Tensor]:
-    """Inputs of the main subgraph whose shape signature has a -1."""
+    """Inputs of the main subgraph whose shape signature has a -1 (the same inputs by
+    signature name, with their stored shapes: :func:`entry_dynamic_inputs`)."""
     return [t for t in model.main.inputs if t.is_dynamic]
+
+
+def default_input_shapes(
+    model: Model, given: Mapping[str, Sequence[int]] | None = None
+) -> dict[str, list[int]]:
+    """The shapes ``rewrite`` fixes without being told: when every dynamic input that ``given``
+    (``--input-shape``) leaves open is a batch stored as 1 with its other dims static, each at
+    its stored shape; otherwise none (fixing only some would freeze the others' placeholder
+    sizes into the tensors downstream of them)."""
+    covered = {id(r.tensor) for r in resolve_input_shapes(model, given)} if given else set()
+    rest = [d for d in entry_dynamic_inputs(model) if id(d.tensor) not in covered]
+    if not rest or not all(d.batch_only for d in rest):
+        return {}
+    return {d.name: list(d.stored) for d in rest}
 
 
 def fix_input_shapes(model: Model, shapes: Mapping[str, Sequence[int]]) -> list[str]:

@@ -72,6 +72,9 @@ class ValidateOptions(InputSetOptions):
     localize_runner: str | None = None
     timeout: float = 300.0
     calibrate: bool = True
+    #: the WebGPU adapter of the browser runners (webgpu-fp16, webgpu-fp32, wasm):
+    #: "swiftshader" (core WebGPU) or "lavapipe" (Mesa, compatibility mode)
+    browser_adapter: str = "swiftshader"
     progress: Progress | None = None
     #: runners built elsewhere (on devices: :mod:`tflkit.harness.device_validate`), run after
     #: the named ones and compared like them

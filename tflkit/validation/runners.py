@@ -13,6 +13,7 @@ from tflkit.delegates.external import ExternalDelegateRunner
 from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.delegates.litert_gpu import LiteRTGpuRunner
+from tflkit.delegates.litert_js import BROWSER_RUNNERS, BrowserSession, LiteRtJsRunner
 from tflkit.delegates.reference_io import Port, ReferenceIo
 from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle
 from tflkit.errors import UsageError
@@ -32,7 +33,17 @@ __all__ = [
     "runner_names",
 ]
 
-RUNNERS = ("cpu", "cpu-ref", "cpu-fp16", "gpu-fp16", "gpu-fp32", "delegate", "reference")
+#: webgpu-fp16, webgpu-fp32, wasm: LiteRT.js in headless Chromium (one browser job for all three)
+RUNNERS = (
+    "cpu",
+    "cpu-ref",
+    "cpu-fp16",
+    "gpu-fp16",
+    "gpu-fp32",
+    *BROWSER_RUNNERS,
+    "delegate",
+    "reference",
+)
 DEFAULT_RUNNERS = ("cpu", "cpu-fp16", "gpu-fp16", "gpu-fp32")
 
 
@@ -64,6 +75,10 @@ def runner_names(options: ValidateOptions) -> list[str]:
         raise UsageError("--save-reference needs --reference (the Keras model or SavedModel)")
     if options.reference is not None and not options.reference.exists():
         raise UsageError(f"reference {options.reference} does not exist")
+    if options.browser_adapter not in ("swiftshader", "lavapipe"):
+        raise UsageError(
+            f"--browser-adapter takes swiftshader or lavapipe, got {options.browser_adapter!r}"
+        )
     return list(dict.fromkeys(names))
 
 
@@ -90,6 +105,15 @@ def build_runner(
         return LiteRTCpuRunner(data, kernels=kernels, signature=key, name=name)
     if name == "cpu-fp16":
         return Fp16EmulationRunner(data, signature=key)
+    if name in BROWSER_RUNNERS:
+        session = BrowserSession(
+            data,
+            [name],
+            adapter=options.browser_adapter,
+            signature=key,
+            timeout=options.timeout,
+        )
+        return LiteRtJsRunner(session, name)
     if name in ("gpu-fp16", "gpu-fp32"):
         return LiteRTGpuRunner(
             data, enforce_f32=name == "gpu-fp32", signature=key, timeout=options.timeout
@@ -159,19 +183,35 @@ def run_all(
 ) -> list[RunResult]:
     """Each runner of ``names`` (built here, or one of ``extra``) on every input set."""
     results = []
+    browser = [n for n in names if n in BROWSER_RUNNERS and n not in extra]
+    session = None
+    if browser:  # one browser job for every browser runner
+        session = BrowserSession(
+            data,
+            browser,
+            adapter=options.browser_adapter,
+            signature=options.signature,
+            timeout=options.timeout,
+        )
     for name in names:
         say(options, running_line(name))
-        runner = (
-            extra[name]
-            if name in extra
-            else build_runner(name, data, options, model, outputs, tflite)
-        )
+        if name in extra:
+            runner = extra[name]
+        elif session is not None and name in browser:
+            runner = LiteRtJsRunner(session, name)
+        else:
+            runner = build_runner(name, data, options, model, outputs, tflite)
         results.append(execute(runner, sets.feeds))
     return results
 
 
 def running_line(name: str) -> str:
     """The progress line before running ``name``."""
+    if name in BROWSER_RUNNERS:
+        return (
+            f"running {name} (LiteRT.js in headless Chromium; the first browser runner runs "
+            "them all)"
+        )
     if name.startswith("gpu"):
         return (
             f"running {name} (the first run of a model compiles its GPU shaders: tens of seconds "

@@ -13,7 +13,7 @@ from tflkit.report.validate_report import ValidateReport
 from tflkit.validation.inputs import InputSets
 from tflkit.validation.options import ValidateOptions, say
 
-__all__ = ["conclude", "findings", "fp16_storage", "notes", "verdict"]
+__all__ = ["conclude", "drift_finding", "findings", "fp16_storage", "notes", "verdict"]
 
 #: seconds spent naming the ops whose fp16 storage moves failing outputs (one emulated run per op)
 STORAGE_BUDGET_S = 30.0
@@ -65,11 +65,33 @@ def findings(
     for r in results:
         if not r.ok and r.runner not in optional:
             found.append(f"{r.runner} {r.status}: {r.error or 'no detail'}")
+        drift = drift_finding(r)
+        if drift:
+            found.append(drift)
     for pair in pairs:
         for out in pair.outputs:
             if out.verdict == "fail":
                 found.append(f"{pair.key} output {out.name}: " + "; ".join(out.reasons))
     return found
+
+
+def drift_finding(result: RunResult) -> str | None:
+    """A runner that ran each input set several times (the browser's) and got different
+    outputs from the same inputs: a failed check of its own, whatever the comparisons say."""
+    repeats = result.executed.get("repeats") or {}
+    if not result.ok or repeats.get("stable") is not False:
+        return None
+    worst: dict[str, float] = {}
+    for per_set in repeats.get("max_abs_diff_to_first") or []:
+        for name, diffs in per_set.items():
+            worst[name] = max([worst.get(name, 0.0), *diffs])
+    moved = ", ".join(f"{n} by {v:.3g}" for n, v in worst.items() if v > 0)
+    runs = repeats.get("runs") or []
+    return (
+        f"{result.runner} drift: repeated runs of the same input set gave different outputs "
+        f"({moved or 'max ' + str(repeats.get('max_abs_diff'))}; runs per set {runs}): only one "
+        "of them can be what the model computes"
+    )
 
 
 def fp16_storage(

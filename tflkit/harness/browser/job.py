@@ -40,6 +40,7 @@ import numpy as np
 
 from tflkit.fsio import write_atomic
 from tflkit.harness.protocol import (
+    BROWSER_BACKENDS,
     DTYPES,
     JOB_SCHEMA,
     RESULT_SCHEMA,
@@ -64,8 +65,6 @@ __all__ = [
 ]
 
 HARNESS_VERSION = "1"
-#: webgpu_fp32 / webgpu_fp16: LiteRT.js's WebGPU accelerator at that precision; wasm: its CPU path.
-BROWSER_BACKENDS = ("webgpu_fp32", "webgpu_fp16", "wasm")
 WEBGPU_DEVICE_MODES = ("adapter-limits", "default-limits")
 WASM_BUILDS = ("jspi", "threads")
 LOG_CHARS = 20000
@@ -85,6 +84,8 @@ _GPU_ERROR = re.compile(
 _MARKER = re.compile(r"^tflkit: backend (\S+) (start|end)$")
 
 Progress = Callable[[str], None]
+#: Opens the page in a browser tflkit does not launch itself (see ``run_browser_job``).
+Opener = Callable[..., Any]
 
 
 @dataclass
@@ -142,11 +143,8 @@ def write_browser_job(
     browser: BrowserOptions | None = None,
     job_id: str | None = None,
 ) -> Path:
-    """A job folder for the browser harness at ``dest`` (which must not exist): raw inputs.
-
-    The folder comes from the protocol's ``write_job``; ``backends`` and the ``browser`` field are
-    set in ``job.json`` before the folder is renamed into place.
-    """
+    """A job folder for the browser harness at ``dest`` (which must not exist): raw inputs, the
+    browser backends and the ``browser`` field, written by the protocol's ``write_job``."""
     browser = browser or BrowserOptions()
     browser.check()
     unknown = [b for b in backends if b not in BROWSER_BACKENDS]
@@ -154,30 +152,19 @@ def write_browser_job(
         raise BrowserHarnessError(
             f"browser backends must be among {', '.join(BROWSER_BACKENDS)}, got {list(backends)}"
         )
-    dest = Path(dest)
-    if dest.exists():
+    if Path(dest).exists():
         raise BrowserHarnessError(f"{dest} already exists; refusing to overwrite it")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-"))
-    try:
-        options = JobOptions(
-            backends=("cpu",),  # protocol.write_job knows the Linux/Android backends only
-            signature=signature,
-            threads=threads,
-            warmup_runs=warmup_runs,
-            timed_runs=browser.repeats,
-            timeout_seconds=timeout_seconds,
-            input_format="raw",
-        )
-        folder = write_job(staging / "job", model, feeds, options, job_id=job_id)
-        job = json.loads((folder / "job.json").read_text())
-        job["backends"] = list(backends)
-        job["browser"] = asdict(browser)
-        write_atomic(folder / "job.json", json.dumps(job, indent=1) + "\n")
-        folder.rename(dest)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return dest
+    options = JobOptions(
+        backends=tuple(backends),
+        signature=signature,
+        threads=threads,
+        warmup_runs=warmup_runs,
+        timed_runs=browser.repeats,
+        timeout_seconds=timeout_seconds,
+        input_format="raw",
+        browser=asdict(browser),
+    )
+    return write_job(dest, model, feeds, options, job_id=job_id)
 
 
 # -- the job folder -------------------------------------------------------------------------------
@@ -286,6 +273,7 @@ def run_browser_job(
     registry: str | None = None,
     progress: Progress | None = None,
     page_dir: str | os.PathLike[str] | None = None,
+    opener: Opener | None = None,
 ) -> DeviceResult:
     """Run ``job_dir`` in headless Chromium with LiteRT.js; write and return ``result_dir``.
 
@@ -293,6 +281,11 @@ def run_browser_job(
     whole job, seconds (each backend also has the job's ``timeout_seconds``). ``cache_dir``: the
     folder LiteRT.js is fetched into (default ``provision.browser_cache_dir()``). ``host``: the
     interface the job's server listens on. ``page_dir``: another page folder (development, tests).
+    ``opener``: who opens the page instead of a local headless Chromium (a device's browser, a
+    browser the user points at the URL: :mod:`tflkit.harness.browser.remote`); called once per
+    session as ``opener(server=..., adapter=..., on_console=...)``, it returns a context manager
+    that yields an object shaped like :class:`~tflkit.harness.browser.chromium.Chromium`
+    (``open(url)``, ``wait(seconds)``, ``crashed``, ``version``; optional ``hello_seconds``).
 
     Raises :class:`~tflkit.harness.protocol.ProtocolError` for a bad job folder (exit 2) and
     :class:`~tflkit.harness.browser.errors.BrowserHarnessError` (exit 4) when LiteRT.js cannot be
@@ -370,6 +363,7 @@ def run_browser_job(
                     start=job_start,
                     timeout=timeout,
                     say=say,
+                    opener=opener,
                 )
         result = _write_result(
             job,
@@ -408,6 +402,7 @@ def _run_session(
     start: float,
     timeout: float,
     say: Progress,
+    opener: Opener | None = None,
 ) -> None:
     """One Chromium, one page; returns when the page is done, a backend timed out or crashed."""
     state = _Session()
@@ -417,10 +412,17 @@ def _run_session(
     if not origin.startswith(("127.0.0.1:", "localhost:", "[::1]:")):
         # WebGPU needs a secure context; http on another interface is not one
         extra = (f"--unsafely-treat-insecure-origin-as-secure=http://{origin}",)
-    with Chromium(adapter, executable=chromium, on_console=console, extra_flags=extra) as browser:
+    if opener is None:
+        launched: Any = Chromium(
+            adapter, executable=chromium, on_console=console, extra_flags=extra
+        )
+    else:
+        launched = opener(server=server, adapter=adapter, on_console=console)
+    with launched as browser:
         facts.setdefault("chromium", browser.version)
         browser.open(server.url)
         opened = time.monotonic()
+        hello_seconds = float(getattr(browser, "hello_seconds", HELLO_SECONDS))
         while True:
             browser.wait(0.1)
             _drain(server, session_id, state, pending, records, session_of, facts, say)
@@ -449,11 +451,11 @@ def _run_session(
                 }
                 pending.remove(victim)
                 return
-            if state.hello is None and (now - opened > HELLO_SECONDS or now - start > timeout):
+            if state.hello is None and (now - opened > hello_seconds or now - start > timeout):
                 limit = (
                     f"the job's {timeout:g} s"
                     if now - start > timeout
-                    else f"{HELLO_SECONDS:g} s of opening it"
+                    else f"{hello_seconds:g} s of opening it"
                 )
                 raise BrowserTimeoutError(
                     f"the browser page at {origin} did not report within "

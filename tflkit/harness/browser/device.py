@@ -1,0 +1,123 @@
+"""``--device browser[:ADAPTER]``: this machine's headless Chromium with LiteRT.js, as a device.
+
+The device runs a job folder with :func:`~tflkit.harness.browser.job.run_browser_job` and writes
+the same result folder the Linux and Android harnesses write (harness kind ``browser``), so
+``device run`` and ``device validate`` treat it like any other device. Its backends are
+``webgpu_fp32``, ``webgpu_fp16`` and ``wasm`` (all three by default); a job naming ``cpu`` or
+``gpu_*`` gets ``unavailable`` records for them.
+
+Adapters (``tflkit.harness.browser.chromium.ADAPTERS``): ``swiftshader`` (the default: Chromium's
+own software Vulkan, core WebGPU, needs nothing but Chromium) and ``lavapipe`` (Mesa's software
+Vulkan through ANGLE, WebGPU compatibility mode: needs Mesa >= 25, the path phones without
+core WebGPU take).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from tflkit.errors import UsageError
+from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, ProtocolError
+from tflkit.harness.transport import Device, DeviceError, parse_device
+
+from .chromium import ADAPTERS
+from .errors import BrowserHarnessError
+
+__all__ = ["DEFAULT_ADAPTER", "BrowserDevice", "device_from_spec", "parse_browser_spec"]
+
+Progress = Callable[[str], None]
+#: ``--device browser`` alone: SwiftShader, which every Chromium has (lavapipe needs Mesa >= 25).
+DEFAULT_ADAPTER = "swiftshader"
+
+
+def parse_browser_spec(spec: str) -> str:
+    """The adapter of ``browser`` or ``browser:ADAPTER``; a usage error for anything else."""
+    scheme, sep, adapter = spec.partition(":")
+    if scheme != "browser" or (sep and adapter not in ADAPTERS):
+        raise UsageError(
+            f"--device browser[:{'|'.join(ADAPTERS)}] (this machine's headless Chromium), "
+            f"got {spec!r}"
+        )
+    return adapter or DEFAULT_ADAPTER
+
+
+def device_from_spec(spec: str, **kwargs: object) -> Device:
+    """``browser[:ADAPTER]`` here, every other spec through :func:`transport.parse_device`
+    (``kwargs``: its identity, ssh_config, python)."""
+    if spec == "browser" or spec.startswith("browser:"):
+        return BrowserDevice.from_spec(spec)
+    if ":" not in spec and spec != "local":  # a name from devices.toml may mean a browser
+        from tflkit.harness.config import configured_devices
+
+        target = str((configured_devices().get(spec) or {}).get("device", ""))
+        if target == "browser" or target.startswith("browser:"):
+            return BrowserDevice.from_spec(target)
+    return parse_device(spec, **kwargs)  # type: ignore[arg-type]
+
+
+class BrowserDevice(Device):
+    """This machine's headless Chromium running LiteRT.js on one WebGPU adapter."""
+
+    kind = "browser"
+    #: the protocol backends this device runs (``device validate``'s default for it)
+    backends = BROWSER_BACKENDS
+
+    def __init__(
+        self,
+        adapter: str = DEFAULT_ADAPTER,
+        *,
+        cache_dir: Path | None = None,
+        chromium: str | None = None,
+    ) -> None:
+        if adapter not in ADAPTERS:
+            raise UsageError(f"unknown WebGPU adapter {adapter!r}; known: {', '.join(ADAPTERS)}")
+        self.adapter = adapter
+        self.spec = "browser" if adapter == DEFAULT_ADAPTER else f"browser:{adapter}"
+        self.cache_dir = cache_dir
+        self.chromium = chromium
+
+    @classmethod
+    def from_spec(cls, spec: str, **kwargs: object) -> BrowserDevice:
+        device = cls(parse_browser_spec(spec), **kwargs)  # type: ignore[arg-type]
+        device.spec = spec  # as the user typed it: runner names carry it
+        return device
+
+    def describe(self) -> str:
+        note = ADAPTERS[self.adapter].note
+        return f"headless Chromium with LiteRT.js, WebGPU adapter {self.adapter} ({note})"
+
+    def run_job(
+        self, job: Path, dest: Path, *, timeout: float, progress: Progress | None = None
+    ) -> DeviceResult:
+        """Run ``job`` in Chromium; the result folder appears at ``dest`` whole or not at all."""
+        from .chromium import CHROMIUM
+        from .job import run_browser_job
+
+        if dest.exists():
+            raise UsageError(f"{dest} already exists; refusing to overwrite it")
+        say = progress or (lambda _line: None)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-partial-"))
+        try:
+            run_browser_job(
+                job,
+                staging / "result",
+                adapter=self.adapter,
+                timeout=timeout,
+                cache_dir=self.cache_dir,
+                chromium=self.chromium or CHROMIUM,
+                progress=lambda line: say(f"{self.spec}: {line.removeprefix('browser: ')}"),
+            )
+            (staging / "result").rename(dest)
+        except ProtocolError as exc:
+            raise DeviceError(f"{self.spec}: the browser harness refused the job: {exc}") from None
+        except BrowserHarnessError as exc:
+            raise DeviceError(f"{self.spec}: {exc}") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        from tflkit.harness.protocol import read_result
+
+        return read_result(dest)
