@@ -28,10 +28,11 @@ setup() {
 
 # The ONNX (onnx2tf) and PyTorch (litert-torch) converters live in venvs tflkit builds on first
 # use; for the tests they go in the test cache (CI caches it), where tests/test_convert_foreign.py
-# finds them.
+# finds them; LiteRT.js for the browser harness too.
 foreign_envs() {
-  TFLKIT_CONVERTERS_DIR=${TFLKIT_TEST_CACHE:-$HOME/.cache/tflkit-tests}/converters \
-    .venv/bin/tflkit converters install onnx torch
+  local cache=${TFLKIT_TEST_CACHE:-$HOME/.cache/tflkit-tests}
+  TFLKIT_CONVERTERS_DIR=$cache/converters .venv/bin/tflkit converters install onnx torch
+  TFLKIT_BROWSER_DIR=$cache/browser .venv/bin/tflkit harness install browser
 }
 
 job=${1:-demo}

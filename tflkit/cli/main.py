@@ -25,6 +25,7 @@ from tflkit.cli import (
     convert_cmd,
     converters_cmd,
     device_cmd,
+    harness_cmd,
     inspect_cmd,
     regress_cmd,
     rewrite_cmd,
@@ -76,6 +77,7 @@ app.command("validate")(validate_cmd.validate)
 app.command("rewrite")(rewrite_cmd.rewrite)
 app.add_typer(converters_cmd.app, name="converters")
 app.add_typer(device_cmd.app, name="device")
+app.add_typer(harness_cmd.app, name="harness")
 app.add_typer(regress_cmd.app, name="regress")
 
 
