@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tflkit.cli.options import InputShapeOption, JsonOption, ModelArgument
+from tflkit.cli.options import HtmlOption, InputShapeOption, JsonOption, ModelArgument
 
 #: tflkit.compat.targets.DEFAULT_TARGET, spelled out so ``--help`` does not import the tables
 DEFAULT_TARGET = "litert-gpu"
@@ -43,8 +43,23 @@ def check(
     all_ops: Annotated[
         bool, typer.Option("--all", help="List every op (default: groups, at most 40 lines).")
     ] = False,
+    html: HtmlOption = None,
+    probe_browser: Annotated[
+        str | None,
+        typer.Option(
+            "--probe-browser",
+            help="Also run it in LiteRT.js (WebGPU) in headless Chromium on this adapter "
+            "(swiftshader or lavapipe) and say which ops it leaves to the CPU, and where that "
+            "differs from the native accelerator (with --probe).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Per-op GPU verdicts with reasons and fixes, partitions, CPU<->GPU copies, FLOP share."""
+    if html is not None and html.resolve() == model.resolve():
+        from tflkit.errors import UsageError
+
+        raise UsageError("refusing to overwrite the input model with the HTML report")
     from tflkit.cli.output import console, echo_native_log, print_json, spinner
     from tflkit.compat.check import TARGET_DEFAULT
     from tflkit.ir.shapes import parse_input_shapes
@@ -60,11 +75,16 @@ def check(
         input_shapes=parse_input_shapes(input_shape),
         progress=spinner,
         native_log=echo_native_log,
+        browser=probe_browser,
     )
     if model_explorer is not None:
         from tflkit.report.model_explorer import check_node_data, write_node_data
 
         write_node_data(model_explorer, check_node_data(report, loaded))
+    if html is not None:
+        from tflkit.report.html import write_html
+
+        write_html(report, html, model=loaded)
     if json_output:
         print_json(report.to_json())
     else:

@@ -172,6 +172,25 @@ class ProbeInfo:
 
 
 @dataclass
+class BrowserProbeInfo:
+    """What LiteRT.js (WebGPU, ML Drift) in headless Chromium did with the model, beside the
+    native accelerator: ``check --probe-browser ADAPTER``."""
+
+    adapter: str
+    status: str
+    error: str | None
+    webgpu_adapter: str | None
+    fully_accelerated: bool | None
+    ops_total: int | None
+    ops_delegated: int | None
+    #: The ops LiteRT.js left to its CPU path, as its console said: {op, reason}.
+    cpu_fallback: list[dict[str, str]] = field(default_factory=list)
+    #: Op types one runtime leaves to the CPU and the other does not, in a sentence each
+    #: (empty when the native probe did not run or the two agree).
+    differences: list[str] = field(default_factory=list)
+
+
+@dataclass
 class CheckReport:
     path: str
     sha256: str
@@ -194,6 +213,7 @@ class CheckReport:
     transfers: list[TransferInfo]
     issues: list[IssueInfo]
     probe: ProbeInfo | None = None
+    browser: BrowserProbeInfo | None = None
     subgraphs: list[SubgraphInfo] = field(default_factory=list)
     #: The ``--input-shape`` values the model was checked at, by the name given.
     input_shapes: dict[str, list[int]] = field(default_factory=dict)

@@ -188,11 +188,31 @@ def _probe_lines(report: CheckReport) -> list[RenderableType]:
     return lines
 
 
+def _browser_lines(report: CheckReport) -> list[RenderableType]:
+    browser = report.browser
+    if browser is None:
+        return []
+    adapter = browser.webgpu_adapter or browser.adapter
+    line = f"LiteRT.js in the browser ({adapter}): {browser.status}"
+    if browser.status != "ok":
+        return [Text(line + (f": {browser.error}" if browser.error else ""))]
+    if browser.fully_accelerated:
+        line += ", every op on WebGPU"
+    elif browser.ops_delegated is not None and browser.ops_total is not None:
+        line += f", {browser.ops_delegated} of {browser.ops_total} ops on WebGPU"
+    lines: list[RenderableType] = [Text(line)]
+    for f in browser.cpu_fallback[:_MAX_DISAGREEMENT_LINES]:
+        lines.append(Text(f"  on its CPU path: {f['op']}: {f['reason']}"))
+    for difference in browser.differences:
+        lines.append(Text.from_markup("[yellow]differs[/yellow] ").append(difference))
+    return lines
+
+
 def render_check(report: CheckReport, console: Console, *, all_ops: bool = False) -> None:
     """Print ``report``: the grouped summary within ``MAX_LINES`` lines, or every op."""
     width = console.width
     head = _header(report) + _issues(report)
-    tail = _probe_lines(report)
+    tail = _probe_lines(report) + _browser_lines(report)
     if all_ops:
         for line in head:
             console.print(line)

@@ -84,13 +84,16 @@ def check_path(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     progress: Progress | None = None,
     native_log: Callable[[str], None] | None = None,
+    browser: str | None = None,
 ) -> tuple[CheckReport, ir.Model]:
     """Check the model at ``path``; returns the report and the loaded model.
 
     ``input_shapes`` (``--input-shape``, by signature or tensor name) fixes dynamic inputs
     first, so verdicts, copies and the probe are those of the model at that shape. ``progress``
     wraps the probe (e.g. a spinner: it compiles shaders for seconds); ``native_log`` gets the
-    accelerator's own log (``--verbose``).
+    accelerator's own log (``--verbose``). ``browser`` (a WebGPU adapter of the browser harness:
+    ``swiftshader`` or ``lavapipe``) also runs the model in LiteRT.js and says which ops it
+    leaves to the CPU, and where that differs from the native accelerator.
     """
     data, label = ir.serde.read_model_bytes(path, mapped=True)
     digest = _Sha256(data)
@@ -110,6 +113,14 @@ def check_path(
         if native_log is not None:
             native_log(result.log_text)
         attach_probe(report, model, result)
+    if browser is not None:
+        from tflkit.harness.browser.probe import attach_browser_probe, probe_in_browser
+
+        probed = ir.dumps(model) if input_shapes else bytes(data)
+        what = f"running {Path(label).name} in LiteRT.js ({browser}, headless Chromium)"
+        with progress(what) if progress is not None else contextlib.nullcontext():
+            outcome = probe_in_browser(probed, model, browser, timeout=probe_timeout)
+        attach_browser_probe(report, browser, outcome)
     return report, model
 
 
