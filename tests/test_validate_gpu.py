@@ -144,7 +144,7 @@ def test_html_report_renders_in_chromium_with_the_numbers(face_run, tmp_path):
 
 
 class _Cells(HTMLParser):
-    """Collects ``(pair, output, metric) -> text`` from the rendered DOM."""
+    """Collects ``(pair, output, metric) -> data-value`` from the rendered DOM."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -152,7 +152,6 @@ class _Cells(HTMLParser):
         self.verdict: str | None = None
         self.svgs = 0
         self._row: tuple[str, str] | None = None
-        self._cell: str | None = None
         self._in_verdict = False
 
     def handle_starttag(self, tag, attrs):
@@ -162,21 +161,18 @@ class _Cells(HTMLParser):
         if tag == "tr" and "data-pair" in a and "data-output" in a:
             self._row = (a["data-pair"], a["data-output"])
         if tag == "td" and self._row and "data-metric" in a:
-            self._cell = a["data-metric"]
+            # the full value; the cell's text shows it to 4 significant digits
+            self.values[(*self._row, a["data-metric"])] = a.get("data-value", "")
         if tag == "b" and a.get("id") == "verdict":
             self._in_verdict = True
 
     def handle_endtag(self, tag):
         if tag == "tr":
             self._row = None
-        if tag == "td":
-            self._cell = None
         if tag == "b":
             self._in_verdict = False
 
     def handle_data(self, data):
-        if self._row and self._cell:
-            self.values[(*self._row, self._cell)] = data.strip()
         if self._in_verdict and data.strip():
             self.verdict = data.strip()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -54,6 +54,16 @@ def check(
             show_default=False,
         ),
     ] = None,
+    repro: Annotated[
+        Path | None,
+        typer.Option(
+            "--repro",
+            help="When the probe pins a crash on an op (implies --probe): write that op alone "
+            "(else the ops up to it) and repro.py, which compiles it on the GPU and dies the "
+            "same way, with README.md, to this directory.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Per-op GPU verdicts with reasons and fixes, partitions, CPU<->GPU copies, FLOP share."""
     if html is not None and html.resolve() == model.resolve():
@@ -70,13 +80,15 @@ def check(
         model,
         target=target,
         max_partitions=limit,
-        with_probe=probe,
+        with_probe=probe or repro is not None,
         probe_timeout=timeout,
         input_shapes=parse_input_shapes(input_shape),
         progress=spinner,
         native_log=echo_native_log,
         browser=probe_browser,
     )
+    if repro is not None:
+        _write_crash_repro(report, loaded, repro, model, timeout)
     if model_explorer is not None:
         from tflkit.report.model_explorer import check_node_data, write_node_data
 
@@ -93,3 +105,34 @@ def check(
         render_check(report, console(), all_ops=all_ops)
     if strict and not report.gpu_ready:
         raise typer.Exit(EXIT_NOT_GPU_READY)
+
+
+def _write_crash_repro(
+    report: Any, loaded: Any, directory: Path, model: Path, timeout: float
+) -> None:
+    """``--repro``: the crashing op's repro, or one line on stderr saying why there is none."""
+    import shlex
+    import sys
+
+    from tflkit import ir
+    from tflkit.validation.repro import write_crash_repro
+
+    crash = report.probe.crash if report.probe is not None else None
+    if crash is None or crash.op_index is None:
+        why = (
+            "the accelerator did not crash"
+            if crash is None
+            else "the crash was not pinned on an op"
+        )
+        print(f"repro: nothing written: {why}", file=sys.stderr)
+        return
+    written = write_crash_repro(
+        ir.dumps(loaded),
+        crash.op_index,
+        crash.message,
+        directory,
+        command=shlex.join(["tflkit", "check", "--probe", str(model), "--repro", str(directory)]),
+        label=model.name,
+        timeout=timeout,
+    )
+    print(written.message, file=sys.stderr)

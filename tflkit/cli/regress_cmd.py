@@ -13,6 +13,7 @@ from tflkit.cli.options import (
     BaselineRunnerOption,
     BaselineToleranceOption,
     DelegateOption,
+    HtmlOption,
     InputShapeOption,
     InputsOption,
     JobsOption,
@@ -40,7 +41,9 @@ def _progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
-def _emit(report, json_output: bool, junit: Path | None, markdown: Path | None) -> None:
+def _emit(
+    report, json_output: bool, junit: Path | None, markdown: Path | None, html: Path | None = None
+) -> None:
     from tflkit.cli.output import console, print_json
     from tflkit.report.regress_report import (
         render_markdown,
@@ -53,6 +56,10 @@ def _emit(report, json_output: bool, junit: Path | None, markdown: Path | None) 
         write_junit(report, junit)
     if markdown is not None:
         write_text_atomic(markdown, render_markdown(report))
+    if html is not None:
+        from tflkit.report.html import write_html
+
+        write_html(report, html)
     if json_output:
         print_json(report.to_json())
     else:
@@ -193,12 +200,13 @@ def check(
     ] = None,
     timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
+    html: HtmlOption = None,
 ) -> None:
     """Rerun MODEL on the baseline's inputs; exit 1 when outputs, residency or latency regress."""
     from tflkit.report.regress_report import RegressReport
 
     _model_and_suite(model, suite, baseline)
-    _guard_outputs(model, junit, markdown)
+    _guard_outputs(model, junit, markdown, html)
     if suite is not None:
         from tflkit.regress.suite import load_suite, run_suite
 
@@ -236,7 +244,7 @@ def check(
         )
         _progress(f"checking {model} against {baseline} ...")
         report = RegressReport([run_check(model, baseline, options)])
-    _emit(report, json_output, junit, markdown)
+    _emit(report, json_output, junit, markdown, html)
     raise typer.Exit(report.exit_code)
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tflkit.cli.options import InputShapeOption, JsonOption, ModelArgument
+from tflkit.cli.options import HtmlOption, InputShapeOption, JsonOption, ModelArgument
 
 
 def rewrite(
@@ -25,8 +25,13 @@ def rewrite(
         bool, typer.Option("--probe", help="Ask the real GPU accelerator before and after.")
     ] = False,
     json_output: JsonOption = False,
+    html: HtmlOption = None,
 ) -> None:
     """Rewrite the ops the GPU delegate rejects into equivalents it takes, and prove it."""
+    if html is not None and html.resolve() == model.resolve():
+        from tflkit.errors import UsageError
+
+        raise UsageError("refusing to overwrite the input model with the HTML report")
     from tflkit.cli.output import console, echo_native_log, print_json, spinner
     from tflkit.ir.shapes import parse_input_shapes
     from tflkit.report.rewrite_report import render_rewrite
@@ -49,6 +54,10 @@ def rewrite(
     report = build_report(
         outcome, str(model), str(output), written, probe_before=before, probe_after=after
     )
+    if html is not None:
+        from tflkit.report.html import write_html
+
+        write_html(report, html)
     if json_output:
         print_json(report.to_json())
     else:

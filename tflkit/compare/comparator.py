@@ -49,6 +49,34 @@ class OutputInfo:
     kind: str = "float"
 
 
+#: Elements of an output kept for the HTML report's error-vs-value plot.
+SAMPLE_SIZE = 400
+
+
+def value_sample(
+    expected: np.ndarray, actual: np.ndarray, size: int = SAMPLE_SIZE
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Up to ``size`` (expected, actual) pairs as float64, evenly spread over the flattened
+    output, plus the element with the largest difference; None when the shapes differ."""
+    e = np.asarray(expected).reshape(-1)
+    a = np.asarray(actual).reshape(-1)
+    if e.shape != a.shape or e.size == 0:
+        return None
+    e, a = e.astype(np.float64), a.astype(np.float64)
+    picked = np.unique(np.linspace(0, e.size - 1, min(size, e.size)).astype(np.int64))
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(a - e)
+    if np.isfinite(diff).any():
+        picked = np.union1d(picked, [int(np.nanargmax(np.where(np.isfinite(diff), diff, -1)))])
+    return e[picked], a[picked]
+
+
+def _dequantized(values: np.ndarray, info: OutputInfo) -> np.ndarray:
+    if values.dtype.kind not in "iu" or not info.scale:
+        return values
+    return (values.astype(np.float64) - info.zero_point) * info.scale
+
+
 @dataclass
 class OutputComparison:
     """One output of one pair.
@@ -78,6 +106,9 @@ class OutputComparison:
     #: float probabilities in an fp32 pair: the largest log-probability difference and its bound
     log_diff: float | None = None
     log_bound: float | None = None
+    #: (expected, actual) at up to :data:`SAMPLE_SIZE` elements, the largest difference
+    #: included, for the HTML report's plot; not in JSON
+    sample: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return plain(
@@ -423,7 +454,11 @@ def compare_pair(
             )
             continue
         found = _noise_for(noise, info, tolerance, half=half)
-        pair.outputs.append(compare_output(info, e, a, tolerance, found))
+        compared = compare_output(info, e, a, tolerance, found)
+        compared.sample = value_sample(
+            *(_dequantized(x, info) if compared.dequantized else x for x in (e, a))
+        )
+        pair.outputs.append(compared)
     verdicts = {o.verdict for o in pair.outputs}
     if "fail" in verdicts:
         pair.verdict = "fail"

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from tflkit.gpu.probe import ProbeResult
-from tflkit.jsonable import plain_fields
+from tflkit.jsonable import plain
 from tflkit.report.check_report import CheckReport
 
 REWRITE_SCHEMA = "tflkit.rewrite/1"
@@ -110,9 +110,21 @@ class RewriteReport:
     default_shapes: dict[str, list[int]] = field(default_factory=dict)
     #: Why nothing was written (None when ``written``): nothing changed, or verification failed.
     reason: str | None = None
+    #: The static checks of the input and the result, and the two models, for the HTML page's
+    #: residency strips; not in JSON (``static_before``/``static_after`` sum them up).
+    checks: tuple[CheckReport, CheckReport] | None = field(
+        default=None, repr=False, compare=False, metadata={"json": False}
+    )
+    models: tuple[Any, Any] | None = field(
+        default=None, repr=False, compare=False, metadata={"json": False}
+    )
 
     def to_json(self) -> dict[str, Any]:
-        data = plain_fields(self)
+        data = {
+            f.name: plain(getattr(self, f.name))
+            for f in fields(self)
+            if f.metadata.get("json", True)
+        }
         del data["rule_lines"]
         records = data.pop("rule_records")
         return {"schema": REWRITE_SCHEMA, **data, **records}

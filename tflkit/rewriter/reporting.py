@@ -51,6 +51,7 @@ def build_report(
             "the static GPU checker did not choose the ops (rules forced with --rule, or no "
             "checker): each rule's own pattern did"
         )
+    check_before, check_after = check_model(original), check_model(outcome.model)
     v = outcome.verification
     records: dict[str, list[dict[str, Any]]] = {r.report_key: [] for r in catalog() if r.report_key}
     records.update(outcome.rule_records)
@@ -77,8 +78,8 @@ def build_report(
         dynamic_inputs=outcome.dynamic_inputs,
         default_shapes=outcome.default_shapes,
         reason=_reason(outcome, written),
-        static_before=StaticResidency.from_check(check_model(original)),
-        static_after=StaticResidency.from_check(check_model(outcome.model)),
+        static_before=StaticResidency.from_check(check_before),
+        static_after=StaticResidency.from_check(check_after),
         probe_before=None
         if probe_before is None
         else Residency.from_probe(probe_before, sum(before_hist.values())),
@@ -88,4 +89,6 @@ def build_report(
         notes=notes,
         rule_records=records,
         rule_lines=lines,
+        checks=(check_before, check_after),
+        models=(original, outcome.model),
     )
