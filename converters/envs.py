@@ -10,7 +10,6 @@ from building the same venv at once; ``tflkit-env.json`` is written last and mar
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -20,13 +19,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tflkit.fsio import write_atomic
+from tflkit.fsio import exclusive_lock, write_atomic
 
 from ._progress import BuildProgress
 from .base import MissingExtraError
@@ -218,20 +216,6 @@ def installed_envs(root: Path | None = None) -> list[ConverterEnv]:
     return found
 
 
-@contextmanager
-def _locked(lock: Path, progress: Progress) -> Iterator[None]:
-    with open(lock, "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress(f"waiting for another tflkit process to finish building {lock.stem[1:]}")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _run_logged(cmd: list[str], log: Path, progress: Progress) -> tuple[int, list[str]]:
     """Run ``cmd``; each output line goes to ``log`` and to ``progress``; returns (code, lines).
 
@@ -318,7 +302,8 @@ def _build(
 ) -> ConverterEnv:
     route, root = spec.route, path.parent
     log = root / f"{path.name}.log"
-    with _locked(root / f".{path.name}.lock", say):
+    waiting = f"waiting for another tflkit process to finish building {path.name}"
+    with exclusive_lock(root / f".{path.name}.lock", waiting, say):
         record = _read_record(path)
         if record is not None and record.get("packages") == list(spec.packages):
             return ConverterEnv(route, path, record)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -113,3 +113,24 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def exclusive_lock(lock: Path, waiting: str, say: Callable[[str], None]) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the file ``lock`` (created with its folder) for the block;
+    when another process holds it, ``say(waiting)`` once, then wait for it. Used where a cache
+    is filled once (converter environments, LiteRT.js, device wheels) by whichever process
+    comes first."""
+    import fcntl
+
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(waiting)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -54,6 +54,26 @@ def _progress() -> Iterator[Callable[[str], None]]:
         status.stop()
 
 
+def _command_line(ctx: typer.Context) -> str:
+    """This command with the options given (for a repro's README), rebuilt from the parsed
+    parameters: ``sys.argv`` is not the command when the CLI is called as a function."""
+    import shlex
+
+    words = ["tflkit", "validate"]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if value is None or value == param.default or value in ((), []):
+            continue
+        if param.param_type_name == "argument":
+            words.append(str(value))
+        elif getattr(param, "is_flag", False):
+            words.append(param.opts[0])
+        else:
+            for one in value if isinstance(value, list | tuple) else [value]:
+                words += [param.opts[0], str(one)]
+    return shlex.join(words)
+
+
 def _kv(items: list[str]) -> dict[str, str]:
     out = {}
     for item in items:
@@ -65,6 +85,7 @@ def _kv(items: list[str]) -> dict[str, str]:
 
 
 def validate(
+    ctx: typer.Context,
     model: ModelArgument,
     runner: Annotated[
         list[str],
@@ -131,6 +152,16 @@ def validate(
             show_default=False,
         ),
     ] = None,
+    repro: Annotated[
+        Path | None,
+        typer.Option(
+            "--repro",
+            help="With the divergence localized (implies --localize): write the smallest model "
+            "that still shows it on the GPU to this directory, with inputs.npz, repro.py (only "
+            "ai-edge-litert and numpy; exit 1 and REPRODUCED when the bug shows) and README.md.",
+            show_default=False,
+        ),
+    ] = None,
     browser_adapter: Annotated[
         str,
         typer.Option(
@@ -166,12 +197,17 @@ def validate(
         input_shapes=parse_input_shapes(input_shape),
         signature=signature,
         tolerances=parse_overrides(tolerance),
-        localize=localize or model_explorer is not None or localize_on is not None,
+        localize=localize
+        or model_explorer is not None
+        or localize_on is not None
+        or repro is not None,
         localize_runner=localize_on,
         timeout=timeout,
         input_kind=input_kind,
         calibrate=not fixed_tolerances,
         browser_adapter=browser_adapter,
+        repro=repro,
+        repro_command=_command_line(ctx),
     )
     with _progress() as progress:
         options.progress = progress

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import fcntl
 import hashlib
 import json
 import os
@@ -36,7 +35,7 @@ import tempfile
 import time
 import tomllib
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any
 
 from tflkit import fsio
 from tflkit.errors import TflkitError, UsageError
+from tflkit.fsio import exclusive_lock
 from tflkit.harness.config import config_path, configured_devices
 from tflkit.harness.transport import (
     COMMAND_TIMEOUT,
@@ -296,21 +296,6 @@ def _cached(folder: Path, reqs: list[str]) -> dict[str, Any] | None:
     return record
 
 
-@contextlib.contextmanager
-def _locked(lock: Path, say: Progress) -> Iterator[None]:
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say("waiting for another tflkit process downloading the same wheels")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _pip_error(done: Completed, target: Target) -> str:
     text = done.stderr + "\n" + done.stdout
     if "No module named pip" in text:
@@ -347,7 +332,8 @@ def ensure_wheels(target: Target, reqs: list[str], spec: str, say: Progress) -> 
     if record is not None:
         say(f"using the cached wheels for {target.label} ({folder})")
         return folder, {**record, "cached": True}
-    with _locked(root / f".{folder.name}.lock", say):
+    waiting = "waiting for another tflkit process downloading the same wheels"
+    with exclusive_lock(root / f".{folder.name}.lock", waiting, say):
         record = _cached(folder, reqs)
         if record is not None:
             return folder, {**record, "cached": True}

@@ -79,6 +79,10 @@ class ValidateOptions(InputSetOptions):
     #: runners built elsewhere (on devices: :mod:`tflkit.harness.device_validate`), run after
     #: the named ones and compared like them
     extra_runners: Sequence[Runner] = ()
+    #: with ``localize``: write the smallest model that still shows the divergence here
+    #: (:mod:`tflkit.validation.repro`), and the command line to name in its README
+    repro: Path | None = None
+    repro_command: str = "tflkit validate"
 
 
 def say(options: ValidateOptions, line: str) -> None:

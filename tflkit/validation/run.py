@@ -98,6 +98,14 @@ def validate(
     if options.localize:
         say(options, "localizing: running every op on its own")
         report.localization = _localize(data, model, sets, options, comparisons, names, tflite)
+        if options.repro is not None:
+            say(options, "writing the repro: shrinking the culprit's chunk on the GPU")
+            failing = [p.key for p in comparisons if p.verdict == "fail"]
+            report.notes.append(
+                _repro(data, model, sets, options, report.localization, label)
+                if failing
+                else "repro: nothing written: no pair fails, so there is no divergence to reproduce"
+            )
     report.wall_seconds = time.perf_counter() - start
     return report
 
@@ -211,6 +219,32 @@ def _output_infos(outputs: Mapping[str, ir.Tensor]) -> list[OutputInfo]:
             )
         )
     return infos
+
+
+def _repro(
+    data: bytes,
+    model: ir.Model,
+    sets: InputSets,
+    options: ValidateOptions,
+    loc: Localization,
+    label: str,
+) -> str:
+    """``--repro DIR``: the culprit's smallest reproducing chunk written there; one line."""
+    from tflkit.validation.repro import write_repro
+
+    assert options.repro is not None
+    _, _, ins, _ = entry_point(model, options.signature)
+    feed = {n: np.asarray(v) for n, v in sets.feeds[0].items()}  # the set localize used
+    return write_repro(
+        data,
+        feed,
+        ins,
+        loc,
+        options.repro,
+        command=options.repro_command,
+        label=os.path.basename(label),
+        timeout=options.timeout,
+    ).message
 
 
 def _localize(

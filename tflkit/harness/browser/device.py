@@ -18,9 +18,10 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tflkit.errors import UsageError
-from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, ProtocolError
+from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, ProtocolError, read_result
 from tflkit.harness.transport import Device, DeviceError, parse_device
 
 from .chromium import ADAPTERS
@@ -94,30 +95,58 @@ class BrowserDevice(Device):
     ) -> DeviceResult:
         """Run ``job`` in Chromium; the result folder appears at ``dest`` whole or not at all."""
         from .chromium import CHROMIUM
-        from .job import run_browser_job
 
-        if dest.exists():
-            raise UsageError(f"{dest} already exists; refusing to overwrite it")
-        say = progress or (lambda _line: None)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-partial-"))
-        try:
-            run_browser_job(
-                job,
-                staging / "result",
-                adapter=self.adapter,
-                timeout=timeout,
-                cache_dir=self.cache_dir,
-                chromium=self.chromium or CHROMIUM,
-                progress=lambda line: say(f"{self.spec}: {line.removeprefix('browser: ')}"),
-            )
-            (staging / "result").rename(dest)
-        except ProtocolError as exc:
-            raise DeviceError(f"{self.spec}: the browser harness refused the job: {exc}") from None
-        except BrowserHarnessError as exc:
-            raise DeviceError(f"{self.spec}: {exc}") from None
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        from tflkit.harness.protocol import read_result
+        return staged_run(
+            self.spec,
+            job,
+            dest,
+            timeout=timeout,
+            progress=progress,
+            adapter=self.adapter,
+            cache_dir=self.cache_dir,
+            chromium=self.chromium or CHROMIUM,
+        )
 
-        return read_result(dest)
+
+def staged_run(
+    spec: str,
+    job: Path,
+    dest: Path,
+    *,
+    timeout: float,
+    progress: Progress | None,
+    finish: Callable[[Path], None] | None = None,
+    hint: str = "",
+    **kwargs: Any,
+) -> DeviceResult:
+    """``run_browser_job`` into a hidden sibling of ``dest``, renamed into place when complete;
+    its errors become one :class:`DeviceError` line.
+
+    ``finish`` edits the complete result folder before it moves into place (e.g. to say which
+    browser ran the page); ``hint`` is added to the error line."""
+    from .job import run_browser_job
+
+    if dest.exists():
+        raise UsageError(f"{dest} already exists; refusing to overwrite it")
+    say = progress or (lambda _line: None)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-partial-"))
+    try:
+        run_browser_job(
+            job,
+            staging / "result",
+            timeout=timeout,
+            progress=lambda line: say(f"{spec}: {line.removeprefix('browser: ')}"),
+            **kwargs,
+        )
+        if finish is not None:
+            finish(staging / "result")
+        read_result(staging / "result")
+        (staging / "result").rename(dest)
+    except ProtocolError as exc:
+        raise DeviceError(f"{spec}: the browser harness refused the job: {exc}") from None
+    except BrowserHarnessError as exc:
+        raise DeviceError(f"{spec}: {exc}{hint}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return read_result(dest)

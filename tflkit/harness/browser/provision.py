@@ -13,7 +13,6 @@ written last and marks the folder ready.
 from __future__ import annotations
 
 import base64
-import fcntl
 import hashlib
 import json
 import os
@@ -23,13 +22,12 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tflkit.fsio import write_atomic
+from tflkit.fsio import exclusive_lock, write_atomic
 
 from .errors import ProvisionError
 
@@ -117,20 +115,6 @@ def find_litertjs(root: Path | None = None, version: str = LITERTJS_VERSION) -> 
     return None if record is None else LiteRtJs(path, version, record)
 
 
-@contextmanager
-def _locked(lock: Path, say: Progress) -> Iterator[None]:
-    with open(lock, "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say(f"waiting for another tflkit process to finish fetching {lock.stem[1:]}")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _say(line: str) -> None:
     print(f"tflkit: {line}", file=sys.stderr, flush=True)
 
@@ -159,7 +143,8 @@ def ensure_litertjs(
     say = progress or _say
     root.mkdir(parents=True, exist_ok=True)
     path = _folder(root, version)
-    with _locked(root / f".{path.name}.lock", say):
+    waiting = f"waiting for another tflkit process to finish fetching {path.name}"
+    with exclusive_lock(root / f".{path.name}.lock", waiting, say):
         found = find_litertjs(root, version)
         if found is not None:
             return found

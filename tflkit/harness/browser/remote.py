@@ -43,11 +43,9 @@ from __future__ import annotations
 import contextlib
 import secrets
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -56,12 +54,12 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from tflkit.errors import UsageError
-from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, ProtocolError, read_result
+from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult
 from tflkit.harness.transport import COMMAND_TIMEOUT, AdbDevice, Device, DeviceError
 from tflkit.proc.worker import own_session
 
 from .chromium import ADAPTERS, COMMON_FLAGS
-from .errors import BrowserHarnessError
+from .device import staged_run
 
 __all__ = [
     "CHECK_SECONDS",
@@ -93,51 +91,6 @@ _PID = "tflkit-browser-pid:"
 _EXIT = "tflkit-browser-exit:"
 
 
-def _staged_run(
-    spec: str,
-    job: Path,
-    dest: Path,
-    *,
-    timeout: float,
-    progress: Progress | None,
-    browser: str | None = None,
-    hint: str = "",
-    **kwargs: Any,
-) -> DeviceResult:
-    """``run_browser_job`` into a hidden sibling of ``dest``, renamed into place when complete;
-    its errors become one :class:`DeviceError` line.
-
-    ``browser``: what ran the page when tflkit did not choose its WebGPU adapter (a phone's
-    browser, whoever opened the URL); the result then says so instead of the adapter name.
-    ``hint``: added to the error line."""
-    from .job import run_browser_job
-
-    if dest.exists():
-        raise UsageError(f"{dest} already exists; refusing to overwrite it")
-    say = progress or (lambda _line: None)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-partial-"))
-    try:
-        run_browser_job(
-            job,
-            staging / "result",
-            timeout=timeout,
-            progress=lambda line: say(f"{spec}: {line}"),
-            **kwargs,
-        )
-        if browser is not None:
-            _relabel(staging / "result", browser)
-        read_result(staging / "result")
-        (staging / "result").rename(dest)
-    except ProtocolError as exc:
-        raise DeviceError(f"{spec}: the browser harness refused the job: {exc}") from None
-    except BrowserHarnessError as exc:
-        raise DeviceError(f"{spec}: {exc}{hint}") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return read_result(dest)
-
-
 def _listening(port: int) -> bool:
     """Whether something accepts connections on this machine's ``127.0.0.1:port``."""
     try:
@@ -145,6 +98,11 @@ def _listening(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def _relabeled(browser: str) -> Callable[[Path], None]:
+    """A ``finish`` step for :func:`staged_run` that says ``browser`` ran the page."""
+    return lambda result: _relabel(result, browser)
 
 
 def _relabel(result: Path, browser: str) -> None:
@@ -219,7 +177,7 @@ class AdbBrowserDevice(Device):
         def opener(*, server: Any, adapter: str, on_console: Any) -> _AdbPage:
             return _AdbPage(self, server, adapter=adapter, android=kind == "android", say=say)
 
-        return _staged_run(
+        return staged_run(
             self.spec,
             job,
             dest,
@@ -229,7 +187,7 @@ class AdbBrowserDevice(Device):
             cache_dir=self.cache_dir,
             host="127.0.0.1",
             opener=opener,
-            browser="the phone's browser" if kind == "android" else None,
+            finish=_relabeled("the phone's browser") if kind == "android" else None,
             hint=" (is the phone unlocked, with Chrome allowed to open links?)"
             if kind == "android"
             else "",
@@ -464,7 +422,7 @@ class UrlDevice(Device):
         def opener(*, server: Any, adapter: str, on_console: Any) -> _UrlPage:
             return _UrlPage(self, server, say=say, timeout=timeout)
 
-        return _staged_run(
+        return staged_run(
             self.spec,
             job,
             dest,
@@ -474,7 +432,7 @@ class UrlDevice(Device):
             cache_dir=self.cache_dir,
             host=self.host,
             opener=opener,
-            browser="the browser that opened the job URL",
+            finish=_relabeled("the browser that opened the job URL"),
         )
 
 
