@@ -164,7 +164,8 @@ def classify(
     if code == 3:
         return Outcome(command, "internal", code, seconds, errors[0] if errors else tail)
     if code in (0, 1) and not (code == 1 and command in ("inspect",)):
-        return Outcome(command, "ok", code, seconds, errors[0] if errors else "")
+        report = " | ".join(stdout.strip().splitlines()[-3:])  # the report's last lines
+        return Outcome(command, "ok", code, seconds, errors[0] if errors else report)
     if code == 2 and len(errors) == 1:
         return Outcome(command, "rejected", code, seconds, errors[0])
     return Outcome(command, "unexplained", code, seconds, tail)

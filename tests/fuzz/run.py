@@ -129,7 +129,8 @@ def _output_problems(rewrite: execute.Outcome, model: Path, out: Path, data: byt
         problems.append(f"stray temporary files {stray}")
     if rewrite.code == 0:
         if not out.is_file():
-            problems.append("rewrite exited 0 without writing its output")
+            if "nothing to do" not in rewrite.message:  # it says so when no rule fired
+                problems.append("rewrite exited 0 without writing its output or saying why")
         else:
             try:
                 verify_bytes(out.read_bytes(), str(out))

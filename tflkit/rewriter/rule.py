@@ -65,6 +65,10 @@ class Rule:
     #: The rule rewrites the model as a whole (e.g. every op of resource-variable state at
     #: once), not op by op: the fix ``check`` advises for any op it fixes is ``check_model``.
     whole_model: ClassVar[bool] = False
+    #: The rule may fire on ops the target accepts too (constant folding: an op of constants
+    #: costs a kernel launch and a partition boundary wherever it runs); others only fix
+    #: rejected ops when the pass manager is gated by the checker.
+    ungated: ClassVar[bool] = False
     #: The key under which the rewrite report (JSON) lists ``report_records``; None: no records.
     report_key: ClassVar[str | None] = None
 

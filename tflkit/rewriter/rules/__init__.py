@@ -19,6 +19,7 @@ from tflkit.rewriter.rules.arith import (
 )
 from tflkit.rewriter.rules.broadcast import BroadcastToTile
 from tflkit.rewriter.rules.constant import (
+    FoldConstants,
     FoldDensify,
     FoldFill,
     FoldRange,
@@ -50,6 +51,7 @@ RULES: tuple[Rule, ...] = (
     FoldZerosLike(),
     FoldDensify(),
     FoldShapeInputs(),
+    FoldConstants(),  # any op of constants, accepted ones too, to the fixed point
     ReshapeStaticShape(),
     ExpandDimsToReshape(),
     SqueezeToReshape(),

@@ -16,7 +16,7 @@ from tflkit.errors import ModelLoadError
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Rule, replace
+from tflkit.rewriter.rule import Example, Rule, _is_signature_output, replace
 
 
 def evaluate(op: Op) -> list[np.ndarray]:
@@ -33,7 +33,13 @@ def evaluate_chain(ops: list[Op], wanted: list[ir.Tensor]) -> list[np.ndarray]:
     from tflkit.delegates.litert_cpu import run_once
 
     model = ir.extract_model(ops)
-    position = {t.name: i for i, t in enumerate(model.main.outputs)}
+    graph = model.main
+    unread = {t.name for t in wanted} - {t.name for t in graph.outputs}
+    extra = [t for t in graph.tensors if t.name in unread]  # e.g. a SPLIT output nothing reads
+    if extra:
+        graph.outputs = [*graph.outputs, *extra]
+        model.signatures[0].outputs.update({t.name: t for t in extra})
+    position = {t.name: i for i, t in enumerate(graph.outputs)}
     missing = [t.name for t in wanted if t.name not in position]
     if missing:
         raise ValueError(f"{missing} are not outputs of the cut-out ops")
@@ -280,13 +286,18 @@ class FoldDensify(_Fold):
         return (Example("fp16_weights_fc", build, no_int8="the weights stay fp16"),)
 
 
+#: Inputs that must be constants for the GPU: the shape-defining ones, and SLICE's begin and
+#: size (its output shape too, though TFLite resolves a computed SLICE size while running).
+_SHAPE_INPUTS = {**SHAPE_DEFINING_INPUTS, "SLICE": (1, 2)}
+
+
 class FoldShapeInputs(Rule):
     name = "fold_shape_inputs"
     summary = (
         "shape-defining inputs (slice bounds, RANGE limits, pads, axes...) computed from static "
         "shapes and constants -> those constants"
     )
-    fixes = tuple(t for t in SHAPE_DEFINING_INPUTS if t != "RESHAPE")  # reshape_static_shape
+    fixes = tuple(t for t in _SHAPE_INPUTS if t != "RESHAPE")  # reshape_static_shape
     codes = ("DYNAMIC_SHAPE", "NON_CONST_INPUT")
     required_inputs = ()
     num_outputs = None
@@ -297,7 +308,7 @@ class FoldShapeInputs(Rule):
     def _computed(self, op: Op) -> list[int]:
         """Positions of shape-defining inputs that are computed integer tensors."""
         found = []
-        for i in SHAPE_DEFINING_INPUTS.get(op.type, ()):
+        for i in _SHAPE_INPUTS.get(op.type, ()):
             t = op.inputs[i] if i < len(op.inputs) else None
             computed = t is not None and not t.is_constant and t.producer is not None
             if computed and t.type_name in ("INT32", "INT64") and not t.is_dynamic:
@@ -333,7 +344,8 @@ class FoldShapeInputs(Rule):
 
     def examples(self) -> tuple[Example, ...]:
         def build() -> ir.Model:
-            # STFT-style framing: the slice end is SHAPE arithmetic (as TensorFlow writes it)
+            # STFT-style framing: the slice end is SHAPE arithmetic (as TensorFlow writes it),
+            # also read by the app (a graph output: fold_constants leaves that SUB alone)
             def body(b: OpBuilder, x):
                 y = scale(b, x)
                 dims = b.SHAPE(
@@ -344,8 +356,204 @@ class FoldShapeInputs(Rule):
                     y, i32(0, 0), end, i32(1, 1), shape=(1, 12),
                     options=options("StridedSliceOptions"), name="frame",
                 )  # fmt: skip
-                return scale(b, frame)
+                return scale(b, frame), end
 
             return graph_model([((1, 16), np.float32)], body)
 
-        return (Example("slice_end_from_shape", build),)
+        return (Example("slice_end_from_shape", build, residual=("SUB",)),)
+
+
+# --- any op of constants ------------------------------------------------------------------------
+
+#: Largest folded output (bytes, all outputs together) a fold may add to the model. Shape
+#: arithmetic writes a few int32s (a [4] shape is 16 bytes); 4 KiB (1024 int32 or float32
+#: values) covers shape vectors, slice bounds, gather indices and small tables with room to
+#: spare, and bounds what one fold adds to the file by about what one op's flatbuffer entry and
+#: a small constant cost anyway. Larger outputs fold only when the constants they free (inputs
+#: read by nothing else) are at least as large: the model does not grow.
+FOLD_MAX_BYTES = 4096
+
+#: Never folded: random ops (a fresh value each run), ops with side effects or state (resource
+#: variables, hash tables, CALL_ONCE), control flow (their bodies run other subgraphs), stateful
+#: sequence ops, and DEQUANTIZE (fp16/int8 weights the delegate reads as they are: folding would
+#: only grow the file) and DENSIFY (``fold_densify``).
+NEVER_FOLD = frozenset(
+    {
+        "RANDOM_STANDARD_NORMAL", "RANDOM_UNIFORM", "MULTINOMIAL",
+        "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE",
+        "HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE",
+        "IF", "WHILE", "CALL", "STABLEHLO_WHILE", "STABLEHLO_CASE",
+        "SVDF", "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM",
+        "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "RNN",
+        "DEQUANTIZE", "DENSIFY",
+    }
+)  # fmt: skip
+#: Ops whose result depends only on the input's (static) shape, not its values.
+SHAPE_ONLY = frozenset({"SHAPE", "RANK"})
+#: Types a folded constant can hold.
+_FOLDABLE_TYPES = frozenset(
+    {"FLOAT32", "FLOAT16", "FLOAT64", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32",
+     "INT64", "UINT64", "BOOL"}
+)  # fmt: skip
+
+
+def _known_value(tensor: ir.Tensor) -> bool:
+    return (tensor.is_constant and tensor.sparsity is None) or is_empty_constant(tensor)
+
+
+def chain_to_constants(op: Op, limit: int = 32) -> list[Op] | None:
+    """The ops (in graph order) that compute ``op``'s non-constant inputs from constants and
+    static shapes alone: [] when every input is a constant, None when some input depends on
+    data (or on an op never folded, or the chain is longer than ``limit``).
+
+    The rewrite folds producers first, so it sees []; ``check`` on a model not yet rewritten
+    (its advice) sees the chain a rewrite would fold, and evaluates it with ``op``.
+    """
+    chain: dict[int, Op] = {}
+    pending = [t for t in op.inputs if t is not None]
+    while pending:
+        tensor = pending.pop()
+        if _known_value(tensor):
+            continue
+        producer = tensor.producer
+        if producer is None or tensor.is_dynamic or tensor.is_variable:
+            return None
+        if producer.type in NEVER_FOLD or producer.opcode.is_custom:
+            return None
+        if id(producer) in chain:
+            continue
+        chain[id(producer)] = producer
+        if len(chain) > limit:
+            return None
+        if producer.type in SHAPE_ONLY:
+            source = producer.inputs[0] if producer.inputs else None
+            if source is None or source.is_dynamic:
+                return None
+            continue
+        pending.extend(t for t in producer.inputs if t is not None)
+    return sorted(chain.values(), key=lambda found: found.index)
+
+
+class FoldConstants(Rule):
+    """Any op whose inputs are all constants runs once, on the CPU, while rewriting.
+
+    Runs on ops the target accepts too (``ungated``): an op of constants costs a kernel launch
+    per inference wherever it runs, and keeps what reads it from seeing a constant (a SLICE
+    size, a RESHAPE shape, weights). Folding repeats to the fixed point: each fold makes the
+    ops reading the result ops of constants in turn.
+    """
+
+    name = "fold_constants"
+    summary = (
+        "any op whose inputs are all constants (SHAPE/RANK: of a static-shape tensor) -> its "
+        f"outputs as constants (up to {FOLD_MAX_BYTES // 1024} KiB, or no larger than the "
+        "constants it frees)"
+    )
+    #: What it usually folds (shape arithmetic); ``pattern`` accepts any op of constants.
+    fixes = (
+        "SHAPE", "RANK", "STRIDED_SLICE", "SLICE", "GATHER", "REDUCE_PROD", "SUM", "PACK",
+        "UNPACK", "CONCATENATION", "CAST", "ADD", "SUB", "MUL", "DIV", "FLOOR_DIV",
+        "FLOOR_MOD", "MAXIMUM", "MINIMUM", "RESHAPE", "EXPAND_DIMS", "SQUEEZE", "TRANSPOSE",
+    )  # fmt: skip
+    required_inputs = ()
+    num_outputs = None
+    #: The pass manager lets it fire on ops the target accepts too (see the class docstring).
+    ungated = True
+
+    def __init__(self) -> None:
+        #: id(op) -> (op, its inputs' ids, its values or why they cannot be computed): ``check``
+        #: evaluates once, ``rewrite`` reuses it while the op reads the same tensors.
+        self._values: dict[int, tuple[Op, tuple[int, ...], list[np.ndarray] | str]] = {}
+
+    def pattern(self, op: Op) -> bool:
+        if op.type in NEVER_FOLD or op.opcode.is_custom or not op.outputs:
+            return False
+        present = [t for t in op.inputs if t is not None]
+        if not present:
+            return False  # nothing to compute from (e.g. VAR_HANDLE)
+        uses = [use for t in op.outputs for use in t.uses]
+        if not uses and not any(t.is_graph_output for t in op.outputs):
+            return False  # dead: removed as unused
+        if uses and all(reader.type == "RESHAPE" and i == 1 for reader, i in uses):
+            return False  # a RESHAPE shape: reshape_static_shape folds it and fixes the output
+        if op.type in SHAPE_ONLY:
+            return op.inputs[0] is not None and not op.inputs[0].is_dynamic
+        return chain_to_constants(op) is not None
+
+    def check(self, op: Op) -> str | None:
+        graph = op.subgraph
+        if graph is None or graph.model is None or graph is not graph.model.main:
+            return "it is inside a control-flow body (only the main graph is folded)"
+        if any(t is not None and t.is_variable for t in op.inputs):
+            return "it reads a variable tensor"
+        if any(t.is_dynamic for t in (*op.inputs, *op.outputs) if t is not None):
+            return "a shape is dynamic (fix it with --input-shape first)"
+        if any(t.is_graph_output or _is_signature_output(t) for t in op.outputs):
+            return "its output is a graph output (a constant output would change the interface)"
+        if any(t.type_name not in _FOLDABLE_TYPES for t in op.outputs):
+            return "an output type cannot be stored as a constant"
+        size = sum(t.nbytes or 0 for t in op.outputs)
+        freed = self._freed_bytes(op)
+        if size > FOLD_MAX_BYTES and size > freed:
+            return (
+                f"its output ({size} bytes) is larger than {FOLD_MAX_BYTES} bytes and than the "
+                f"constants it frees ({freed} bytes): folding would grow the model"
+            )
+        values = self._evaluate(op)
+        return values if isinstance(values, str) else None
+
+    @staticmethod
+    def _freed_bytes(op: Op) -> int:
+        """Bytes of the constant inputs nothing but ``op`` reads (dropped once it folds)."""
+        alone = {
+            id(t): t
+            for t in op.inputs
+            if t is not None and t.is_constant and all(reader is op for reader, _ in t.uses)
+        }
+        return sum(t.buffer.nbytes for t in alone.values() if not t.is_graph_output)
+
+    def _evaluate(self, op: Op) -> list[np.ndarray] | str:
+        reads = tuple(id(t) for t in op.inputs)
+        cached = self._values.get(id(op))
+        if cached is not None and cached[0] is op and cached[1] == reads:
+            return cached[2]
+        chain = chain_to_constants(op) or []
+        try:
+            found: list[np.ndarray] | str = evaluate_chain([*chain, op], list(op.outputs))
+        except (ModelLoadError, ValueError, RuntimeError) as exc:
+            found = f"the CPU interpreter cannot run it alone ({' '.join(str(exc).split())[:160]})"
+        if not isinstance(found, str):
+            for value, tensor in zip(found, op.outputs, strict=True):
+                if tuple(value.shape) != tuple(tensor.shape):
+                    found = (
+                        f"it computes shape {list(value.shape)} for {tensor.name}, which the "
+                        f"model declares as {list(tensor.shape)}"
+                    )
+                    break
+        if len(self._values) >= 512:  # one model's worth: never hold on to old models
+            self._values.clear()
+        self._values[id(op)] = (op, reads, found)
+        return found
+
+    def rewrite(self, op: Op, b: OpBuilder) -> None:
+        values = self._evaluate(op)
+        assert not isinstance(values, str), values
+        self._values.pop(id(op), None)
+        consts = [
+            b.const(v.astype(t.dtype, copy=False), "folded", like=t)
+            for v, t in zip(values, op.outputs, strict=True)
+        ]
+        replace(op, consts)
+
+    def examples(self) -> tuple[Example, ...]:
+        def body(b: OpBuilder, x):
+            # a SLICE whose size is computed: REDUCE_PROD of constant frame counts
+            counts = np.array([[2, 1], [1, 2]], np.int32)
+            size = b.REDUCE_PROD(
+                counts, i32(0), shape=(2,), dtype=np.int32,
+                options=options("ReducerOptions"), name="size",
+            )  # fmt: skip
+            return scale(b, b.SLICE(scale(b, x), i32(0, 1), size, shape=(2, 2)))
+
+        build = lambda: graph_model([((2, 3), np.float32)], body)  # noqa: E731
+        return (Example("reduce_prod_of_constants", build),)
