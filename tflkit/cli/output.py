@@ -6,7 +6,7 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -132,11 +132,15 @@ def _quiet_fd2() -> Iterator[None]:
             os.close(saved)
 
 
-def show_validate_report(report: ValidateReport, *, html: Path | None, json_output: bool) -> None:
-    """The end of ``validate`` and ``device validate``: the HTML file if asked, JSON or the
-    terminal report, and exit 1 unless every comparison passed."""
-    import typer
-
+def show_report(
+    report: Any,
+    render: Callable[[Any, Console], None],
+    *,
+    html: Path | None,
+    json_output: bool,
+) -> None:
+    """The end of a reporting command: the HTML page if asked, then JSON or ``render`` on the
+    terminal."""
     if html is not None:
         from tflkit.report.html import write_html
 
@@ -144,8 +148,16 @@ def show_validate_report(report: ValidateReport, *, html: Path | None, json_outp
     if json_output:
         print_json(report.to_json())
     else:
-        from tflkit.report.validate_report import render_terminal
+        render(report, console())
 
-        render_terminal(report, console())
+
+def show_validate_report(report: ValidateReport, *, html: Path | None, json_output: bool) -> None:
+    """The end of ``validate`` and ``device validate``: :func:`show_report`, then exit 1 unless
+    every comparison passed."""
+    import typer
+
+    from tflkit.report.validate_report import render_terminal
+
+    show_report(report, render_terminal, html=html, json_output=json_output)
     if not report.passed:
         raise typer.Exit(1)

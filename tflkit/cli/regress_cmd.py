@@ -44,7 +44,7 @@ def _progress(message: str) -> None:
 def _emit(
     report, json_output: bool, junit: Path | None, markdown: Path | None, html: Path | None = None
 ) -> None:
-    from tflkit.cli.output import console, print_json
+    from tflkit.cli.output import show_report
     from tflkit.report.regress_report import (
         render_markdown,
         render_terminal,
@@ -56,14 +56,7 @@ def _emit(
         write_junit(report, junit)
     if markdown is not None:
         write_text_atomic(markdown, render_markdown(report))
-    if html is not None:
-        from tflkit.report.html import write_html
-
-        write_html(report, html)
-    if json_output:
-        print_json(report.to_json())
-    else:
-        render_terminal(report, console())
+    show_report(report, render_terminal, html=html, json_output=json_output)
 
 
 def _guard_outputs(model: Path | None, *outputs: Path | None) -> None:

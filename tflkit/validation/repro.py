@@ -204,6 +204,17 @@ def _run_script(directory: Path, timeout: float) -> tuple[bool, str, str, int | 
     return reproduced, done.stdout, done.stderr, done.returncode
 
 
+def _op_section(op: ir.Op) -> list[str]:
+    """README.md's "The op": its type, options and tensors."""
+    return [
+        "## The op",
+        "",
+        f"- type: `{op.type}`; options: {_op_options(op)}",
+        "- inputs: " + "; ".join(_tensor_line(t) for t in op.inputs if t is not None),
+        "- outputs: " + "; ".join(_tensor_line(t) for t in op.outputs),
+    ]
+
+
 def _op_options(op: ir.Op) -> str:
     options = getattr(op, "options", None)
     if options is None:
@@ -293,11 +304,7 @@ def _readme(
         f"Bound: a value finite on the CPU and inf/NaN on the GPU, or a max abs difference above "
         f"{loc.threshold:g} x the CPU output's peak.",
         "",
-        "## The op",
-        "",
-        f"- type: `{culprit.type}`; options: {_op_options(culprit)}",
-        "- inputs: " + "; ".join(_tensor_line(t) for t in culprit.inputs if t is not None),
-        "- outputs: " + "; ".join(_tensor_line(t) for t in culprit.outputs),
+        *_op_section(culprit),
     ]
     if record.hazards:
         lines.append("- on the CPU: " + "; ".join(record.hazards))
@@ -594,11 +601,7 @@ def _crash_readme(
             *tail,
             "```",
             "",
-            "## The op",
-            "",
-            f"- type: `{culprit.type}`; options: {_op_options(culprit)}",
-            "- inputs: " + "; ".join(_tensor_line(t) for t in culprit.inputs if t is not None),
-            "- outputs: " + "; ".join(_tensor_line(t) for t in culprit.outputs),
+            *_op_section(culprit),
             "",
             "## Environment",
             "",
