@@ -40,7 +40,7 @@ class Outcome:
     kind: str
     code: int | None
     seconds: float
-    message: str  # the error line, the signal, or the last lines of output
+    message: str  # the error line, the signal, the last lines of output, or an ok run's report
 
     @property
     def bad(self) -> bool:
@@ -164,7 +164,7 @@ def classify(
     if code == 3:
         return Outcome(command, "internal", code, seconds, errors[0] if errors else tail)
     if code in (0, 1) and not (code == 1 and command in ("inspect",)):
-        report = " | ".join(stdout.strip().splitlines()[-3:])  # the report's last lines
+        report = " ".join(stdout.split())[:2000]  # the report, unwrapped (rich wraps lines)
         return Outcome(command, "ok", code, seconds, errors[0] if errors else report)
     if code == 2 and len(errors) == 1:
         return Outcome(command, "rejected", code, seconds, errors[0])
