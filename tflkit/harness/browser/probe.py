@@ -20,7 +20,7 @@ from tflkit.ir.entry import entry_point
 from tflkit.ir.feeds import random_feed
 from tflkit.report.check_report import BrowserProbeInfo, CheckReport
 
-__all__ = ["attach_browser_probe", "probe_in_browser"]
+__all__ = ["attach_browser_probe", "op_type_differences", "probe_in_browser"]
 
 
 def probe_in_browser(
@@ -63,13 +63,17 @@ def _differences(report: CheckReport, fallback: list[dict[str, str]]) -> list[st
     if report.probe is None or not report.probe.compiled:
         return []
     native = {op.type for op in report.ops if op.subgraph == 0 and op.probe_on_gpu is False}
-    browser = {f["op"] for f in fallback}
+    return op_type_differences(native, {f["op"] for f in fallback})
+
+
+def op_type_differences(native_cpu: set[str], browser_cpu: set[str]) -> list[str]:
+    """A sentence per op type that one runtime leaves to the CPU and the other does not."""
     lines = [
         f"{t}: the native accelerator leaves it to the CPU, LiteRT.js in the browser takes it"
-        for t in sorted(native - browser)
+        for t in sorted(native_cpu - browser_cpu)
     ]
     lines += [
         f"{t}: LiteRT.js in the browser leaves it to the CPU, the native accelerator takes it"
-        for t in sorted(browser - native)
+        for t in sorted(browser_cpu - native_cpu)
     ]
     return lines
