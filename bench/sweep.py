@@ -165,6 +165,11 @@ class Runs:
         return entry
 
 
+def probe_model(model: Model, runs: Runs, workdir: Path, timeout: float) -> None:
+    """The first pass: ``check --probe`` alone (the checker's and the accelerator's counts)."""
+    runs.run(model, "probe", ["check", "--probe", "--json", str(model.path)], timeout)
+
+
 def sweep_model(model: Model, runs: Runs, workdir: Path, timeout: float) -> None:
     path = str(model.path)
     runs.run(model, "inspect", ["inspect", "--json", path], timeout)
@@ -207,11 +212,14 @@ def _probe_cell(entry: dict[str, Any] | None) -> str:
 
 def _op_counts(entry: dict[str, Any] | None) -> tuple[int | None, int | None]:
     """Main-graph ops on the GPU: the checker's partition simulation, and the accelerator's
-    count (None when it compiled nothing or the run is missing)."""
+    count: 0 when it refused the model (``compile_error``: the model cannot be created with the
+    GPU, nothing runs there), None when it crashed or the run is missing."""
     report = (entry or {}).get("report") or {}
     probe = report.get("probe") or {}
     main = next((s for s in report.get("subgraphs") or () if s.get("index") == 0), None)
     static = main.get("gpu_ops") if main else None
+    if probe.get("status") == "compile_error":
+        return static, 0
     if probe.get("status") != "ok":
         return static, None
     probed = probe.get("ops_on_gpu")
@@ -224,6 +232,24 @@ def _counts_cell(static: int | None, probed: int | None) -> str:
     if static is None or probed is None:
         return "·" if static is None else f"{static} / ·"
     return f"{static} / {probed}" if static == probed else f"**{static} / {probed}**"
+
+
+def _no_count(entry: dict[str, Any]) -> str:
+    """Why the accelerator gave no op count: its crash, or the command's own error."""
+    probe = (entry.get("report") or {}).get("probe") or {}
+    crash = probe.get("crash") or {}
+    if probe.get("status") == "crashed":
+        where = f" at op #{crash['op_index']} {crash['op_type']}" if crash.get("op_type") else ""
+        return f"the accelerator crashed{where}: {crash.get('message') or 'no message'}"
+    last = (entry.get("stderr") or ["no message"])[-1]
+    return f"exit {entry['code']}: {last.removeprefix('tflkit: error: ')}"
+
+
+def _counts_agree(static: int | None, probed: int | None) -> str:
+    """'yes' / '**no**', '·' where the accelerator compiled nothing to count."""
+    if static is None or probed is None:
+        return "·"
+    return "yes" if static == probed else "**no**"
 
 
 def _agreement(entry: dict[str, Any] | None) -> tuple[bool | None, int, int]:
@@ -243,6 +269,8 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
     residency = [0, 0, 0, 0]  # static: GPU ops and all ops before rewrite, then after
     full = [0, 0]  # models with every op on the GPU (static), before and after rewrite
     counts = [0, 0]  # models whose main-graph GPU op count matches the accelerator's, probed
+    counts_after = [0, 0]  # the same on the rewritten models
+    refused, uncounted = 0, []  # counted as 0 (compile_error); no count (crash, not loadable)
     for model in models:
         entries = {c: runs.get(model, c) for c in COMMANDS}
         present = [e for e in entries.values() if e is not None]
@@ -254,6 +282,16 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
         if static_ops is not None and probed_ops is not None:
             counts[0] += static_ops == probed_ops
             counts[1] += 1
+            refused += (
+                probed_ops == 0
+                and (entries["probe"] or {})["report"]["probe"]["status"] == "compile_error"
+            )
+        elif entries["probe"] is not None:
+            uncounted.append(f"`{model.name}` ({_no_count(entries['probe'])})")
+        static_after, probed_after = _op_counts(entries["probe_after"])
+        if static_after is not None and probed_after is not None:
+            counts_after[0] += static_after == probed_after
+            counts_after[1] += 1
         if agrees is not None:
             model_votes[0] += bool(agrees)
             model_votes[1] += 1
@@ -280,6 +318,7 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
                     _code(entries["check"]),
                     _probe_cell(entries["probe"]),
                     _counts_cell(static_ops, probed_ops),
+                    _counts_agree(static_ops, probed_ops),
                     "·" if agrees is None else ("yes" if agrees else "**no**"),
                     f"{agree}/{compared}" if compared else "·",
                     _code(entries["rewrite"]),
@@ -292,6 +331,7 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
             + " |"
         )
     done = sum(1 for m in models if runs.get(m, "validate") is not None)
+    probed = sum(1 for m in models if runs.get(m, "probe") is not None)
     checkouts = sorted({e.get("ran_on", e["commit"]) for e in runs.done.values()})
     model_rate = f"{100 * model_votes[0] / model_votes[1]:.1f}%" if model_votes[1] else "n/a"
     op_rate = f"{100 * ops[0] / ops[1]:.2f}%" if ops[1] else "n/a"
@@ -301,7 +341,8 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
         "Produced by `PYTHONPATH=. python bench/sweep.py` on tflkit "
         + ", ".join(f"`{c}`" for c in checkouts)
         + " (`+dirty`: with the other work in progress in the checkout) "
-        f"({done} of {len(models)} models swept, {seconds / 60:.0f} min in this run). Software "
+        f"({probed} of {len(models)} models probed, {done} through every command; "
+        f"{seconds / 60:.0f} min in this run). Software "
         "GPU (Mesa lavapipe); `validate` with `-n 2 --timeout 120` (per runner). The corpus: the "
         "generated models (`tests/corpus/generate.py`) and the world's models "
         "(`tests/corpus/README.md`).",
@@ -313,8 +354,11 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
         f"- model verdict agreement with the accelerator (`check --probe`, `model_agrees`): "
         f"{model_votes[0]}/{model_votes[1]} = **{model_rate}**",
         f"- per-op agreement with the accelerator: {ops[0]}/{ops[1]} = **{op_rate}**",
-        f"- main-graph GPU op count, checker = accelerator: {counts[0]}/{counts[1]} models "
-        "(the probed ones that compiled)",
+        f"- main-graph GPU op count, checker = accelerator: **{counts[0]}/{counts[1]}** models "
+        f"({refused} of them refused whole by the accelerator, `compile_error`: 0 ops on the "
+        "GPU); no count on "
+        + (", ".join(uncounted) or "none")
+        + f"; on the models `rewrite` wrote: {counts_after[0]}/{counts_after[1]}",
         f"- GPU residency (static checker, all models): {residency[0]}/{residency[1]} ops on the "
         f"GPU before `rewrite`, {residency[2]}/{residency[3]} after; fully on the GPU: "
         f"{full[0]} models before, {full[1]} after",
@@ -324,16 +368,17 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
         "Columns: exit code of each command (`3!` = internal error, `hang` = killed after the "
         "timeout, `·` = not run); *probe* = ops the accelerator runs on the GPU / ops in its "
         "main graph; *GPU ops static / probe* = main-graph ops on the GPU per the checker's "
-        "partition simulation / per the accelerator (bold when they differ); *agrees* = the "
+        "partition simulation / per the accelerator (bold when they differ); *counts agree* = "
+        "the two counts are equal (`·`: the accelerator compiled nothing to count); *agrees* = the "
         "static verdict on whether the model compiles matches the "
         "accelerator; *per-op* = ops whose static verdict matches the probe / ops compared; "
         "*static GPU ops* = ops on the GPU per the checker before → after `rewrite`; *probe "
         "after* = the accelerator on the rewritten model (only when one was written); *s* = wall "
         "seconds of all commands.",
         "",
-        "| model | tags | inspect | check | probe | GPU ops static / probe | agrees | per-op "
-        "| rewrite | static GPU ops | probe after | validate | s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | tags | inspect | check | probe | GPU ops static / probe | counts agree "
+        "| agrees | per-op | rewrite | static GPU ops | probe after | validate | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     return "\n".join(header + rows) + "\n"
 
@@ -359,11 +404,14 @@ def main(argv: list[str] | None = None) -> None:
 
     start = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="tflkit-sweep-"))
-    for i, model in enumerate(models):
-        if not args.render_only:
-            print(f"[{i + 1}/{len(models)}] {model.name}", file=sys.stderr, flush=True)
-            sweep_model(model, runs, workdir, args.timeout)
-        write_atomic(args.out, [render(models, runs, time.perf_counter() - start).encode()])
+    # Two passes: `check --probe` (the op counts) on every model first, then the other commands.
+    passes = [] if args.render_only else [("probe", probe_model), ("all", sweep_model)]
+    for label, step in passes:
+        for i, model in enumerate(models):
+            print(f"[{label} {i + 1}/{len(models)}] {model.name}", file=sys.stderr, flush=True)
+            step(model, runs, workdir, args.timeout)
+            write_atomic(args.out, [render(models, runs, time.perf_counter() - start).encode()])
+    write_atomic(args.out, [render(models, runs, time.perf_counter() - start).encode()])
     print(f"wrote {args.out}", file=sys.stderr)
 
 

@@ -5,6 +5,7 @@ Run from the repo root::
     PYTHONPATH=. python bench/validate_corpus.py                      # every real model
     PYTHONPATH=. python bench/validate_corpus.py --only deeplabv3 --inputs 2
     PYTHONPATH=. python bench/validate_corpus.py --render-only        # table from saved runs
+    PYTHONPATH=. python bench/validate_corpus.py --only none --model nudenet/320n=PATH  # others
 
 For each model of ``tests.corpus.fetch.fetch_world`` (fetched into the test cache) and each input
 kind it runs ``validate`` with the CPU, the fp16 emulation, GPU fp16 and GPU fp32, and appends the
@@ -32,13 +33,18 @@ KINDS = ("realistic", "random")
 PRECISION = {"gpu-fp32:cpu": "fp32", "gpu-fp16:cpu": "fp16", "cpu-fp16:cpu": "fp16"}
 
 
-def _models(only: list[str]) -> dict[str, Path]:
+def _models(only: list[str], extra: list[str] = ()) -> dict[str, Path]:
+    """The world corpus (names containing one of ``only``) and ``extra`` ``NAME=PATH`` models
+    (converted or built ones, e.g. by ``tests/test_validate_output_kinds.py``)."""
     from tests.conftest_corpus import cache_root
     from tests.corpus.fetch import fetch_world
 
     models = fetch_world(cache_root() / "real")
     if only:
         models = {k: v for k, v in models.items() if any(o in k for o in only)}
+    for item in extra:
+        name, _, path = item.partition("=")
+        models[name] = Path(path)
     return models
 
 
@@ -316,11 +322,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inputs", type=int, default=2, help="input sets per run")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per GPU runner")
     parser.add_argument("--only", action="append", default=[], help="substring of model names")
+    parser.add_argument(
+        "--model", action="append", default=[], help="NAME=PATH of a model beyond the corpus"
+    )
     parser.add_argument("--render-only", action="store_true")
     args = parser.parse_args(argv)
     args.runs.parent.mkdir(parents=True, exist_ok=True)
     if not args.render_only:
-        sweep(_models(args.only), args.runs, args.inputs, args.timeout)
+        sweep(_models(args.only, args.model), args.runs, args.inputs, args.timeout)
     render(args.runs, args.out)
     return 0
 

@@ -3,8 +3,9 @@
 Runs as a plain script (``python _onnx_worker.py JOB.json``) in the environment that has
 onnx2tf, whose pins (numpy 1.26, TensorFlow 2.19, ai-edge-litert 2.1) clash with tflkit's: it
 imports nothing from tflkit but :mod:`tflkit.proc.result_file` (standard library only).
-``job["step"]`` is ``convert`` (writes ``model.tflite``) or ``reference`` (reads ``feeds.npz``
-in the .tflite's NHWC layout, writes ``outputs.npz``).
+``job["step"]`` is ``prepare`` (the preparation pass of ``_onnx_prepare.py``: writes
+``prepared.onnx``), ``convert`` (the prepared model to ``model.tflite``) or ``reference`` (reads
+``feeds.npz`` in the .tflite's layout, runs the user's model, writes ``outputs.npz``).
 """
 
 import contextlib
@@ -28,57 +29,27 @@ from tflkit.proc.result_file import RESULT_FILE, write_result  # noqa: E402
 _SAMPLE = "calibration_image_sample_data_20x128x128x3_float32.npy"
 
 
-def _static_shapes(model_path, options):
-    import onnx
+def _sibling(name):
+    """A module of this folder, loaded by path (the folder itself is off ``sys.path``)."""
+    import importlib.util
 
-    model = onnx.load(model_path, load_external_data=False)
-    given = {k: [int(d) for d in v] for k, v in options["input_shapes"].items()}
-    init = {i.name for i in model.graph.initializer}
-    shapes, source = {}, {}
-    for inp in model.graph.input:
-        if inp.name in init:
-            continue
-        dims = [
-            d.dim_value if d.HasField("dim_value") else None for d in inp.type.tensor_type.shape.dim
-        ]
-        source[inp.name] = list(dims)
-        if inp.name in given:
-            dims = given.pop(inp.name)
-        elif dims and dims[0] is None:
-            dims[0] = int(options["batch"])
-        if any(d is None for d in dims):
-            raise ValueError(
-                f"usage: input {inp.name} has dynamic dimensions {dims}: pass "
-                f"--input-shape {inp.name}=D1,D2,... (ONNX layout)"
-            )
-        shapes[inp.name] = dims
-    if given:
-        raise ValueError(f"usage: --input-shape names {sorted(given)} are not ONNX inputs")
-    return shapes, source
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _fix_inputs(model_path, shapes, target):
-    """Save a copy of the model whose inputs have the static ``shapes``; onnx2tf converts the
-    copy (it writes its simplified model back to the file it is given: never the user's).
-
-    onnx2tf's ``overwrite_input_shape`` left both dimensions of a fully dynamic input
-    (openWakeWord's melspectrogram, ``[batch_size, samples]``) dynamic in the ``.tflite``.
-    """
-    import onnx
-
-    model = onnx.load(model_path)
-    for inp in model.graph.input:
-        for dim, value in zip(
-            inp.type.tensor_type.shape.dim, shapes.get(inp.name, ()), strict=False
-        ):
-            dim.dim_value = int(value)
-    for out in model.graph.output:  # symbolic output dims are inferred again from the inputs
-        for dim in out.type.tensor_type.shape.dim:
-            if not dim.HasField("dim_value"):
-                dim.Clear()
-    del model.graph.value_info[:]
-    onnx.save(model, str(target))
-    return str(target)
+def prepare(job, state):
+    """The preparation pass (``_onnx_prepare``): writes ``prepared.onnx``, reports each step."""
+    steps = state.setdefault("preparation", [])
+    target = Path(job["workdir"]) / "prepared.onnx"
+    shapes, source, state["branch_inputs"] = _sibling("_onnx_prepare").prepare(
+        job["source"], target, job["options"], steps.append
+    )
+    state["inputs"] = [
+        {"name": n, "source_shape": source[n], "onnx_shape": shapes[n]} for n in shapes
+    ]
+    state["prepared"] = str(target)
 
 
 #: Ops a recurrent initial state passes through on its way from a graph input to its RNN.
@@ -147,6 +118,21 @@ def unsupported_ops(model, known):
     return [(*key, count) for key, count in found.items()]
 
 
+def unsupported_advice(missing):
+    """What the user can do about ops a converter lacks (``missing`` as from unsupported_ops)."""
+    foreign = sorted({d for d, *_ in missing if d not in ("ai.onnx", "ai.onnx.ml")})
+    if foreign:
+        return (
+            f"{', '.join(foreign)} ops are ONNX Runtime's (or an exporter's) own, written by its "
+            "quantization or graph optimizer: export the model again with standard ONNX ops "
+            "(no ONNX Runtime quantization or fusion; quantize the .tflite instead)"
+        )
+    return (
+        "export the model without it (or with a standard op that computes the same), with "
+        "another opset, or pin the inputs with --input-shape so the exporter folds it away"
+    )
+
+
 def _unsupported_message(missing, converter):
     """One line naming each op onnx2tf lacks (domain, opset) and what the user can do."""
     names = []
@@ -154,18 +140,7 @@ def _unsupported_message(missing, converter):
         where = f"opset {opset}" if opset is not None else "no opset imported"
         names.append(f"{domain} {op_type} ({where}{f', {count} nodes' if count > 1 else ''})")
     it = "it" if len(missing) == 1 else "them"
-    foreign = sorted({d for d, *_ in missing if d not in ("ai.onnx", "ai.onnx.ml")})
-    if foreign:
-        advice = (
-            f"{', '.join(foreign)} ops are ONNX Runtime's (or an exporter's) own, written by its "
-            "quantization or graph optimizer: export the model again with standard ONNX ops "
-            "(no ONNX Runtime quantization or fusion; quantize the .tflite instead)"
-        )
-    else:
-        advice = (
-            "export the model without it (or with a standard op that computes the same), with "
-            "another opset, or pin the inputs with --input-shape so the exporter folds it away"
-        )
+    advice = unsupported_advice(missing)
     return f"{'; '.join(names)}: {converter} has no converter for {it}; {advice}"
 
 
@@ -212,20 +187,25 @@ def convert(job, state):
     state["versions"] = {"onnx2tf": version("onnx2tf"), "tensorflow": version("tensorflow")}
     state["converter"] = f"onnx2tf {version('onnx2tf')}"
     work = Path(job["workdir"])
-    # before the shapes: an op onnx2tf lacks is the first thing to fix, whatever the shapes
-    missing = unsupported_ops(onnx.load(job["source"], load_external_data=False), _onnx2tf_ops())
+    model = onnx.load(job["source"], load_external_data=False)  # prepared: static shapes
+    missing = unsupported_ops(model, _onnx2tf_ops())
     if missing:
+        state["unsupported"], state["advice"] = missing, unsupported_advice(missing)
         raise Unsupported(_unsupported_message(missing, state["converter"]))
-    shapes, source = _static_shapes(job["source"], job["options"])
-    state["inputs"] = [
-        {"name": n, "source_shape": source[n], "onnx_shape": shapes[n]} for n in shapes
-    ]
+    init = {i.name for i in model.graph.initializer}
+    shapes = {
+        i.name: [d.dim_value for d in i.type.tensor_type.shape.dim]
+        for i in model.graph.input
+        if i.name not in init
+    }
     np.save(
         work / _SAMPLE, np.random.default_rng(0).uniform(0, 1, (20, 128, 128, 3)).astype(np.float32)
     )
     start = time.perf_counter()
-    static = _fix_inputs(job["source"], shapes, work / "static_inputs.onnx")
-    keep = recurrent_state_inputs(onnx.load(static, load_external_data=False))
+    # onnx2tf writes its simplified model back to the file it is given: it gets a copy
+    static = str(work / "onnx2tf_input.onnx")
+    onnx.save(onnx.load(job["source"]), static)
+    keep = recurrent_state_inputs(model)
     state["kept_layout"] = keep
     tee = _Tee(sys.stdout)
     try:
@@ -267,11 +247,21 @@ def to_onnx_layout(value, want):
 
 
 def reference(job, state):
+    """ONNX Runtime on the user's model (not the prepared one): the feeds, and the pinned
+    inputs' values."""
+    import onnx
     import onnxruntime as ort
 
     work = Path(job["workdir"])
+    pins = job["options"].get("input_values") or {}
+    declared = onnx.load(job["source"], load_external_data=False).graph.input
+    pinned = {
+        i.name: _sibling("_onnx_prepare").pinned_array(i, pins[i.name])
+        for i in declared
+        if i.name in pins
+    }
     session = ort.InferenceSession(job["source"], providers=["CPUExecutionProvider"])
-    inputs = session.get_inputs()
+    inputs = [spec for spec in session.get_inputs() if spec.name not in pinned]
     state["versions"] = {"onnxruntime": ort.__version__}
     state["framework"] = f"onnxruntime {ort.__version__}"
     arrays = {}
@@ -281,7 +271,7 @@ def reference(job, state):
         names = [str(n) for n in npz["names"]]
         by_name = all(spec.name in names for spec in inputs)
         for k in range(sets):
-            feed = {}
+            feed = dict(pinned)
             for i, spec in enumerate(inputs):
                 j = names.index(spec.name) if by_name else i
                 feed[spec.name] = to_onnx_layout(npz[f"s{k}_in_{j}"], spec.shape)
@@ -289,6 +279,14 @@ def reference(job, state):
                 arrays[f"s{k}_out_{j}"] = np.asarray(out, np.float32)
     state["output_names"] = [o.name for o in session.get_outputs()]
     np.savez(work / "outputs.npz", **arrays)
+
+
+def _named(exc):
+    """A one-line error with its type where the text alone says nothing (``KeyError: 'pads'``)."""
+    text = str(exc).strip()
+    if text.startswith("usage: "):
+        return text.removeprefix("usage: ")
+    return f"{type(exc).__name__}: {text}" if isinstance(exc, LookupError) or not text else text
 
 
 def _one_line(exc):
@@ -356,7 +354,7 @@ def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     state = {"stage": job["step"]}
     try:
-        (convert if job["step"] == "convert" else reference)(job, state)
+        {"prepare": prepare, "convert": convert, "reference": reference}[job["step"]](job, state)
         state["stage"] = "done"
     except Unsupported as exc:
         state.update(error=str(exc), error_kind="unsupported")
@@ -367,7 +365,7 @@ def main():
             state.update(error=explained, error_kind="unsupported")
         else:
             state.update(
-                error=text.removeprefix("usage: ") if "\n" not in text else _one_line(exc),
+                error=_one_line(exc) if "\n" in text else _named(exc),
                 error_kind="usage" if text.startswith("usage: ") else job["step"],
             )
     write_result(Path(job["workdir"]) / RESULT_FILE, state)

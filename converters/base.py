@@ -20,16 +20,21 @@ from tflkit.jsonable import plain_fields
 
 __all__ = [
     "CONVERTER_OPTIONS",
+    "ONNX_ROUTES",
     "QUANTIZE_MODES",
     "ConversionError",
     "ConvertOptions",
     "MissingExtraError",
     "hash_source",
     "parse_converter_options",
+    "parse_input_values",
     "require_module",
 ]
 
 QUANTIZE_MODES = ("none", "dynamic", "int8")
+
+#: How an ONNX model is converted: onnx2tf, then onnx2torch + litert-torch when it fails (auto).
+ONNX_ROUTES = ("auto", "onnx2tf", "onnx2torch")
 
 #: GPU-relevant TFLiteConverter attributes a user may set with ``--converter-option``, and why.
 CONVERTER_OPTIONS: dict[str, str] = {
@@ -65,15 +70,19 @@ class ConvertOptions:
     """How to convert. The defaults produce what the GPU delegate wants.
 
     ``input_shapes`` fixes dynamic dimensions by input name; any remaining unknown batch becomes
-    ``batch``. ``quantize`` is ``none`` (float32, or float16 weights with ``fp16``), ``dynamic``
-    (int8 weights, float activations) or ``int8`` (full integer, calibrated on
-    ``representative``: an ``.npz`` or a folder of images). ``python`` is the interpreter of
-    an environment holding the ONNX or PyTorch converter (default: the one tflkit provisions,
-    see :mod:`tflkit.converters.envs`). ``unsafe_deserialization`` lets Keras load Lambda
-    layers (their Python code runs: only for files you trust).
+    ``batch``. ``input_values`` pins ONNX inputs to constants (a sample rate, a flag) so the
+    preparation pass folds what depends on them; ``route`` picks the ONNX converter
+    (:data:`ONNX_ROUTES`). ``quantize`` is ``none`` (float32, or float16 weights with
+    ``fp16``), ``dynamic`` (int8 weights, float activations) or ``int8`` (full integer,
+    calibrated on ``representative``: an ``.npz`` or a folder of images). ``python`` is the
+    interpreter of an environment holding the ONNX or PyTorch converter (default: the one
+    tflkit provisions, see :mod:`tflkit.converters.envs`). ``unsafe_deserialization`` lets
+    Keras load Lambda layers (their Python code runs: only for files you trust).
     """
 
     input_shapes: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    input_values: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    route: str = "auto"
     batch: int = 1
     allow_flex: bool = False
     fp16: bool = False
@@ -107,6 +116,8 @@ class ConvertOptions:
 
     def validate(self) -> None:
         """Raise :class:`UsageError` for options that contradict each other."""
+        if self.route not in ONNX_ROUTES:
+            raise UsageError(f"--route takes {', '.join(ONNX_ROUTES)}, not {self.route!r}")
         if self.quantize not in QUANTIZE_MODES:
             raise UsageError(f"--quantize takes {', '.join(QUANTIZE_MODES)}, not {self.quantize!r}")
         if self.fp16 and self.quantize != "none":
@@ -137,6 +148,21 @@ class ConvertOptions:
 
     def to_json(self) -> dict[str, Any]:
         return plain_fields(self)
+
+
+def parse_input_values(items: Sequence[str]) -> dict[str, list[float]]:
+    """``["sr=16000", "w=1,0.5"]`` -> ``{"sr": [16000], "w": [1, 0.5]}`` (``--input-value``)."""
+    out: dict[str, list[float]] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        try:
+            values = [float(v) for v in text.split(",")] if sep and text.strip() else []
+        except ValueError:
+            values = []
+        if not name.strip() or not values:
+            raise UsageError(f"--input-value takes NAME=V[,V...] with numbers, got {item!r}")
+        out[name.strip()] = [int(v) if v.is_integer() else v for v in values]
+    return out
 
 
 def parse_converter_options(items: Sequence[str]) -> dict[str, bool]:

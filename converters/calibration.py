@@ -27,6 +27,19 @@ class InputSpec:
     dtype: str
 
 
+def _channels_last(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``array`` with channels moved last when it holds the channels-first form of an NHWC
+    ``shape`` (an ONNX model's data for the ``.tflite`` onnx2tf made channels-last), one sample
+    or N; otherwise as it is."""
+    if len(shape) < 3 or array.shape[-len(shape) + 1 :] == shape[1:] or array.shape == shape:
+        return array
+    first = (shape[-1], *shape[1:-1])  # without the batch axis
+    for lead in (1, 2):  # [N, C, H, W] (a batch of one taken N times) or [N, 1, C, H, W]
+        if array.ndim == len(first) + lead and array.shape[lead:] == first:
+            return np.moveaxis(array, lead, -1)
+    return array
+
+
 def _from_npz(path: Path, specs: Sequence[InputSpec]) -> Iterator[dict[str, np.ndarray]]:
     try:
         npz = np.load(path, allow_pickle=False)
@@ -44,7 +57,7 @@ def _from_npz(path: Path, specs: Sequence[InputSpec]) -> Iterator[dict[str, np.n
         raise UsageError(f"{path} has no array for input(s) {missing} (it has {sorted(arrays)})")
     counts = set()
     for spec in specs:
-        array = arrays[spec.name]
+        array = _channels_last(arrays[spec.name], spec.shape)
         if array.shape == spec.shape:
             arrays[spec.name] = array[None]
         elif array.shape[1:] == spec.shape[1:] and spec.shape[0] == 1:

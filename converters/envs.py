@@ -57,6 +57,9 @@ class EnvSpec:
     python_min: tuple[int, int]
     python_max: tuple[int, int]
     note: str = ""
+    #: installed after ``packages`` without their dependencies (whose pins would pull builds
+    #: this environment must not have)
+    no_deps: tuple[str, ...] = ()
 
     def fits(self, version: tuple[int, int]) -> bool:
         return self.python_min <= version <= self.python_max
@@ -67,7 +70,8 @@ class EnvSpec:
         return f"{low[0]}.{low[1]}" + (f"-{high[0]}.{high[1]}" if high != low else "")
 
     def dirname(self, version: tuple[int, int]) -> str:
-        key = hashlib.sha256("\n".join(self.packages).encode()).hexdigest()[:10]
+        pins = self.packages + tuple(f"--no-deps {p}" for p in self.no_deps)
+        key = hashlib.sha256("\n".join(pins).encode()).hexdigest()[:10]
         return f"{self.route}-py{version[0]}{version[1]}-{key}"
 
 
@@ -89,12 +93,24 @@ ROUTES: dict[str, tuple[EnvSpec, ...]] = {
         EnvSpec(
             route="torch",
             # An unpinned torch pulls a CUDA build of several GB; 2.13.0 resolves to the CPU
-            # wheel where pip's index offers it.
-            packages=("torch==2.13.0", "litert-torch==0.10.0"),
+            # wheel where pip's index offers it. ONNX's second route (onnx2torch, then
+            # litert-torch) and the quantizer (ai-edge-quantizer, which litert-torch pulls) run
+            # here too. onnx2torch goes in without its dependencies: it requires torchvision,
+            # whose only wheels for torch 2.13 are CUDA builds that do not import beside the CPU
+            # torch; it uses torchvision only for NonMaxSuppression and RoiAlign, which
+            # this route refuses by name (see _onnx_torch.py).
+            packages=(
+                "torch==2.13.0",
+                "litert-torch==0.10.0",
+                "onnx==1.19.1",
+                "onnxruntime==1.23.0",
+                "onnxsim==0.8.1",
+            ),
             modules=("torch", "litert_torch"),
             python_min=(3, 10),
             python_max=(3, 13),
-            note="torch 2.13.0, litert-torch 0.10.0 (no TensorFlow)",
+            note="torch 2.13.0, litert-torch 0.10.0, onnx2torch 1.5.15 (no TensorFlow)",
+            no_deps=("onnx2torch==1.5.15",),
         ),
     ),
 }
@@ -329,11 +345,14 @@ def _install(
     python = path / "bin" / "python"
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
     code, lines = _run_logged([*pip, *spec.packages], log, say)
+    if code == 0 and spec.no_deps:
+        code, lines = _run_logged([*pip, "--no-deps", *spec.no_deps], log, say)
     if code != 0:
         raise _fail(spec, lines, log)
     record = {
         "route": spec.route,
         "packages": list(spec.packages),
+        "no_deps": list(spec.no_deps),
         "python": ".".join(map(str, version)),
         "base_python": base,
         "freeze": _freeze(python),

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,27 +36,38 @@ from .tf_common import _raise_for, scratch_dir
 if TYPE_CHECKING:
     from tflkit.ir.entry import IoSpec
 
-__all__ = ["ONNX", "TORCH", "ForeignRoute", "convert_foreign", "has_module"]
+__all__ = ["ONNX", "ONNX_TORCH", "TORCH", "ForeignRoute", "convert_foreign", "has_module"]
 
 
 @dataclass(frozen=True)
 class ForeignRoute:
-    """A converter run as a script in its own environment."""
+    """A converter run as a script in its own environment (``route``: the environment)."""
 
     route: str
     script: str
     label: str
+    name: str
+    modules: tuple[str, ...]
 
 
-ONNX = ForeignRoute("onnx", "_onnx_worker.py", "ONNX")
-TORCH = ForeignRoute("torch", "_torch_worker.py", "PyTorch")
+ONNX = ForeignRoute("onnx", "_onnx_worker.py", "ONNX", "onnx2tf", ("onnx2tf", "onnxruntime"))
+#: ONNX's second route: onnx2torch, then litert-torch, in the PyTorch route's environment
+ONNX_TORCH = ForeignRoute(
+    "torch", "_onnx_torch_worker.py", "ONNX", "onnx2torch", ("onnx2torch", "litert_torch")
+)
+TORCH = ForeignRoute(
+    "torch", "_torch_worker.py", "PyTorch", "litert-torch", ("torch", "litert_torch")
+)
+#: post-conversion quantization of ONNX and PyTorch sources, in the PyTorch route's environment
+QUANTIZE = ForeignRoute(
+    "torch", "_quantize_worker.py", "quantization", "ai-edge-quantizer", ("ai_edge_quantizer",)
+)
+_ONNX_ROUTES = {"auto": (ONNX, ONNX_TORCH), "onnx2tf": (ONNX,), "onnx2torch": (ONNX_TORCH,)}
 
 #: Options that only the TensorFlow route (Keras, SavedModel) knows.
 _TF_ONLY = {
     "allow_flex": "--allow-flex",
     "fp16": "--fp16",
-    "representative": "--representative",
-    "int8_io": "--int8-io",
     "signature": "--signature",
     "converter_options": "--converter-option",
     "unsafe_deserialization": "--unsafe-deserialization",
@@ -71,34 +83,47 @@ def has_module(python: str, module: str) -> bool:
         return False
 
 
-def _interpreter(route: ForeignRoute, options: ConvertOptions, report: ConvertReport) -> str:
-    """The user's ``--python`` (checked), else the provisioned environment (built if missing)."""
+def _interpreter(
+    route: ForeignRoute, options: ConvertOptions, report: ConvertReport, *, record: bool = True
+) -> str:
+    """The user's ``--python`` (checked), else the provisioned environment (built if missing);
+    ``record``: it becomes the report's ``converter_env``."""
     if options.python is None:
         env = ensure_env(route.route)
-        report.converter_env = env.provenance()
+        if record:
+            report.converter_env = env.provenance()
         return str(env.python)
     python = str(options.python)
     spec = ROUTES[route.route][0]
-    for module in spec.modules:
+    for module in route.modules:
         if not has_module(python, module):
+            wanted = " ".join(spec.packages + spec.no_deps)
             raise MissingExtraError(
-                f"{route.label} conversion needs {module} in {python} (--python): install "
-                f"{' '.join(spec.packages)} there, or drop --python and tflkit builds its own "
-                f"environment (tflkit converters install {route.route})"
+                f"{route.label} conversion with {route.name} needs {module} in {python} "
+                f"(--python): install {wanted} there, or drop --python and tflkit builds its "
+                f"own environment (tflkit converters install {route.route})"
             )
     report.converter_env = {"route": route.route, "python": python, "user_supplied": True}
     return python
 
 
 def _step(
-    python: str, route: ForeignRoute, step: str, source: Path, options: ConvertOptions, work: Path
+    python: str,
+    route: ForeignRoute,
+    step: str,
+    source: Path,
+    options: ConvertOptions,
+    work: Path,
+    script: str | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
     job = {"step": step, "source": str(source), "options": options.to_json(), "workdir": str(work)}
-    (work / "job.json").write_text(json.dumps(job))
+    (work / "job.json").write_text(json.dumps({**job, **extra}))
     (work / RESULT_FILE).unlink(missing_ok=True)
-    script = Path(__file__).with_name(route.script)
     outcome = run_worker(
-        [python, str(script), str(work / "job.json")], work, timeout=options.timeout
+        [python, str(Path(__file__).with_name(script or route.script)), str(work / "job.json")],
+        work,
+        timeout=options.timeout,
     )
     _raise_for(outcome)
     return outcome.state
@@ -178,6 +203,92 @@ def _with_source_shapes(specs: list[IoSpec], sources: list[dict[str, Any]]) -> l
     ]
 
 
+def _quantized(data: bytes, options: ConvertOptions, report: ConvertReport, work: Path) -> bytes:
+    """``--quantize`` of a converted float model (:mod:`.quantize`), its worker run in the
+    PyTorch route's environment."""
+    from .quantize import quantize_converted
+
+    python = _interpreter(QUANTIZE, options, report, record=False)
+
+    def run(source: Path, **job: Any) -> dict[str, Any]:
+        return _step(python, QUANTIZE, "quantize", source, options, work, **job)
+
+    quantized, state = quantize_converted(data, options, work, run)
+    report.versions.update({k: str(v) for k, v in state.get("versions", {}).items()})
+    report.notes.append(f"quantized by {state.get('quantizer')}")
+    return quantized
+
+
+def _refuse_options(route: ForeignRoute, options: ConvertOptions) -> None:
+    """One usage line for options the route does not take."""
+    given = [flag for name, flag in _TF_ONLY.items() if getattr(options, name)]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)}: only for Keras and SavedModel sources, not {route.label}"
+        )
+    onnx_only = ["--input-value"] if options.input_values else []
+    onnx_only += ["--route"] if options.route != "auto" else []
+    if onnx_only and route is not ONNX:
+        raise UsageError(f"{', '.join(onnx_only)}: only for ONNX sources, not {route.label}")
+
+
+def _unsupported_everywhere(failures: list[Exception]) -> str:
+    """One line for ops no route converts: each op with its domain and opset, the converters
+    that lack it, then the first route's advice (what the user can do)."""
+    lacking: dict[tuple[str, str, Any], list[str]] = {}
+    for exc in failures:
+        for domain, op_type, opset, _count in getattr(exc, "unsupported", []):
+            lacking.setdefault((domain, op_type, opset), []).append(str(exc.converter))  # type: ignore[attr-defined]
+    names = []
+    for (domain, op_type, opset), converters in lacking.items():
+        where = f"opset {opset}" if opset is not None else "no opset imported"
+        names.append(f"{domain} {op_type} ({where}), not supported by {' or '.join(converters)}")
+    advice = next((a for a in (getattr(e, "advice", None) for e in failures) if a), "")
+    return "; ".join(names) + (f": {advice}" if advice else "")
+
+
+def _convert_onnx(
+    source: Path, options: ConvertOptions, report: ConvertReport, work: Path
+) -> tuple[str, dict[str, Any]]:
+    """Prepare the ONNX model, then convert it by each route in turn until one succeeds.
+
+    Returns the ONNX environment's interpreter (the reference runs there) and the converting
+    route's state. Every attempt, and why it failed, goes to ``report.attempts``; when all fail,
+    one :class:`ConversionError` names each route's reason.
+    """
+    python = _interpreter(ONNX, options, report)
+    prepared = _step(python, ONNX, "prepare", source, options, work)
+    report.preparation = list(prepared.get("preparation", []))
+    reasons, failures = [], []
+    for route in _ONNX_ROUTES[options.route]:
+        start = time.perf_counter()
+        try:
+            here = python if route is ONNX else _interpreter(route, options, report)
+            state = _step(here, route, "convert", Path(prepared["prepared"]), options, work)
+        except (ConversionError, MissingExtraError) as exc:
+            seconds = round(time.perf_counter() - start, 1)
+            report.attempts.append({"route": route.name, "error": str(exc), "seconds": seconds})
+            reasons.append(f"{route.name}: {exc}")
+            failures.append(exc)
+            continue
+        seconds = round(time.perf_counter() - start, 1)
+        report.attempts.append({"route": route.name, "error": None, "seconds": seconds})
+        state["inputs"] = prepared.get("inputs", [])
+        return python, state
+    tried = " and ".join(r.name for r in _ONNX_ROUTES[options.route])
+    if len(failures) > 1 and all(getattr(e, "unsupported", None) for e in failures):
+        raise ConversionError(_unsupported_everywhere(failures)) from None
+    hint = ""
+    branching = prepared.get("branch_inputs") or []
+    if branching:
+        pins = " ".join(f"--input-value {name}=VALUE" for name in branching)
+        hint = (
+            f"; the model branches (If) on {', '.join(branching)}: pin the value the app "
+            f"feeds ({pins}) and the branch it takes replaces the If"
+        )
+    raise ConversionError(f"no route converted the model ({tried}): {'; '.join(reasons)}{hint}")
+
+
 def convert_foreign(
     route: ForeignRoute,
     source: Path,
@@ -190,17 +301,14 @@ def convert_foreign(
     from tflkit.ir.entry import entry_point
     from tflkit.validation.inputs import make_input_sets
 
-    given = [flag for name, flag in _TF_ONLY.items() if getattr(options, name)]
-    if options.quantize != "none":
-        given.append("--quantize")
-    if given:
-        raise UsageError(
-            f"{', '.join(given)}: only for Keras and SavedModel sources, not {route.label}"
-        )
-    python = _interpreter(route, options, report)
+    _refuse_options(route, options)
     with scratch_dir(output) as tmp:
         work = Path(tmp).resolve()
-        state = _step(python, route, "convert", source, options, work)
+        if route is ONNX:
+            python, state = _convert_onnx(source, options, report, work)
+        else:
+            python = _interpreter(route, options, report)
+            state = _step(python, route, "convert", source, options, work)
         data = _static_inputs((work / "model.tflite").read_bytes())
         model = ir.load(data)
         flex = sorted({op.type for sg in model.subgraphs for op in sg.ops if op.is_custom})
@@ -210,6 +318,9 @@ def convert_foreign(
                 f"{', '.join(flex)}; they could only run on the CPU (flex/custom ops), never on "
                 "the GPU delegate"
             )
+        if options.quantize != "none":
+            data = _quantized(data, options, report, work)
+            model = ir.load(data)
         _, _, ins, outs = entry_point(model)
         sets = make_input_sets(
             model, count=options.reference_sets, seed=options.seed, kind="realistic"

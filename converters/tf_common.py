@@ -46,7 +46,12 @@ def _raise_for(outcome: WorkerOutcome) -> None:
     if kind == "usage":
         raise UsageError(state.get("error", "bad options"))
     if kind == "unsupported":  # the ONNX worker's one line naming what the model holds
-        raise ConversionError(state.get("error", "the model holds ops the converter lacks"))
+        error = ConversionError(state.get("error", "the model holds ops the converter lacks"))
+        # [(domain, op type, opset, nodes)] when the worker listed them, for a line over routes
+        error.unsupported = state.get("unsupported")  # type: ignore[attr-defined]
+        error.converter = state.get("converter")  # type: ignore[attr-defined]
+        error.advice = state.get("advice")  # type: ignore[attr-defined]
+        raise error
     if kind == "import":
         raise ConversionError(f"TensorFlow failed to import: {state.get('error')}")
     if kind == "load":

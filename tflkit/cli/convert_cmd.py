@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tflkit.cli.options import InputShapeOption, JsonOption
+from tflkit.cli.options import InputShapeOption, JsonOption, options_from
 from tflkit.errors import UsageError
 
 
@@ -44,6 +44,22 @@ def convert(
         ),
     ] = False,
     input_shape: InputShapeOption = None,
+    input_value: Annotated[
+        list[str],
+        typer.Option(
+            "--input-value",
+            help="NAME=V[,V...]: pin an ONNX input to constants (a sample rate, a flag) so what "
+            "depends on it folds (repeat).",
+        ),
+    ] = [],  # noqa: B006
+    route: Annotated[
+        str,
+        typer.Option(
+            "--route",
+            help="ONNX converter: auto (onnx2tf, then onnx2torch + litert-torch if it fails), "
+            "onnx2tf or onnx2torch.",
+        ),
+    ] = "auto",
     batch: Annotated[
         int, typer.Option("--batch", help="Batch for an unknown batch dimension.")
     ] = 1,
@@ -108,26 +124,18 @@ def convert(
 ) -> None:
     """Convert a model to a GPU-ready .tflite with provenance and a reference bundle."""
     from tflkit.cli.output import console, print_json
-    from tflkit.converters.base import ConvertOptions, parse_converter_options
-    from tflkit.ir.shapes import parse_input_shapes
+    from tflkit.converters.base import (
+        ConvertOptions,
+        parse_converter_options,
+        parse_input_values,
+    )
 
-    options = ConvertOptions(
-        input_shapes=parse_input_shapes(input_shape),
-        batch=batch,
-        allow_flex=allow_flex,
-        fp16=fp16,
-        quantize=quantize,
-        representative=representative,
-        calibration_steps=calibration_steps,
+    options = options_from(
+        ConvertOptions,
+        locals(),
+        input_values=parse_input_values(input_value),
         image_range=_range(image_range),
-        int8_io=int8_io,
-        signature=signature,
         converter_options=parse_converter_options(converter_option),
-        reference_sets=reference_sets,
-        seed=seed,
-        timeout=timeout,
-        python=python,
-        unsafe_deserialization=unsafe_deserialization,
     )
     if unsafe_deserialization:
         typer.echo(

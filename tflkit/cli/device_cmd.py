@@ -29,6 +29,7 @@ from tflkit.cli.options import (
     ThreadsOption,
     ToleranceOption,
     WarmupOption,
+    options_from,
 )
 from tflkit.cli.output import console, print_json, show_validate_report
 from tflkit.errors import UsageError
@@ -295,28 +296,17 @@ def validate(
     json_output: JsonOption = False,
 ) -> None:
     """Run the model on the device(s); compare with the host CPU, the reference, each other."""
-    from tflkit.compare.tolerances import parse_overrides
     from tflkit.harness.device_validate import DeviceValidateOptions, device_validate
-    from tflkit.ir.shapes import parse_input_shapes
 
     if html is not None and html.resolve() == model.resolve():
         raise UsageError("refusing to overwrite the input model with a report")
     devices = _devices(device, identity, ssh_config, device_python, via, host)
-    options = DeviceValidateOptions(
+    options = options_from(
+        DeviceValidateOptions,
+        locals(),
         backends=tuple(backend),
-        reference=reference,
-        inputs=inputs,
-        num_inputs=num_inputs,
-        seed=seed,
-        input_kind=input_kind,
-        input_shapes=parse_input_shapes(input_shape),
-        signature=signature,
-        tolerances=parse_overrides(tolerance),
-        threads=threads,
         warmup_runs=warmup,
         timed_runs=runs,
-        timeout=timeout,
-        keep=keep,
     )
     report = device_validate(model, devices, options, progress=_progress)
     show_validate_report(report, html=html, json_output=json_output)

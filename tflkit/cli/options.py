@@ -8,10 +8,38 @@ that command.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
+
+T = TypeVar("T")
+
+
+def options_from(cls: type[T], params: Mapping[str, Any], **given: Any) -> T:
+    """An options dataclass from a command's arguments (its ``locals()``: the values Typer
+    converted, ``Path`` and ``list``; ``ctx.params`` holds them unconverted).
+
+    A field takes the argument of the same name; ``input_shapes`` and ``tolerances`` take
+    ``--input-shape`` and ``--tolerance`` parsed (one parser each, whichever command); ``given``
+    sets the fields whose command-line form differs otherwise (renamed or derived). A field
+    that none of these sets keeps its default."""
+    from tflkit.compare.tolerances import parse_overrides
+    from tflkit.ir.shapes import parse_input_shapes
+
+    values = dict(params)
+    if "input_shape" in params:
+        values["input_shapes"] = parse_input_shapes(params["input_shape"])
+    if "tolerance" in params:
+        values["tolerances"] = parse_overrides(params["tolerance"])
+    values.update(given)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    if not given.keys() <= names:
+        raise TypeError(f"{cls.__name__} has no field {sorted(given.keys() - names)}")
+    return cls(**{name: values[name] for name in names & values.keys()})
+
 
 # --- every command -------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from tflkit.cli.options import (
     SeedOption,
     SignatureOption,
     SuiteOption,
+    options_from,
 )
 from tflkit.errors import UsageError
 
@@ -102,8 +103,6 @@ def record(
     json_output: JsonOption = False,
 ) -> None:
     """Run MODEL on each runner and store inputs, outputs, residency and versions in -o DIR."""
-    from tflkit.compare.tolerances import parse_overrides
-    from tflkit.ir.shapes import parse_input_shapes
 
     _model_and_suite(model, suite, output)
     if suite is not None:
@@ -132,18 +131,11 @@ def record(
     from tflkit.regress.record import RecordOptions
     from tflkit.regress.record import record as run_record
 
-    options = RecordOptions(
+    options = options_from(
+        RecordOptions,
+        locals(),
         runners=runner,
-        inputs=inputs,
-        num_inputs=num_inputs,
-        seed=seed,
-        input_shapes=parse_input_shapes(input_shape),
-        signature=signature,
-        tolerances=parse_overrides(tolerance),
         probe=True if probe is None else probe,
-        latency=latency,
-        delegate=delegate,
-        timeout=timeout,
     )
     _progress(f"recording {model} ...")
     baseline = run_record(model, options)
@@ -222,19 +214,11 @@ def check(
 
         report = run_suite(load_suite(suite), jobs=jobs, progress=progress)
     else:
-        from tflkit.compare.tolerances import parse_overrides
         from tflkit.regress.check import CheckOptions
         from tflkit.regress.check import check as run_check
 
         assert model is not None and baseline is not None
-        options = CheckOptions(
-            runners=runner,
-            tolerances=parse_overrides(tolerance),
-            probe=probe,
-            latency_budget=latency_budget,
-            delegate=delegate,
-            timeout=timeout,
-        )
+        options = options_from(CheckOptions, locals(), runners=runner)
         _progress(f"checking {model} against {baseline} ...")
         report = RegressReport([run_check(model, baseline, options)])
     _emit(report, json_output, junit, markdown, html)

@@ -24,6 +24,7 @@ from tflkit.cli.options import (
     SeedOption,
     SignatureOption,
     ToleranceOption,
+    options_from,
 )
 from tflkit.errors import UsageError
 
@@ -136,6 +137,16 @@ def validate(
         ),
     ] = None,
     input_kind: InputKindOption = "realistic",
+    output_groups: Annotated[
+        list[str],
+        typer.Option(
+            "--output-groups",
+            help="Judge parts of an output's channel axis apart, each at its own scale: "
+            "OUTPUT[@AXIS]=[LABEL:]START:STOP,... (e.g. output0=boxes:0:4,scores:4:22), or "
+            "OUTPUT=none; default: groups detected from the values (repeatable).",
+            metavar="OUTPUT=0:4,4:22",
+        ),
+    ] = [],  # noqa: B006
     fixed_tolerances: Annotated[
         bool,
         typer.Option(
@@ -175,8 +186,7 @@ def validate(
 ) -> None:
     """Run the model with and without the GPU delegate, compare, and find where they part."""
     from tflkit.cli.output import show_validate_report
-    from tflkit.compare.tolerances import parse_overrides
-    from tflkit.ir.shapes import parse_input_shapes
+    from tflkit.compare.groups import parse_output_groups
     from tflkit.validation.run import ValidateOptions
     from tflkit.validation.run import validate as run_validate
 
@@ -184,29 +194,19 @@ def validate(
         p.resolve() for p in (html, model_explorer) if p is not None
     }:
         raise UsageError("refusing to overwrite the input model with a report")
-    options = ValidateOptions(
+    options = options_from(
+        ValidateOptions,
+        locals(),
         runners=runner,
         pairs=_pairs(pair),
-        reference=reference,
-        save_reference=save_reference,
-        delegate=delegate,
         delegate_options=_kv(delegate_option),
-        inputs=inputs,
-        num_inputs=num_inputs,
-        seed=seed,
-        input_shapes=parse_input_shapes(input_shape),
-        signature=signature,
-        tolerances=parse_overrides(tolerance),
         localize=localize
         or model_explorer is not None
         or localize_on is not None
         or repro is not None,
         localize_runner=localize_on,
-        timeout=timeout,
-        input_kind=input_kind,
         calibrate=not fixed_tolerances,
-        browser_adapter=browser_adapter,
-        repro=repro,
+        output_groups=parse_output_groups(output_groups),
         repro_command=_command_line(ctx),
     )
     with _progress() as progress:

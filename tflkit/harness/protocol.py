@@ -36,6 +36,7 @@ __all__ = [
     "DeviceResult",
     "JobOptions",
     "ProtocolError",
+    "read_document",
     "read_result",
     "write_job",
 ]
@@ -201,13 +202,19 @@ def _load_arrays(folder: Path, sets: Sequence[Sequence[Mapping[str, Any]]]) -> l
     return loaded
 
 
+def read_document(path: Path) -> dict[str, Any]:
+    """A protocol JSON document (``job.json``, ``result.json``); :class:`ProtocolError` when it
+    cannot be read or parsed."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ProtocolError(f"cannot read {path}: {exc}") from None
+
+
 def read_result(path: str | os.PathLike[str]) -> DeviceResult:
     """Read a result folder written by a harness; raise :class:`ProtocolError` if malformed."""
     folder = Path(path)
-    try:
-        document = json.loads((folder / "result.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise ProtocolError(f"cannot read {folder / 'result.json'}: {exc}") from None
+    document = read_document(folder / "result.json")
     if document.get("schema") != RESULT_SCHEMA:
         raise ProtocolError(
             f"{folder / 'result.json'}: schema {document.get('schema')!r}, expected {RESULT_SCHEMA}"

@@ -66,6 +66,10 @@ class ConvertReport:
     #: what the reference bundle's inputs are (``InputSets.summary()``: source, seed, data)
     reference_inputs: dict[str, Any] | None = None
     converter: str = ""
+    #: ONNX: the preparation pass's steps, one line each (shapes, pins, onnxsim, If, names)
+    preparation: list[str] = field(default_factory=list)
+    #: ONNX: each route tried in turn (``route``, ``error`` or None, ``seconds``)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
     converter_env: dict[str, Any] | None = None
     versions: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
@@ -123,6 +127,11 @@ def render_convert(report: ConvertReport, console: Console) -> None:
         f"  converter: {report.converter}; "
         + ", ".join(f"{k} {v}" for k, v in sorted(report.versions.items()))
     )
+    for step in report.preparation:
+        console.print(f"  prepared: {step}")
+    for attempt in report.attempts:
+        if attempt.get("error"):
+            console.print(f"  [yellow]{attempt['route']} failed[/yellow]: {attempt['error']}")
     env = report.converter_env
     if env and env.get("name"):
         console.print(f"  converter environment: {env['name']} ({' '.join(env['packages'])})")

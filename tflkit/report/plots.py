@@ -64,6 +64,15 @@ def svg(fig: Any) -> Markup:
     return Markup(text)  # matplotlib's own SVG; it escapes the labels
 
 
+def _finish(fig: Any, ax: Any, title: str, *, legend: bool = True) -> Markup:
+    """Every plot's ending: the title (if any) top left, the legend right of the axes, the SVG."""
+    if title:
+        ax.set_title(title, loc="left", fontsize=9)
+    if legend:
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return svg(fig)
+
+
 def residency_strip(
     categories: Sequence[str],
     colours: dict[str, str],
@@ -112,9 +121,7 @@ def residency_strip(
     ax.set_ylim(0, 3.5)
     ax.set_yticks([0.45, 1.5, 2.6], ["partitions", "ops", "copies"])
     ax.set_xlabel("op index (execution order)")
-    if title:
-        ax.set_title(title, loc="left", fontsize=9)
-    return svg(fig)
+    return _finish(fig, ax, title, legend=False)
 
 
 def bars(
@@ -145,10 +152,7 @@ def bars(
         ax.set_yscale("log")
     ax.set_xticks(range(len(groups)), [_short(g) for g in groups], rotation=15, ha="right")
     ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title, loc="left", fontsize=9)
-    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return svg(fig)
+    return _finish(fig, ax, title)
 
 
 def positions(rows: dict[str, Sequence[int]], n_ops: int | None, *, xlabel: str) -> Markup:
@@ -197,9 +201,7 @@ def error_vs_value(
     ax.xaxis.set_major_locator(MaxNLocator(6))
     ax.set_xlabel("expected value")
     ax.set_ylabel("|actual - expected|")
-    ax.set_title(title, loc="left", fontsize=9)
-    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return svg(fig)
+    return _finish(fig, ax, title)
 
 
 def _floor(
@@ -246,9 +248,7 @@ def error_histogram(
     ax.set_yscale("symlog")
     ax.set_xlabel("|difference| per element")
     ax.set_ylabel("elements")
-    ax.set_title(title, loc="left", fontsize=9)
-    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return svg(fig)
+    return _finish(fig, ax, title)
 
 
 def error_along_graph(

@@ -83,6 +83,9 @@ class ValidateOptions(InputSetOptions):
     #: (:mod:`tflkit.validation.repro`), and the command line to name in its README
     repro: Path | None = None
     repro_command: str = "tflkit validate"
+    #: channel groups by output name (``--output-groups``, :mod:`tflkit.compare.groups`): judged
+    #: apart at their own scale instead of the groups detected from the values; () for none
+    output_groups: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
 
 
 def say(options: ValidateOptions, line: str) -> None:

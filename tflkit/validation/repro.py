@@ -5,8 +5,11 @@ with ``ir.extract_model`` (with the DEQUANTIZE of its constant weights, as local
 and checks, by running the repro script itself in a fresh process, that the GPU accelerator still
 parts from the CPU on it. If the op alone does not show the fault, the chunk grows backwards (the
 1, 2, 4, ... ops ending at the culprit, then the chunk from the first divergent op to it, then
-every op up to it), like Polygraphy's ``debug reduce``. The first chunk that reproduces is
-written to ``DIR``:
+every op up to it), like Polygraphy's ``debug reduce``. When every op is right alone (a fault
+that needs the op's neighbours, e.g. a convolution whose weights the GPU takes from a CPU
+DENSIFY), the op grown back from is the first whose value in the runner's run of the whole model
+parts from the CPU (its accumulated error), 1, 2, 4, ... ops back. The first chunk that
+reproduces is written to ``DIR``:
 
 - ``model.tflite``: the chunk; its outputs are the culprit's outputs;
 - ``inputs.npz``: the CPU's values (reference kernels) of the chunk's inputs on the input set
@@ -21,6 +24,11 @@ written to ``DIR``:
 
 The bound is localization's: a value finite on the CPU and inf/NaN on the GPU, or
 ``max |cpu - gpu| > threshold * max |cpu|`` (``threshold`` the runner's rtol, 0.05 for fp16).
+
+Nothing is written, with one line saying why, when localization ran against a ``.tflite``
+reference (a difference between two models on the CPU, e.g. a changed weight: no GPU fault for
+the CPU-vs-GPU script to show) or when no op parts from the CPU beyond the bound, alone or in the
+model's run (a loss spread over many ops, e.g. fp16 storage: no few-op model shows it).
 """
 
 from __future__ import annotations
@@ -275,6 +283,7 @@ def _readme(
     adapter: str,
     command: str,
     label: str,
+    found: str,
 ) -> str:
     ops = ", ".join(f"{op.type}" for op in sub.main.ops)
     lines = [
@@ -319,9 +328,8 @@ def _readme(
         "",
         "## How it was found",
         "",
-        f"`{command}` (tflkit {_version('tflkit')}): localization on `{loc.runner}` ran every op "
-        f"alone on it and named op #{culprit.index} `{culprit.type}` as the top culprit; this "
-        "is the smallest chunk ending at it that still shows the difference.",
+        f"`{command}` (tflkit {_version('tflkit')}): {found}; this is the smallest chunk "
+        "ending at it that still shows the difference.",
         "",
     ]
     return "\n".join(lines)
@@ -341,94 +349,182 @@ def write_repro(
     """Write the smallest reproducing chunk of ``loc``'s top culprit to ``directory``.
 
     ``data`` is the model localization ran on, ``feed`` its input set (entry-point names) and
-    ``inputs`` those names' tensors. Nothing is written when no op diverges, when the failing
-    runner is not a GPU or the emulation, or when no chunk reproduces on the GPU.
+    ``inputs`` those names' tensors. With no culprit (every op right alone), the chunk grows
+    back from the first ops wrong in the model's own run on the runner. Nothing is written
+    when no op diverges alone or in that run, when the failing runner is not a GPU or the
+    emulation (a ``.tflite`` reference), or when no chunk reproduces on the GPU.
     """
     out = Path(directory)
-    if loc is None or loc.unavailable or not loc.culprits:
+    if loc is None:
         return Repro(
             False, "repro: nothing written: no op diverges, so there is nothing to cut out"
         )
+    if loc.unavailable:
+        return Repro(
+            False, f"repro: nothing written: localization could not run: {loc.unavailable}"
+        )
     precision = _PRECISION.get(loc.runner)
     if precision is None:
-        return Repro(
-            False,
-            f"repro: nothing written: localization ran on {loc.runner}, not a GPU or the fp16 "
-            "emulation",
-        )
+        return Repro(False, _not_a_gpu_fault(loc))
     record = next((r for r in loc.culprits if r.status not in ("crashed", "timeout")), None)
-    if record is None:
+    if record is None and loc.culprits:
         crashed = loc.culprits[0]
         return Repro(
             False,
             f"repro: nothing written: op #{crashed.op_index} {crashed.op_type} {crashed.status} "
             "on the GPU (a crash, not a divergence: see `check --probe --repro`)",
         )
+    in_context = record is None
+    if record is not None:
+        first = loc.first_divergent.op_index if loc.first_divergent is not None else None
+        found = (
+            f"localization on `{loc.runner}` ran every op alone on it and named op "
+            "#{index} `{type}` as the top culprit"
+        )
+        targets = [(record, first, found)]
+    else:  # every op right alone: the first ones wrong in the model's own run, grown back
+        wrong = _wrong_in_context(loc)[:CONTEXT_TRIES]
+        if not wrong:
+            return Repro(False, _spread_out(loc))
+        targets = [
+            (
+                r,
+                0,
+                f"localization on `{loc.runner}` found every op right when run alone on it, "
+                "and op #{index} `{type}` among the first whose value in the whole model's run "
+                f"parts from the CPU ({_share(r.accumulated)})",
+            )
+            for r in wrong
+        ]
     from tflkit.validation.localize import capture_cpu
 
     model = ir.load(data)
-    culprit = model.main.ops[record.op_index]
     values = capture_cpu(data, model, feed, inputs)
     by_name = {t.name: values[t.index] for t in model.main.tensors if t.index in values}
-    first = loc.first_divergent.op_index if loc.first_divergent is not None else None
-    title = f"{culprit.type} (op #{culprit.index} of {label}) on the LiteRT GPU vs the CPU"
-    script = repro_script(title, precision, loc.threshold)
     result = Repro(False, "")
     with tempfile.TemporaryDirectory(prefix="tflkit-repro-") as tmp:
-        for k, chunk in enumerate(_candidates(model, culprit, first)):
-            try:
-                sub = _chunk(model, chunk, culprit)
-            except Exception as exc:  # an op that cannot stand alone (e.g. reads a variable)
-                result.tried.append(([op.index for op in chunk], f"cannot cut out: {exc}"))
-                continue
-            if any(t.name not in by_name for t in sub.main.inputs):
-                result.tried.append(([op.index for op in chunk], "no CPU value for an input"))
-                continue
-            feed_in = {t.name: by_name[t.name] for t in sub.main.inputs}
-            if precision == "fp16" and any(_beyond_fp16(v) for v in feed_in.values()):
-                result.tried.append(([op.index for op in chunk], "input beyond fp16"))
-                continue
-            work = Path(tmp) / f"c{k}"
-            work.mkdir()
-            sub_data = ir.dumps(sub)
-            (work / "model.tflite").write_bytes(sub_data)
-            np.savez(work / "inputs.npz", **feed_in)
-            (work / "repro.py").write_text(script)
-            ok, stdout, stderr, _code = _run_script(work, timeout)
-            result.tried.append(
-                ([op.index for op in chunk], "reproduced" if ok else "not reproduced")
-            )
-            if not ok:
-                continue
-            out.mkdir(parents=True, exist_ok=True)
-            for name in ("model.tflite", "inputs.npz", "repro.py"):
-                shutil.copyfile(work / name, out / name)
-            readme = _readme(
-                sub=sub,
-                culprit=culprit,
-                record=record,
-                precision=precision,
-                loc=loc,
-                output=stdout,
-                adapter=_adapter(stderr, sub_data, precision),
-                command=command,
-                label=label,
-            )
-            (out / "README.md").write_text(readme)
-            result.written, result.directory, result.output = True, out, stdout
-            result.ops = [op.index for op in chunk]
-            result.message = (
-                f"repro: wrote {out} ({_ops(len(sub.main.ops))} ending at op #{culprit.index} "
-                f"{culprit.type}; `python repro.py` there reproduces on the GPU, {precision})"
-            )
-            return result
+        for n, (record, first, found) in enumerate(targets):
+            culprit = model.main.ops[record.op_index]
+            found = found.format(index=culprit.index, type=culprit.type)
+            title = f"{culprit.type} (op #{culprit.index} of {label}) on the LiteRT GPU vs the CPU"
+            script = repro_script(title, precision, loc.threshold)
+            for k, chunk in enumerate(_candidates(model, culprit, first)):
+                try:
+                    sub = _chunk(model, chunk, culprit)
+                except Exception as exc:  # an op that cannot stand alone (reads a variable)
+                    result.tried.append(([op.index for op in chunk], f"cannot cut out: {exc}"))
+                    continue
+                if any(t.name not in by_name for t in sub.main.inputs):
+                    result.tried.append(([op.index for op in chunk], "no CPU value for an input"))
+                    continue
+                feed_in = {t.name: by_name[t.name] for t in sub.main.inputs}
+                if precision == "fp16" and any(_beyond_fp16(v) for v in feed_in.values()):
+                    result.tried.append(([op.index for op in chunk], "input beyond fp16"))
+                    continue
+                work = Path(tmp) / f"t{n}c{k}"
+                work.mkdir()
+                sub_data = ir.dumps(sub)
+                (work / "model.tflite").write_bytes(sub_data)
+                np.savez(work / "inputs.npz", **feed_in)
+                (work / "repro.py").write_text(script)
+                ok, stdout, stderr, _code = _run_script(work, timeout)
+                result.tried.append(
+                    ([op.index for op in chunk], "reproduced" if ok else "not reproduced")
+                )
+                if not ok:
+                    continue
+                out.mkdir(parents=True, exist_ok=True)
+                for name in ("model.tflite", "inputs.npz", "repro.py"):
+                    shutil.copyfile(work / name, out / name)
+                readme = _readme(
+                    sub=sub,
+                    culprit=culprit,
+                    record=record,
+                    precision=precision,
+                    loc=loc,
+                    output=stdout,
+                    adapter=_adapter(stderr, sub_data, precision),
+                    command=command,
+                    label=label,
+                    found=found,
+                )
+                (out / "README.md").write_text(readme)
+                result.written, result.directory, result.output = True, out, stdout
+                result.ops = [op.index for op in chunk]
+                result.message = (
+                    f"repro: wrote {out} ({_ops(len(sub.main.ops))} ending at op "
+                    f"#{culprit.index} {culprit.type}; `python repro.py` there reproduces on the "
+                    f"GPU, {precision})"
+                )
+                return result
     tried = ", ".join(f"{_ops(len(ops))}: {outcome}" for ops, outcome in result.tried)
+    named = ", ".join(f"#{r.op_index} {r.op_type}" for r, _, _ in targets)
+    how = (
+        f"ops {named} are the first wrong in the model's run on {loc.runner} (each right alone)"
+        if in_context
+        else f"op {named} is the culprit on {loc.runner}"
+    )
     result.message = (
-        f"repro: nothing written: op #{culprit.index} {culprit.type} is the culprit on "
-        f"{loc.runner} but no chunk ending at it ({tried}) differs beyond the bound on the GPU "
-        f"({precision}) when run alone"
+        f"repro: nothing written: {how} but no chunk ending at them ({tried}) differs beyond "
+        f"the bound on the GPU ({precision}) when run alone"
     )
     return result
+
+
+def _share(div: Any) -> str:
+    """'2 inf/NaN where the CPU is finite' or '99% of its peak'."""
+    if div.new_nonfinite:
+        return f"{div.new_nonfinite} inf/NaN where the CPU is finite"
+    return f"max abs {div.max_abs:.3g}, {100 * div.score:.0f}% of its peak"
+
+
+#: ops wrong in the model's run tried, in order, when every op is right alone
+CONTEXT_TRIES = 3
+
+
+def _wrong_in_context(loc: Localization) -> list[OpError]:
+    """The ops (by index) whose accumulated error (their value in the runner's run of the whole
+    model) is beyond the bound, though no op is wrong alone: a fault that needs the op's
+    neighbours (e.g. weights the GPU takes from a CPU op), which a chunk grown back shows. The
+    first is not always the one: a value read back from the GPU as an extra output can be off
+    where the model's own outputs are not (measured: a PAD on the software GPU)."""
+    found = []
+    for record in sorted(loc.ops, key=lambda r: r.op_index):
+        acc = record.accumulated
+        usable = acc is not None and record.status == "ok" and not record.inherited
+        if usable and (acc.new_nonfinite or acc.score > loc.threshold):
+            found.append(record)
+    return found
+
+
+def _spread_out(loc: Localization) -> str:
+    """One line: no op parts from the CPU beyond the bound, alone or in the model's run."""
+
+    def worst(key: str) -> str:
+        found = [(getattr(r, key), r) for r in loc.ops if getattr(r, key) is not None]
+        if not found:
+            return "none measured"
+        div, r = max(found, key=lambda x: x[0].score)
+        return f"op #{r.op_index} {r.op_type} at {100 * div.score:.2g}% of its peak"
+
+    return (
+        f"repro: nothing written: no op parts from the CPU by more than {loc.threshold:g} of "
+        f"its peak on {loc.runner}, alone (largest: {worst('isolated')}) or in the whole "
+        f"model's run (largest: {worst('accumulated')}): the failure is small losses spread "
+        "over many ops (fp16 storage, when the emulation fails too), not one op's fault a "
+        "few-op model could show"
+    )
+
+
+def _not_a_gpu_fault(loc: Localization) -> str:
+    """One line: why a divergence from a ``.tflite`` reference gets no repro."""
+    top = loc.culprits[0] if loc.culprits else None
+    where = f"op #{top.op_index} {top.op_type}" if top is not None else "no single op"
+    return (
+        f"repro: nothing written: localization ran on {loc.runner} (this model against the "
+        f".tflite it replaces, both on the CPU), so the difference is between two models, not "
+        f"a GPU fault the CPU-vs-GPU repro could show; the models part at {where}"
+    )
 
 
 def describe(repro: Repro) -> dict[str, Any]:

@@ -18,11 +18,13 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from tflkit import ir
 from tflkit.compare.comparator import OutputInfo, PairComparison, compare_pair, default_pairs
+from tflkit.compare.groups import ChannelGroup, detect_groups, fit_groups
 from tflkit.compare.sensitivity import OutputNoise
 from tflkit.compare.tolerances import DEFAULTS, tolerance_for
 from tflkit.delegates.base import RunResult
@@ -39,7 +41,7 @@ from tflkit.validation.runners import RUNNERS, check_pairs, is_tflite, run_all, 
 from tflkit.validation.tflite_reference import TfliteReference
 from tflkit.validation.verdicts import conclude
 
-__all__ = ["RUNNERS", "ValidateOptions", "output_kind", "validate"]
+__all__ = ["RUNNERS", "ValidateOptions", "output_kind", "output_kind_rule", "validate"]
 
 _THROUGH = {"RESHAPE", "SQUEEZE", "IDENTITY", "QUANTIZE", "DEQUANTIZE", "CAST"}
 _LOCALIZABLE = ("gpu-fp16", "gpu-fp32", "cpu-fp16")
@@ -61,12 +63,17 @@ def validate(
     optional = {"cpu-fp16"} - set(options.runners)  # a default that may not apply to a model
     pairs = list(options.pairs) or default_pairs(names)
     check_pairs(pairs, names)
-    key, _, _, outs = entry_point(model, options.signature)
+    key, _, ins, outs = entry_point(model, options.signature)
     sets = _inputs(model, options, tflite)
-    outputs = _output_infos(outs)
+    outputs = _output_infos(outs, list(ins.values()))
+    outputs = _given_groups(outputs, options.output_groups)  # a usage error before running
     grading = Grading.of(model, tflite, options.signature)
     results = run_all(names, extra, data, options, model, outputs, sets, tflite)
     by_name = {r.runner: r for r in results}
+    ground = [by_name.get(n) for n in ("cpu", "cpu-ref", "reference")] + results
+    outputs = _with_groups(
+        outputs, next((r for r in ground if r and r.ok), None), options.output_groups
+    )
     bundle_path = _save_reference(options, sets, by_name.get("reference"))
     noise: dict[str, dict[str, OutputNoise]] = {}
     if options.calibrate:
@@ -150,6 +157,8 @@ def _output_json(output: OutputInfo) -> dict[str, object]:
         "shape": list(output.shape),
         "scale": output.scale,
         "kind": output.kind,
+        "kind_rule": output.kind_rule,
+        "groups": [g.to_json() for g in output.groups],
     }
 
 
@@ -177,37 +186,92 @@ def _inputs(
     return sets
 
 
-def output_kind(tensor: ir.Tensor) -> str:
-    """What an output holds, from its dtype, shape and the op that makes it.
+#: strides at which a segmentation head's output may sit below its image input (deeplabv3: 1)
+MASK_STRIDES = (1, 2, 4, 8, 16)
+#: the fewest classes per step of a sequence of logits: a CTC vocabulary (ddddocr: 8,210; a
+#: character-level ASR head: about 30), above the 16 values per anchor of a face detector
+SEQUENCE_MIN_CLASSES = 24
+#: the heads whose per-step output is one classifier's logits (not a detector's concatenation of
+#: boxes and sigmoid scores, not a multi-label LOGISTIC)
+_SEQUENCE_HEADS = {"FULLY_CONNECTED", "BATCH_MATMUL", "LOG_SOFTMAX"}
 
-    "index"/"bool" (integers without quantization, booleans), "mask" (NHWC with >= 2 channels
-    and at least 8x8 pixels: per-pixel classes), "probabilities" (made by SOFTMAX or LOGISTIC),
-    "scores" (rank 2 with >= 2 columns), else "float".
+
+def output_kind(tensor: ir.Tensor, inputs: Sequence[ir.Tensor] = ()) -> str:
+    """What an output holds, from its dtype, shape and the op that makes it (see
+    :func:`output_kind_rule` for the rule that decides; ``inputs``: the model's inputs, whose
+    image sizes a mask must match)."""
+    return output_kind_rule(tensor, inputs)[0]
+
+
+def output_kind_rule(tensor: ir.Tensor, inputs: Sequence[ir.Tensor] = ()) -> tuple[str, str]:
+    """(kind, the rule that decided it), first rule that holds (docs/validate.md):
+
+    "bool"; "index" (integers without quantization); "mask" (NHWC, >= 2 channels, at least 8x8
+    pixels, at an image input's own size or a stride of it, :data:`MASK_STRIDES`: per-pixel
+    classes; a box regression over anchors, such as MTCNN's p-net's 27x27 on a 64x64 input, is
+    not); "probabilities" (made by SOFTMAX or LOGISTIC, through RESHAPE/QUANTIZE/...);
+    "sequence" ([T, 1, C] or [1, T, C], T >= 2, C >= :data:`SEQUENCE_MIN_CLASSES`, made by a
+    classifier head: per-step logits, e.g. CTC); "scores" (rank 2 with >= 2 columns); "float".
     """
     dtype = tensor.dtype
     if dtype is not None and np.dtype(dtype).kind == "b":
-        return "bool"
+        return "bool", "a bool output"
     if dtype is not None and np.dtype(dtype).kind in "iu" and not tensor.is_quantized:
-        return "index"
+        return "index", "an integer output without quantization"
     shape = tensor.shape
     if len(shape) == 4 and shape[-1] >= 2 and min(shape[1], shape[2]) >= 8:
-        return "mask"
+        stride = _mask_stride(shape, inputs)
+        if stride is not None:
+            return "mask", f"NHWC with {shape[-1]} channels at 1/{stride} of an image input's size"
     producer = tensor.producer
     while producer is not None and producer.type in _THROUGH and producer.inputs:
         source = producer.inputs[0]
         producer = source.producer if source is not None else None
     if producer is not None and producer.type in ("SOFTMAX", "LOGISTIC"):
-        return "probabilities"
+        return "probabilities", f"made by {producer.type}"
+    head = producer
+    while head is not None and head.type == "TRANSPOSE" and head.inputs:
+        source = head.inputs[0]
+        head = source.producer if source is not None else None
+    if (
+        len(shape) == 3
+        and 1 in shape[:2]
+        and max(shape[:2]) >= 2
+        and shape[2] >= SEQUENCE_MIN_CLASSES
+        and head is not None
+        and head.type in _SEQUENCE_HEADS
+    ):
+        return "sequence", f"{list(shape)}: one {head.type} classifier's logits per step"
     if len(shape) == 2 and shape[1] >= 2:
-        return "scores"
-    return "float"
+        return "scores", "rank 2 with at least 2 columns"
+    return "float", "no rule above holds"
 
 
-def _output_infos(outputs: Mapping[str, ir.Tensor]) -> list[OutputInfo]:
+def _mask_stride(shape: Sequence[int], inputs: Sequence[ir.Tensor]) -> int | None:
+    """The stride at which an NHWC output's pixels sit on an image input's, or None."""
+    for tensor in inputs:
+        size = tensor.shape
+        if len(size) != 4:
+            continue
+        spatial = size[1:3] if size[3] <= 4 else size[2:4]
+        for stride in MASK_STRIDES:
+            fits = [
+                out in (dim // stride, -(-dim // stride))
+                for out, dim in zip(shape[1:3], spatial, strict=True)
+            ]
+            if all(fits):
+                return stride
+    return None
+
+
+def _output_infos(
+    outputs: Mapping[str, ir.Tensor], inputs: Sequence[ir.Tensor] = ()
+) -> list[OutputInfo]:
     infos = []
     for name, tensor in outputs.items():
         spec = IoSpec(name, tensor, tensor.shape)
         quant = spec.quant
+        kind, rule = output_kind_rule(tensor, inputs)
         infos.append(
             OutputInfo(
                 name,
@@ -215,10 +279,53 @@ def _output_infos(outputs: Mapping[str, ir.Tensor]) -> list[OutputInfo]:
                 tensor.shape,
                 scale=quant[0] if quant else None,
                 zero_point=quant[1] if quant else 0,
-                kind=output_kind(tensor),
+                kind=kind,
+                kind_rule=rule,
             )
         )
     return infos
+
+
+def _given_groups(
+    outputs: Sequence[OutputInfo], given: Mapping[str, tuple[ChannelGroup, ...]]
+) -> list[OutputInfo]:
+    """The user's channel groups (``--output-groups``) placed on their outputs' axes."""
+    unknown = sorted(set(given) - {o.name for o in outputs})
+    if unknown:
+        raise UsageError(
+            f"--output-groups names no output of the model: {', '.join(unknown)} (outputs: "
+            f"{', '.join(o.name for o in outputs)})"
+        )
+    return [
+        replace(o, groups=fit_groups(o.name, o.shape, given[o.name])) if o.name in given else o
+        for o in outputs
+    ]
+
+
+def _with_groups(
+    outputs: Sequence[OutputInfo],
+    reference: RunResult | None,
+    given: Mapping[str, tuple[ChannelGroup, ...]],
+) -> list[OutputInfo]:
+    """Each output's channel groups: the user's (``--output-groups``, placed already), else
+    detected from the CPU's values (:func:`tflkit.compare.groups.detect_groups`). A sequence
+    whose values split into groups is a detector's output, not logits: judged as "float"."""
+    found = []
+    for info in outputs:
+        if info.name in given:
+            groups = info.groups
+        elif info.kind in ("index", "bool") or reference is None or not reference.ok:
+            groups = ()
+        else:
+            values = [np.asarray(out[info.name]) for out in reference.outputs if info.name in out]
+            stacked = np.stack(values) if values else None
+            if stacked is not None and info.scale and stacked.dtype.kind in "iu":
+                stacked = (stacked.astype(np.float64) - info.zero_point) * info.scale
+            groups = detect_groups(stacked, info.shape) if stacked is not None else ()
+        if groups and info.kind == "sequence":
+            info = replace(info, kind="float", kind_rule="a sequence's shape, but channel groups")
+        found.append(replace(info, groups=groups) if groups else info)
+    return found
 
 
 def _repro(

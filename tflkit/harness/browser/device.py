@@ -27,7 +27,13 @@ from tflkit.harness.transport import Device, DeviceError, parse_device
 from .chromium import ADAPTERS
 from .errors import BrowserHarnessError
 
-__all__ = ["DEFAULT_ADAPTER", "BrowserDevice", "device_from_spec", "parse_browser_spec"]
+__all__ = [
+    "DEFAULT_ADAPTER",
+    "BrowserDevice",
+    "StagedBrowserDevice",
+    "device_from_spec",
+    "parse_browser_spec",
+]
 
 Progress = Callable[[str], None]
 #: ``--device browser`` alone: SwiftShader, which every Chromium has (lavapipe needs Mesa >= 25).
@@ -59,12 +65,67 @@ def device_from_spec(spec: str, **kwargs: object) -> Device:
     return parse_device(spec, **kwargs)  # type: ignore[arg-type]
 
 
-class BrowserDevice(Device):
-    """This machine's headless Chromium running LiteRT.js on one WebGPU adapter."""
+class StagedBrowserDevice(Device):
+    """What every browser device (this machine's Chromium, an adb device's browser, any browser
+    at a URL) shares: LiteRT.js's backends, and a job run staged beside its result folder."""
 
     kind = "browser"
     #: the protocol backends this device runs (``device validate``'s default for it)
     backends = BROWSER_BACKENDS
+    #: where LiteRT.js is cached (None: the default cache)
+    cache_dir: Path | None
+    #: the WebGPU adapter (``chromium.ADAPTERS``) the page asks for
+    adapter: str
+
+    def run_staged(
+        self,
+        job: Path,
+        dest: Path,
+        *,
+        timeout: float,
+        progress: Progress | None,
+        finish: Callable[[Path], None] | None = None,
+        hint: str = "",
+        **kwargs: Any,
+    ) -> DeviceResult:
+        """``run_browser_job`` into a hidden sibling of ``dest``, renamed into place when
+        complete; its errors become one :class:`DeviceError` line.
+
+        ``finish`` edits the complete result folder before it moves into place (e.g. to say
+        which browser ran the page); ``hint`` is added to the error line."""
+        from .job import run_browser_job
+
+        spec = self.spec
+        if dest.exists():
+            raise UsageError(f"{dest} already exists; refusing to overwrite it")
+        say = progress or (lambda _line: None)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-partial-"))
+        try:
+            run_browser_job(
+                job,
+                staging / "result",
+                timeout=timeout,
+                progress=lambda line: say(f"{spec}: {line.removeprefix('browser: ')}"),
+                adapter=self.adapter,
+                cache_dir=self.cache_dir,
+                **kwargs,
+            )
+            if finish is not None:
+                finish(staging / "result")
+            read_result(staging / "result")
+            (staging / "result").rename(dest)
+        except ProtocolError as exc:
+            raise DeviceError(f"{spec}: the browser harness refused the job: {exc}") from None
+        except BrowserHarnessError as exc:
+            raise DeviceError(f"{spec}: {exc}{hint}") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return read_result(dest)
+
+
+class BrowserDevice(StagedBrowserDevice):
+    """This machine's headless Chromium running LiteRT.js on one WebGPU adapter."""
 
     def __init__(
         self,
@@ -96,57 +157,10 @@ class BrowserDevice(Device):
         """Run ``job`` in Chromium; the result folder appears at ``dest`` whole or not at all."""
         from .chromium import CHROMIUM
 
-        return staged_run(
-            self.spec,
+        return self.run_staged(
             job,
             dest,
             timeout=timeout,
             progress=progress,
-            adapter=self.adapter,
-            cache_dir=self.cache_dir,
             chromium=self.chromium or CHROMIUM,
         )
-
-
-def staged_run(
-    spec: str,
-    job: Path,
-    dest: Path,
-    *,
-    timeout: float,
-    progress: Progress | None,
-    finish: Callable[[Path], None] | None = None,
-    hint: str = "",
-    **kwargs: Any,
-) -> DeviceResult:
-    """``run_browser_job`` into a hidden sibling of ``dest``, renamed into place when complete;
-    its errors become one :class:`DeviceError` line.
-
-    ``finish`` edits the complete result folder before it moves into place (e.g. to say which
-    browser ran the page); ``hint`` is added to the error line."""
-    from .job import run_browser_job
-
-    if dest.exists():
-        raise UsageError(f"{dest} already exists; refusing to overwrite it")
-    say = progress or (lambda _line: None)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-partial-"))
-    try:
-        run_browser_job(
-            job,
-            staging / "result",
-            timeout=timeout,
-            progress=lambda line: say(f"{spec}: {line.removeprefix('browser: ')}"),
-            **kwargs,
-        )
-        if finish is not None:
-            finish(staging / "result")
-        read_result(staging / "result")
-        (staging / "result").rename(dest)
-    except ProtocolError as exc:
-        raise DeviceError(f"{spec}: the browser harness refused the job: {exc}") from None
-    except BrowserHarnessError as exc:
-        raise DeviceError(f"{spec}: {exc}{hint}") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return read_result(dest)

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from tflkit.harness.protocol import (
     DeviceResult,
     JobOptions,
     ProtocolError,
+    read_document,
     read_result,
     write_job,
 )
@@ -168,10 +169,7 @@ def write_browser_job(
 
 
 def _load_job(job_dir: Path) -> dict[str, Any]:
-    try:
-        job = json.loads((job_dir / "job.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise ProtocolError(f"cannot read {job_dir / 'job.json'}: {exc}") from None
+    job = read_document(job_dir / "job.json")
     if job.get("schema") != JOB_SCHEMA:
         raise ProtocolError(
             f"job.json schema is {job.get('schema')!r}; the browser harness reads {JOB_SCHEMA}"
@@ -257,6 +255,17 @@ class _Session:
     current_start: float = 0.0
 
 
+@dataclass
+class _Backends:
+    """What the sessions of one job share: the backends still to run, each one's record and the
+    session that ran it, and what the pages said about the browser."""
+
+    pending: list[str]
+    records: dict[str, dict[str, Any]]
+    session_of: dict[str, int] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
 def run_browser_job(
     job_dir: str | os.PathLike[str],
     result_dir: str | os.PathLike[str],
@@ -316,11 +325,10 @@ def run_browser_job(
                 f"the browser harness runs {', '.join(BROWSER_BACKENDS)}; {backend} belongs to "
                 "the Linux or Android harness",
             )
-    pending = [b for b in job["backends"] if b not in records]
+    backends = _Backends([b for b in job["backends"] if b not in records], records)
+    pending = backends.pending
     work = Path(tempfile.mkdtemp(prefix="tflkit-browser-job-"))
     console = _Console()
-    facts: dict[str, Any] = {}
-    session_of: dict[str, int] = {}
     try:
         with JobServer(job_dir, job, litertjs.path, work, host=host, page_dir=page_dir) as server:
             session_id = 0
@@ -349,10 +357,7 @@ def run_browser_job(
                 _run_session(
                     server,
                     session_id,
-                    pending,
-                    records,
-                    session_of,
-                    facts,
+                    backends,
                     console,
                     adapter=adapter,
                     chromium=chromium,
@@ -367,9 +372,7 @@ def run_browser_job(
             model_bytes,
             result_dir,
             work,
-            records,
-            session_of,
-            facts,
+            backends,
             console,
             adapter=adapter,
             litertjs_version=litertjs.version,
@@ -387,10 +390,7 @@ def _unavailable(backend: str, why: str) -> dict[str, Any]:
 def _run_session(
     server: JobServer,
     session_id: int,
-    pending: list[str],
-    records: dict[str, dict[str, Any]],
-    session_of: dict[str, int],
-    facts: dict[str, Any],
+    backends: _Backends,
     console: _Console,
     *,
     adapter: str,
@@ -402,6 +402,7 @@ def _run_session(
     opener: Opener | None = None,
 ) -> None:
     """One Chromium, one page; returns when the page is done, a backend timed out or crashed."""
+    pending, records = backends.pending, backends.records
     state = _Session()
     backend_timeout = float(job.get("timeout_seconds", 300.0))
     origin = server.url.split("/", 3)[2]
@@ -416,13 +417,13 @@ def _run_session(
     else:
         launched = opener(server=server, adapter=adapter, on_console=console)
     with launched as browser:
-        facts.setdefault("chromium", browser.version)
+        backends.facts.setdefault("chromium", browser.version)
         browser.open(server.url)
         opened = time.monotonic()
         hello_seconds = float(getattr(browser, "hello_seconds", HELLO_SECONDS))
         while True:
             browser.wait(0.1)
-            _drain(server, session_id, state, pending, records, session_of, facts, say)
+            _drain(server, session_id, state, backends, say)
             now = time.monotonic()
             if state.done or not pending:
                 for backend in [b for b in pending if b in server.session["backends"]]:
@@ -478,15 +479,9 @@ def _run_session(
 
 
 def _drain(
-    server: JobServer,
-    session_id: int,
-    state: _Session,
-    pending: list[str],
-    records: dict[str, dict[str, Any]],
-    session_of: dict[str, int],
-    facts: dict[str, Any],
-    say: Progress,
+    server: JobServer, session_id: int, state: _Session, backends: _Backends, say: Progress
 ) -> None:
+    pending, records, facts = backends.pending, backends.records, backends.facts
     while not server.events.empty():
         event = server.events.get_nowait()
         if event.get("session", session_id) != session_id:
@@ -510,7 +505,7 @@ def _drain(
             name = record.get("backend")
             if name in pending:
                 records[name] = record
-                session_of[name] = session_id
+                backends.session_of[name] = session_id
                 pending.remove(name)
                 say(f"browser: {name} {record.get('status')}")
             state.current = None
@@ -681,15 +676,14 @@ def _write_result(
     model: bytes,
     result_dir: Path,
     work: Path,
-    records: dict[str, dict[str, Any]],
-    session_of: dict[str, int],
-    facts: dict[str, Any],
+    backends: _Backends,
     console: _Console,
     *,
     adapter: str,
     litertjs_version: str,
     wall: float,
 ) -> DeviceResult:
+    records, session_of, facts = backends.records, backends.session_of, backends.facts
     result_dir.mkdir(parents=True, exist_ok=True)
     ops_total = _count_ops(model)
     out: list[dict[str, Any]] = []

@@ -50,16 +50,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TextIO
 
 from tflkit.errors import UsageError
-from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult
+from tflkit.harness.protocol import DeviceResult
 from tflkit.harness.transport import COMMAND_TIMEOUT, AdbDevice, Device, DeviceError
 from tflkit.proc.worker import own_session
 
 from .chromium import ADAPTERS, COMMON_FLAGS
-from .device import staged_run
+from .device import StagedBrowserDevice
 
 __all__ = [
     "CHECK_SECONDS",
@@ -101,7 +100,7 @@ def _listening(port: int) -> bool:
 
 
 def _relabeled(browser: str) -> Callable[[Path], None]:
-    """A ``finish`` step for :func:`staged_run` that says ``browser`` ran the page."""
+    """A ``finish`` step for :meth:`StagedBrowserDevice.run_staged`: ``browser`` ran the page."""
     return lambda result: _relabel(result, browser)
 
 
@@ -135,13 +134,9 @@ def _relabel(result: Path, browser: str) -> None:
 # -- adb:SERIAL --via browser ----------------------------------------------------------------------
 
 
-class AdbBrowserDevice(Device):
+class AdbBrowserDevice(StagedBrowserDevice):
     """``adb:SERIAL --via browser``: the job runs in the device's browser, served from here
     through ``adb reverse``."""
-
-    kind = "browser"
-    #: the protocol backends this device runs (``device validate``'s default for it)
-    backends = BROWSER_BACKENDS
 
     def __init__(
         self,
@@ -177,14 +172,11 @@ class AdbBrowserDevice(Device):
         def opener(*, server: Any, adapter: str, on_console: Any) -> _AdbPage:
             return _AdbPage(self, server, adapter=adapter, android=kind == "android", say=say)
 
-        return staged_run(
-            self.spec,
+        return self.run_staged(
             job,
             dest,
             timeout=timeout,
             progress=progress,
-            adapter=self.adapter,
-            cache_dir=self.cache_dir,
             host="127.0.0.1",
             opener=opener,
             finish=_relabeled("the phone's browser") if kind == "android" else None,
@@ -240,12 +232,7 @@ class _AdbPage:
             raise
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stack.close()  # last in, first out: the browser, then the reverse forward
 
     # -- the browser -------------------------------------------------------------------------
@@ -393,11 +380,10 @@ class _AdbPage:
 # -- --device url ----------------------------------------------------------------------------------
 
 
-class UrlDevice(Device):
+class UrlDevice(StagedBrowserDevice):
     """``--device url``: print the job URL (and a QR code) and wait for any browser to run it."""
 
-    kind = "browser"
-    backends = BROWSER_BACKENDS
+    adapter = "swiftshader"  # the page asks for a core WebGPU adapter
 
     def __init__(
         self,
@@ -422,14 +408,11 @@ class UrlDevice(Device):
         def opener(*, server: Any, adapter: str, on_console: Any) -> _UrlPage:
             return _UrlPage(self, server, say=say, timeout=timeout)
 
-        return staged_run(
-            self.spec,
+        return self.run_staged(
             job,
             dest,
             timeout=timeout,
             progress=progress,
-            adapter="swiftshader",  # the page asks for a core WebGPU adapter
-            cache_dir=self.cache_dir,
             host=self.host,
             opener=opener,
             finish=_relabeled("the browser that opened the job URL"),

@@ -31,7 +31,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -133,12 +132,7 @@ class JobServer:
     def __enter__(self) -> JobServer:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- what the handler asks -----------------------------------------------------------------

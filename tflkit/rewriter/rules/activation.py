@@ -39,15 +39,26 @@ def _unary_example(op_type: str, shape: tuple[int, ...] = (1, 8), **kw) -> tuple
     return (Example(f"{op_type.lower()}_{'x'.join(map(str, shape))}", build),)
 
 
-class Relu0To1(Rule):
-    name = "relu_0_to_1"
-    summary = "RELU_0_TO_1 -> MINIMUM(MAXIMUM(x, 0), 1)"
-    fixes = ("RELU_0_TO_1",)
-    reasons = ("Not supported op",)
+class _Decomposition(Rule):
+    """An op the GPU does not implement, rebuilt from ops it does; float inputs only, and
+    whatever else :meth:`limit` says the decomposition does not cover."""
+
+    reasons = ("Operation is not supported",)
     codes = ("UNSUPPORTED_OP",)
 
     def check(self, op: Op) -> str | None:
-        return _float_only(op)
+        return _float_only(op) or self.limit(op)
+
+    def limit(self, op: Op) -> str | None:
+        """Why this decomposition does not cover ``op`` beyond its input type (None: it does)."""
+        return None
+
+
+class Relu0To1(_Decomposition):
+    name = "relu_0_to_1"
+    summary = "RELU_0_TO_1 -> MINIMUM(MAXIMUM(x, 0), 1)"
+    fixes = ("RELU_0_TO_1",)
+    reasons = ("Not supported op",)  # the accelerator's words for this op
 
     def rewrite(self, op: Op, b: OpBuilder) -> None:
         low = b.MAXIMUM(op.inputs[0], np.array(0.0, F32), name="relu_low")
@@ -81,19 +92,14 @@ class SoftmaxBeta(Rule):
         return _unary_example("SOFTMAX", (2, 10), options=options("SoftmaxOptions", beta=2.5))
 
 
-class LogSoftmax(Rule):
+class LogSoftmax(_Decomposition):
     name = "log_softmax"
     summary = "LOG_SOFTMAX -> (x - max) - LOG(SUM(EXP(x - max)))"
     fixes = ("LOG_SOFTMAX",)
-    reasons = ("Operation is not supported",)
     contract = bound(1e-5, 1e-5, "exp/log/sum rounding, same formula as the CPU kernel")
-    codes = ("UNSUPPORTED_OP",)
 
-    def check(self, op: Op) -> str | None:
-        reason = _float_only(op)
-        if reason is None and op.inputs[0].rank > 4:
-            return "rank > 4"
-        return reason
+    def limit(self, op: Op) -> str | None:
+        return "rank > 4" if op.inputs[0].rank > 4 else None
 
     def rewrite(self, op: Op, b: OpBuilder) -> None:
         x = op.inputs[0]
@@ -110,19 +116,15 @@ class LogSoftmax(Rule):
         )
 
 
-class L2Normalization(Rule):
+class L2Normalization(_Decomposition):
     name = "l2_normalization"
     summary = "L2_NORMALIZATION -> x / SQRT(MAXIMUM(SUM(x*x), 1e-6))"
     fixes = ("L2_NORMALIZATION",)
-    reasons = ("Operation is not supported",)
     contract = bound(1e-6, 1e-5, "sum-of-squares rounding")
-    codes = ("UNSUPPORTED_OP",)
 
-    def check(self, op: Op) -> str | None:
-        reason = _float_only(op)
-        if reason is None and op.options is not None and op.options.fusedActivationFunction:
-            return "fused activation"
-        return reason
+    def limit(self, op: Op) -> str | None:
+        fused = op.options is not None and op.options.fusedActivationFunction
+        return "fused activation" if fused else None
 
     def rewrite(self, op: Op, b: OpBuilder) -> None:
         x = op.inputs[0]

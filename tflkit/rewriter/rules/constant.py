@@ -7,6 +7,7 @@ model would use), so the folded constant is bit-identical to what the op produce
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Collection, Iterable
 
 import numpy as np
 
@@ -92,6 +93,41 @@ def is_empty_constant(tensor: ir.Tensor) -> bool:
     return tensor.producer is None and not tensor.is_graph_input and 0 in tensor.shape
 
 
+def _chain_back(
+    tensors: Iterable[ir.Tensor | None],
+    limit: int,
+    *,
+    known: Callable[[ir.Tensor], bool],
+    through: Callable[[ir.Tensor, Op], bool],
+    shape_only: Collection[str],
+) -> list[Op] | None:
+    """The ops (in graph order) that compute ``tensors`` from tensors whose value is ``known``,
+    walking back through producers ``through`` accepts (an op in ``shape_only`` reads only its
+    input's shape, so a static one ends the branch); None when some tensor is dynamic or
+    depends on anything else, or the chain is longer than ``limit``."""
+    chain: dict[int, Op] = {}
+    pending = [t for t in tensors if t is not None]
+    while pending:
+        tensor = pending.pop()
+        if known(tensor):
+            continue
+        producer = tensor.producer
+        if producer is None or tensor.is_dynamic or not through(tensor, producer):
+            return None
+        if id(producer) in chain:
+            continue
+        chain[id(producer)] = producer
+        if len(chain) > limit:
+            return None
+        if producer.type in shape_only:
+            source = producer.inputs[0] if producer.inputs else None
+            if source is None or source.is_dynamic:
+                return None
+            continue
+        pending.extend(t for t in producer.inputs if t is not None)
+    return sorted(chain.values(), key=lambda found: found.index)
+
+
 def constant_value(tensor: ir.Tensor, limit: int = 32) -> np.ndarray | None:
     """``tensor``'s value when it follows from constants and static shapes alone, else None.
 
@@ -100,33 +136,22 @@ def constant_value(tensor: ir.Tensor, limit: int = 32) -> np.ndarray | None:
     """
     if tensor.is_constant:
         return tensor.data
-    chain: dict[int, Op] = {}
-    pending = [tensor]
-    while pending:
-        current = pending.pop()
-        if current.is_constant or is_empty_constant(current):
-            continue
-        producer = current.producer
-        if producer is None or producer.type not in _PURE_SHAPE_OPS or current.is_dynamic:
-            return None
-        if id(producer) in chain:
-            continue
-        chain[id(producer)] = producer
-        if len(chain) > limit:
-            return None
-        if producer.type == "SHAPE":
-            if producer.inputs[0] is None or producer.inputs[0].is_dynamic:
-                return None
-            continue
-        pending.extend(t for t in producer.inputs if t is not None)
-    ops = sorted(chain.values(), key=lambda op: op.index)
-    return evaluate_chain(ops, [tensor])[0]
+    ops = _chain_back(
+        [tensor],
+        limit,
+        known=lambda t: t.is_constant or is_empty_constant(t),
+        through=lambda _t, producer: producer.type in _PURE_SHAPE_OPS,
+        shape_only=("SHAPE",),
+    )
+    return None if ops is None else evaluate_chain(ops, [tensor])[0]
 
 
 class _Fold(Rule):
-    """Replace the op by constants; needs every input constant (``_needs_values``)."""
+    """Replace the op by constants; needs every input constant (``_needs_values``). Each fixes
+    an op the GPU does not implement at all."""
 
     reasons = ("Operation is not supported",)
+    codes = ("UNSUPPORTED_OP",)
     required_inputs = ()
     num_outputs = None
     _needs_values: tuple[int, ...] | None = None  # input positions that must be constant
@@ -157,7 +182,6 @@ class FoldFill(_Fold):
     name = "fold_fill"
     summary = "FILL with constant dims and value -> a constant"
     fixes = ("FILL",)
-    codes = ("UNSUPPORTED_OP",)
     required_inputs = (0, 1)
 
     def examples(self) -> tuple[Example, ...]:
@@ -174,7 +198,6 @@ class FoldRange(_Fold):
     name = "fold_range"
     summary = "RANGE with constant start/limit/delta -> a constant"
     fixes = ("RANGE",)
-    codes = ("UNSUPPORTED_OP",)
     required_inputs = (0, 1, 2)
 
     def examples(self) -> tuple[Example, ...]:
@@ -189,13 +212,18 @@ class FoldRange(_Fold):
         )
 
 
-class FoldShape(_Fold):
+class _FoldFromShape(_Fold):
+    """An op whose output depends on its input's shape, not its values: folded once that shape
+    is static, whatever computes the input."""
+
+    required_inputs = (0,)
+    _needs_values = ()
+
+
+class FoldShape(_FoldFromShape):
     name = "fold_shape"
     summary = "SHAPE of a static-shape tensor -> a constant"
     fixes = ("SHAPE",)
-    codes = ("UNSUPPORTED_OP",)
-    required_inputs = (0,)
-    _needs_values = ()
 
     def examples(self) -> tuple[Example, ...]:
         def body(b: OpBuilder, x, y):
@@ -208,13 +236,10 @@ class FoldShape(_Fold):
         return (Example("shape_into_reshape", lambda: graph_model(inputs, body)),)
 
 
-class FoldZerosLike(_Fold):
+class FoldZerosLike(_FoldFromShape):
     name = "fold_zeros_like"
     summary = "ZEROS_LIKE of a static-shape tensor -> a constant"
     fixes = ("ZEROS_LIKE",)
-    codes = ("UNSUPPORTED_OP",)
-    required_inputs = (0,)
-    _needs_values = ()
 
     def examples(self) -> tuple[Example, ...]:
         return _fold_example(
@@ -254,7 +279,6 @@ class FoldDensify(_Fold):
     name = "fold_densify"
     summary = "DENSIFY of constant sparse weights -> the dense constant (fp16 DEQUANTIZE after it)"
     fixes = ("DENSIFY",)
-    codes = ("UNSUPPORTED_OP",)
     reasons = ("Operation is not supported", "DENSIFY")
     required_inputs = (0,)
 
@@ -409,29 +433,15 @@ def chain_to_constants(op: Op, limit: int = 32) -> list[Op] | None:
     The rewrite folds producers first, so it sees []; ``check`` on a model not yet rewritten
     (its advice) sees the chain a rewrite would fold, and evaluates it with ``op``.
     """
-    chain: dict[int, Op] = {}
-    pending = [t for t in op.inputs if t is not None]
-    while pending:
-        tensor = pending.pop()
-        if _known_value(tensor):
-            continue
-        producer = tensor.producer
-        if producer is None or tensor.is_dynamic or tensor.is_variable:
-            return None
-        if producer.type in NEVER_FOLD or producer.opcode.is_custom:
-            return None
-        if id(producer) in chain:
-            continue
-        chain[id(producer)] = producer
-        if len(chain) > limit:
-            return None
-        if producer.type in SHAPE_ONLY:
-            source = producer.inputs[0] if producer.inputs else None
-            if source is None or source.is_dynamic:
-                return None
-            continue
-        pending.extend(t for t in producer.inputs if t is not None)
-    return sorted(chain.values(), key=lambda found: found.index)
+    return _chain_back(
+        op.inputs,
+        limit,
+        known=_known_value,
+        through=lambda tensor, producer: (
+            not (tensor.is_variable or producer.type in NEVER_FOLD or producer.opcode.is_custom)
+        ),
+        shape_only=SHAPE_ONLY,
+    )
 
 
 class FoldConstants(Rule):
