@@ -99,10 +99,10 @@ def _plant(fault: str, model: Path, work: Path) -> tuple[Path | None, list[str]]
     return planted, ["-r", "cpu", "--reference", str(model), "--localize-on", "reference"]
 
 
-def _run_script(directory: Path) -> dict[str, Any]:
+def _run_script(directory: Path, script: str = "repro.py") -> dict[str, Any]:
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "repro.py"],
+        [sys.executable, script],
         cwd=directory,
         env=_env(tflkit_path=False),
         capture_output=True,
@@ -111,12 +111,22 @@ def _run_script(directory: Path) -> dict[str, Any]:
         check=False,
     )
     lines = [s for s in done.stdout.splitlines() if s.startswith(("REPRODUCED", "not repro"))]
+    worst = [s.split("worst element ", 1)[1] for s in done.stdout.splitlines() if "worst" in s]
     return {
         "script_code": done.returncode,
         "reproduced": done.returncode == 1 and "REPRODUCED" in done.stdout,
         "script_line": lines[-1][:200] if lines else done.stderr.strip()[-200:],
+        "worst": worst[0] if worst else None,
         "script_seconds": round(time.perf_counter() - start, 2),
     }
+
+
+def _run_fp32(directory: Path) -> dict[str, Any]:
+    """The same script with ``enforce_f32=True``: does the fault need fp16?"""
+    text = (directory / "repro.py").read_text()
+    (directory / "repro_fp32.py").write_text(text.replace("enforce_f32=False", "enforce_f32=True"))
+    got = _run_script(directory, "repro_fp32.py")
+    return {"fp32_reproduced": got["reproduced"], "fp32_worst": got["worst"]}
 
 
 def run_case(model: Path, args: list[str], work: Path) -> dict[str, Any]:
@@ -149,6 +159,8 @@ def run_case(model: Path, args: list[str], work: Path) -> dict[str, Any]:
         chunk = ir.load((out / "model.tflite").read_bytes())
         entry["repro_ops"] = [op.type for op in chunk.main.ops]
         entry.update(_run_script(out))
+        if "enforce_f32=False" in (out / "repro.py").read_text():
+            entry.update(_run_fp32(out))
     return entry
 
 
@@ -212,9 +224,10 @@ def _row(e: dict[str, Any]) -> str:
     end = re.search(r"ending at op (#\d+ \S+?);", e.get("note") or "")
     if end and not e["culprit"]:  # grown back from the first op wrong in the model's run
         culprit += f"; first wrong in the model's run: {end.group(1)}"
+    fp32 = {True: "yes", False: "no", None: "—"}[e.get("fp32_reproduced")]
     return (
         f"| {e['fault']} | {e['model']} | {failing} | {e['localized_on']} | "
-        f"{culprit} | {count} | {reproduced} | {seconds:.0f} |"
+        f"{culprit} | {count} | {reproduced} | {fp32} | {seconds:.0f} |"
     )
 
 
@@ -233,7 +246,11 @@ def render(runs: Path, out: Path) -> None:
         "Written by `PYTHONPATH=. python bench/repro_faults.py` (the cases are described in its "
         "docstring). Each case: `tflkit validate MODEL -n 2 --localize --repro DIR --json`, then "
         "`python repro.py` in DIR in a fresh process without tflkit on the path; *reproduced* = "
-        "it exits 1 with a line `REPRODUCED`. Software GPU (Mesa lavapipe), fp16.",
+        "it exits 1 with a line `REPRODUCED`. Software GPU (Mesa lavapipe), fp16. Faults "
+        "planted in "
+        + ", ".join(sorted({e["model"] for e in entries if e["kind"] == "planted"}))
+        + " (`--model` plants them in others; `bench/validate_faults.py` plants them in every "
+        "model and checks the localization).",
         "",
         f"{len(ran)} faults: {len(gpu)} localized on a GPU or the fp16 emulation, "
         f"{len(written)} repros written, **{len(reproduced)} of them reproduced** in a fresh "
@@ -242,11 +259,13 @@ def render(runs: Path, out: Path) -> None:
         "`zero-point`: the model against the one it replaces, both on the CPU) get no repro by "
         "design, and say so in one line: the script shows CPU vs GPU on one model, and these "
         "are differences between two models with no GPU in them, for which the localization "
-        "already names the op. *s*: validate with localization and repro, plus the script.",
+        "already names the op. *also in fp32*: the script run again with `enforce_f32=True` "
+        "(no: the fault needs fp16; yes: the GPU is wrong whatever the precision). *s*: "
+        "validate with localization and repro, plus the script.",
         "",
         "| fault | model | failing pairs | localized on | top culprit (op alone) | repro ops | "
-        "reproduced | s |",
-        "|---|---|---|---|---|---|---|---|",
+        "reproduced | also in fp32 | s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [_row(e) for e in ran]
     silent = [e for e in ran if not e["written"]]
@@ -258,8 +277,17 @@ def render(runs: Path, out: Path) -> None:
         lines += ["", "Written but not reproduced by the script:", ""]
         lines += [f"- {e['fault']}, {e['model']}: {e['script_line']}" for e in failed]
     if written:
-        lines += ["", "The scripts' verdict lines:", ""]
-        lines += [f"- {e['fault']}, {e['model']}: `{e['script_line'][:160]}`" for e in written]
+        lines += [
+            "",
+            "The worst element each script prints (fp16; in fp32: the same script with "
+            "`enforce_f32=True`, the column *also in fp32*):",
+            "",
+        ]
+        lines += [
+            f"- {e['fault']}, {e['model']}: {e.get('worst') or e['script_line'][:160]}"
+            + (f"; fp32: {e['fp32_worst']}" if e.get("fp32_worst") else "")
+            for e in written
+        ]
     skipped = [e for e in entries if "skipped" in e]
     if skipped:
         lines += [

@@ -332,6 +332,7 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
         )
     done = sum(1 for m in models if runs.get(m, "validate") is not None)
     probed = sum(1 for m in models if runs.get(m, "probe") is not None)
+    spent = sum(e["seconds"] for m in models for c in COMMANDS if (e := runs.get(m, c)))
     checkouts = sorted({e.get("ran_on", e["commit"]) for e in runs.done.values()})
     model_rate = f"{100 * model_votes[0] / model_votes[1]:.1f}%" if model_votes[1] else "n/a"
     op_rate = f"{100 * ops[0] / ops[1]:.2f}%" if ops[1] else "n/a"
@@ -342,7 +343,7 @@ def render(models: list[Model], runs: Runs, seconds: float) -> str:
         + ", ".join(f"`{c}`" for c in checkouts)
         + " (`+dirty`: with the other work in progress in the checkout) "
         f"({probed} of {len(models)} models probed, {done} through every command; "
-        f"{seconds / 60:.0f} min in this run). Software "
+        f"{spent / 60:.0f} min of command runs, {seconds / 60:.0f} in this run). Software "
         "GPU (Mesa lavapipe); `validate` with `-n 2 --timeout 120` (per runner). The corpus: the "
         "generated models (`tests/corpus/generate.py`) and the world's models "
         "(`tests/corpus/README.md`).",

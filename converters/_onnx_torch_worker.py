@@ -19,6 +19,7 @@ import inspect
 import json
 import operator
 import os
+import re
 import sys
 import time
 import types
@@ -178,12 +179,23 @@ def _add_converters(onnx2torch):
 def standard_equivalents(model):
     """Rewrite, in ``model``, ops onnx2torch converts only in part into standard ONNX ops that
     compute the same: Clip with a min/max computed in the graph -> Max/Min (onnx2torch takes
-    Clip's bounds as constants only). Returns how many nodes were rewritten."""
+    Clip's bounds as constants only); Pad-2's ``value`` also as ``constant_value`` (the
+    attribute onnx2torch 1.5.15 reads: it padded with 0 instead). Returns how many nodes
+    were rewritten."""
     import onnx
 
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    count = 0
+    for node in model.graph.node:  # onnx2torch's Pad-2 reads "constant_value", not "value"
+        names = {a.name for a in node.attribute}
+        if node.op_type == "Pad" and opset < 11 and "value" in names:
+            value = next(a.f for a in node.attribute if a.name == "value")
+            if "constant_value" not in names:
+                node.attribute.append(onnx.helper.make_attribute("constant_value", value))
+                count += 1
     constant = {i.name for i in model.graph.initializer}
     constant |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
-    nodes, count = [], 0
+    nodes = []
     for node in model.graph.node:
         bounds = list(node.input[1:3])
         if node.op_type != "Clip" or all(not b or b in constant for b in bounds):
@@ -296,6 +308,32 @@ def unsupported_ops(model, get_converter):
     return [(*key, count) for key, count in found.items()]
 
 
+#: The opset old models are raised to when onnx2torch has no converter at theirs.
+_UPGRADE_OPSET = 13
+
+
+def _default_opset(model):
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def _upgraded(model, get_converter):
+    """``model`` raised to opset 13 with ``onnx.version_converter`` when that leaves no op
+    onnx2torch lacks (it registers most ops from opset 7-11 on, old exports use opset 6);
+    None otherwise."""
+    import onnx
+    from onnx import version_converter
+
+    opset = _default_opset(model)
+    if opset is None or opset >= _UPGRADE_OPSET:
+        return None
+    try:
+        upgraded = version_converter.convert_version(model, _UPGRADE_OPSET)
+        onnx.checker.check_model(upgraded)
+    except Exception:
+        return None
+    return None if unsupported_ops(upgraded, get_converter) else upgraded
+
+
 def _unsupported_message(missing, converter):
     names = []
     for domain, op_type, opset, count in missing:
@@ -383,7 +421,6 @@ _RESIZE_MODES = {
     ("linear", 3): "trilinear",
     ("cubic", 2): "bicubic",
 }
-_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate"}
 
 
 def _flip_slice(x, dims, index):
@@ -582,7 +619,11 @@ def freeze_shapes(gm, samples):
                 if args and hasattr(next(iter(args.values())), "op"):
                     plan = _plan(type(module).__name__, module, args, const_value, shape_of)
             if plan is None:
-                values[n] = super().run_node(n)
+                try:
+                    values[n] = super().run_node(n)
+                except NotImplementedError as exc:
+                    exc.node = n  # named in the message
+                    raise
             else:
                 fn, args, kwargs = plan
                 plans[n] = plan
@@ -627,11 +668,55 @@ def freeze_shapes(gm, samples):
 # -- conversion ---------------------------------------------------------------------------------
 
 
+def _contiguous(module):
+    """Give every weight its own contiguous storage: onnx2torch keeps Gemm's transposed
+    weights (``transB=0``) as strided views, and litert-torch 0.10 then wrote one Linear's
+    weights for another of the same shape in some runs (speechmos DNSMOS P.808: 0.16 off)."""
+    for tensor in [*module.parameters(), *module.buffers()]:
+        if not tensor.is_contiguous():
+            tensor.data = tensor.data.contiguous()
+
+
 def _op_types(model):
     counts = {}
     for node in _nodes(model.graph):
         counts[node.op_type] = counts.get(node.op_type, 0) + 1
     return counts
+
+
+def _refusing_node(model, get_converter):
+    """``"OpType node: "`` for the first node whose onnx2torch converter raises
+    NotImplementedError (onnx2torch's message does not say which), or ``""``."""
+    from onnx2torch.onnx_graph import OnnxGraph
+    from onnx2torch.utils.safe_shape_inference import safe_shape_inference
+
+    opsets = {o.domain: o.version for o in model.opset_import}
+    try:
+        graph = OnnxGraph(safe_shape_inference(model).graph)
+        for node in graph.nodes.values():
+            convert = get_converter(
+                operation_type=node.operation_type,
+                version=opsets[node.domain],
+                domain=node.domain,
+            )
+            try:
+                convert(node, graph)
+            except NotImplementedError:
+                return f"{node.operation_type} {node.unique_name}: "
+    except Exception:
+        return ""
+    return ""
+
+
+def _describe(gm, model, node):
+    """``"OpType name: "`` of the ONNX node behind fx ``node`` (or ``""``)."""
+    if node is None or node.op != "call_module":
+        return ""
+    module = gm.get_submodule(node.target)
+    outputs = getattr(getattr(module, "onnx_mapping", None), "outputs", ())
+    producer = {o: n.op_type for n in model.graph.node for o in n.output}
+    op = producer.get(outputs[0]) if outputs else None
+    return f"{op} {node.target}: " if op else f"{node.target}: "
 
 
 def _remaining(gm, model):
@@ -671,6 +756,12 @@ def convert(job, state):
     _add_converters(onnx2torch)
     model = onnx.load(job["source"])
     state["ops"] = _op_types(model)
+    missing = unsupported_ops(model, get_converter)
+    if missing:
+        upgraded = _upgraded(model, get_converter)
+        if upgraded is not None:
+            model, before = upgraded, _default_opset(model)
+            state["opset_upgrade"] = [before, _default_opset(upgraded)]
     state["rewritten_onnx"] = standard_equivalents(model)
     missing = unsupported_ops(model, get_converter)
     if missing:
@@ -684,19 +775,20 @@ def convert(job, state):
             warnings.simplefilter("always")
             gm = onnx2torch.convert(model, attach_onnx_mapping=True)
     except NotImplementedError as exc:  # a converter that refuses an attribute or a mode
-        raise Unsupported(f"{state['converter']}: {str(exc).strip()}") from None
+        where = _refusing_node(model, get_converter)
+        raise Unsupported(f"{where}{state['converter']}: {str(exc).strip()}") from None
     # onnx2torch converts some Resize modes approximately and says so only in a warning
     state["warnings"] = sorted({str(w.message) for w in caught if "onnx2torch" in w.filename})
     gm.eval()
+    _contiguous(gm)
     state["stage"] = "freeze"
     try:
         gm, state["rewritten"] = freeze_shapes(gm, samples)
     except NotImplementedError as exc:  # onnx2torch modules refuse some operands when run
-        raise Unsupported(f"{state['converter']}: {str(exc).strip()}") from None
+        where = _describe(gm, model, getattr(exc, "node", None))
+        raise Unsupported(f"{where}{state['converter']}: {exc}") from None
     state["stage"] = "litert-torch"
     try:
-        # not under torch.no_grad(): litert-torch 0.10 then wrote a wrong model for speechmos's
-        # DNSMOS P.808 (0.16 off ONNX Runtime on outputs ~2; right with grad mode on)
         edge = litert_torch.convert(gm, tuple(samples))
     except Exception as exc:
         if "data-dependent" in str(exc) or "DataDependent" in type(exc).__name__:
@@ -706,16 +798,43 @@ def convert(job, state):
                 + (f" in {', '.join(left)}" if left else "")
                 + ": those ops compute their shape from a tensor this route could not freeze"
             ) from None
+        explained = _litert_reason(exc, state["converter"])
+        if explained:
+            raise Unsupported(explained) from None
         raise
     edge.export(str(Path(job["workdir"]) / "model.tflite"))
     state["convert_seconds"] = time.perf_counter() - start
     state["stage"] = "convert"
 
 
+_SELECT_OPS = re.compile(r"TF Select ops: ([^\n]+)")
+_ILLEGAL_OP = re.compile(r"failed to legalize operation '([^']+)'")
+_SOURCE_PATH = re.compile(r"(?:[\w.-]*/)+[\w.-]+\.py(?::\d+)*:?\s*")
+
+
+def _litert_reason(exc, converter):
+    """One line for litert-torch failures that mean "no TFLite op for this" (None otherwise)."""
+    text = str(exc)
+    found = _SELECT_OPS.search(text)
+    if found:
+        return (
+            f"{found.group(1).strip()}: no TFLite builtin op computes it here ({converter} would "
+            "need TF Select ops, which the GPU delegate never runs); export the model without it"
+        )
+    found = _ILLEGAL_OP.search(text)
+    if found:
+        return (
+            f"{converter} cannot lower {found.group(1)} to a TFLite op (e.g. a transposed or "
+            "3-D grouped convolution of a form TFLite lacks); export the model without it"
+        )
+    return None
+
+
 def _one_line(exc):
+    """The error's first line, without source paths (MLIR locations name torch's files)."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    text = lines[0] if lines else "no message"
-    return f"{type(exc).__name__}: {text}"[:500]
+    text = " ".join(lines[:2]) if lines and lines[0].endswith(":") else (lines or [""])[0]
+    return f"{type(exc).__name__}: {_SOURCE_PATH.sub('', text) or 'no message'}"[:500]
 
 
 def main():

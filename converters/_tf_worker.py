@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tflkit.delegates.reference_io import Port, convert
+from tflkit.delegates.reference_io import real_values
 from tflkit.errors import UsageError
 from tflkit.proc.result_file import RESULT_FILE, write_result
 
@@ -234,34 +234,6 @@ def _conversion_failure(text: str) -> dict[str, Any]:
     }
 
 
-#: float32 real values: what quantized inputs become for the float source, and the quantized
-#: outputs for the CPU check
-REAL = Port("", np.dtype(np.float32), ())
-
-
-def _cpu_check(
-    data: bytes,
-    feeds: list[dict[str, np.ndarray]],
-    refs: list[dict[str, Any]],
-    out_quant: dict[str, tuple[float, int]],
-) -> dict:
-    """Max |tflite CPU - framework| per output on the reference inputs (CPU Interpreter);
-    quantized outputs (``out_quant``: scale, zero point) in their real values."""
-    from tflkit.delegates.litert_cpu import LiteRTCpuRunner
-
-    runner = LiteRTCpuRunner(data)
-    runner.activate()
-    worst: dict[str, float] = {}
-    for got, ref in zip(runner.infer(feeds).outputs, refs, strict=True):
-        for name, value in got.items():
-            value = np.asarray(value)
-            if name in out_quant:
-                value = convert(value, Port(name, value.dtype, value.shape, out_quant[name]), REAL)
-            diff = np.abs(np.asarray(value, np.float64) - np.asarray(ref[name], np.float64))
-            worst[name] = max(worst.get(name, 0.0), float(diff.max()) if diff.size else 0.0)
-    return worst
-
-
 def _tflite_input_types(inputs: list[dict[str, Any]], tensors: dict[str, Any]) -> None:
     """Each input's dtype as the ``.tflite`` takes it (int8 under ``--int8-io``, with its scale
     and zero point), the source's kept as ``source_dtype`` where they differ; by name, else by
@@ -354,11 +326,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         quant = {spec.name: spec.quant for spec in sets.specs if spec.quant is not None}
         refs = []
         for feed in sets.feeds:
-            real = {
-                k: v if k not in quant else convert(v, Port(k, v.dtype, v.shape, quant[k]), REAL)
-                for k, v in feed.items()
-            }
-            out = ref({k: tf.constant(v) for k, v in real.items()})
+            out = ref({k: tf.constant(v) for k, v in real_values(feed, quant).items()})
             refs.append(
                 {
                     k: np.asarray(v, dtype=np.float32)
@@ -382,7 +350,9 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
             out_quant = {
                 n: q for n, t in outputs.items() if (q := IoSpec(n, t, t.shape).quant) is not None
             }
-            state["cpu_vs_reference_max_abs"] = _cpu_check(data, sets.feeds, refs, out_quant)
+            from .foreign import cpu_vs_reference
+
+            state["cpu_vs_reference_max_abs"] = cpu_vs_reference(data, sets.feeds, refs, out_quant)
         state["stage"] = "done"
     except UsageError as exc:
         state.update(error=str(exc), error_kind="usage")

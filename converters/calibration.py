@@ -77,10 +77,14 @@ def _from_images(
     folder: Path, specs: Sequence[InputSpec], value_range: tuple[float, float]
 ) -> Iterator[dict[str, np.ndarray]]:
     if len(specs) != 1:
-        raise UsageError("an image folder needs a model with one NHWC image input")
+        raise UsageError("an image folder needs a model with one image input")
     spec = specs[0]
     low, high = value_range
-    for unit in image_batches(folder, spec.shape):
+    shape = spec.shape
+    # channels first (PyTorch's and ONNX's layout, kept by litert-torch): read NHWC, move them
+    first = len(shape) == 4 and shape[1] in (1, 3) and shape[-1] not in (1, 3)
+    for unit in image_batches(folder, (shape[0], *shape[2:], shape[1]) if first else shape):
+        unit = np.moveaxis(unit, -1, 1) if first else unit
         yield {spec.name: (low + unit * (high - low)).astype(spec.dtype)}
 
 

@@ -129,18 +129,23 @@ def _step(
     return outcome.state
 
 
-def _cpu_vs_reference(
-    data: bytes, feeds: list[dict[str, np.ndarray]], refs: list[dict[str, np.ndarray]]
+def cpu_vs_reference(
+    data: bytes,
+    feeds: list[dict[str, np.ndarray]],
+    refs: list[dict[str, np.ndarray]],
+    out_quant: dict[str, tuple[float, int]],
 ) -> dict[str, float]:
-    """Max |.tflite on the CPU - source framework| per output over the reference sets."""
+    """Max |.tflite on the CPU - source framework| per output over the reference sets; quantized
+    outputs (``out_quant``: scale, zero point) in the real values they stand for."""
     from tflkit.delegates.litert_cpu import LiteRTCpuRunner
+    from tflkit.delegates.reference_io import real_values
 
     runner = LiteRTCpuRunner(data)
     with _native_stderr_silenced():  # LiteRT logs "Created TensorFlow Lite XNNPACK delegate"
         runner.activate()
     worst: dict[str, float] = {}
     for got, ref in zip(runner.infer(feeds).outputs, refs, strict=True):
-        for name, value in got.items():
+        for name, value in real_values(got, out_quant).items():
             diff = np.abs(np.asarray(value, np.float64) - np.asarray(ref[name], np.float64))
             worst[name] = max(worst.get(name, 0.0), float(diff.max()) if diff.size else 0.0)
     return worst
@@ -297,8 +302,9 @@ def convert_foreign(
     report: ConvertReport,
 ) -> ConvertReport:
     """Convert ``source`` through ``route`` and write ``output``, its provenance and bundle."""
+    from tflkit.delegates.reference_io import real_values
     from tflkit.delegates.tf_reference import match_outputs, save_bundle
-    from tflkit.ir.entry import entry_point
+    from tflkit.ir.entry import IoSpec, entry_point
     from tflkit.validation.inputs import make_input_sets
 
     _refuse_options(route, options)
@@ -325,7 +331,10 @@ def convert_foreign(
         sets = make_input_sets(
             model, count=options.reference_sets, seed=options.seed, kind="realistic"
         )
-        arrays = {f"s{k}_in_{i}": f[n] for k, f in enumerate(sets.feeds) for i, n in enumerate(ins)}
+        # --int8-io: the source gets the real values the int8 inputs stand for
+        quant = {spec.name: spec.quant for spec in sets.specs if spec.quant is not None}
+        real = [real_values(feed, quant) for feed in sets.feeds]
+        arrays = {f"s{k}_in_{i}": f[n] for k, f in enumerate(real) for i, n in enumerate(ins)}
         np.savez(
             work / "feeds.npz",
             sets=np.array(len(sets.feeds)),
@@ -361,6 +370,7 @@ def convert_foreign(
         report.inputs = _with_source_shapes(sets.specs, state.get("inputs", []))
         report.outputs = list(outs)
         report.convert_seconds = state.get("convert_seconds")
-        report.cpu_vs_reference_max_abs = _cpu_vs_reference(data, sets.feeds, refs)
+        out_quant = {n: q for n, t in outs.items() if (q := IoSpec(n, t, t.shape).quant)}
+        report.cpu_vs_reference_max_abs = cpu_vs_reference(data, sets.feeds, refs, out_quant)
         finalize(data, report, output, bundle_tmp=work / "reference.npz")
     return report

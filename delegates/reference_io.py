@@ -16,14 +16,14 @@ beside the model's:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .base import Feed, Runner, RunResult
 
-__all__ = ["Port", "ReferenceIo", "convert", "match_ports"]
+__all__ = ["Port", "ReferenceIo", "convert", "match_ports", "real_values"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,21 @@ def convert(value: np.ndarray, source: Port, target: Port) -> np.ndarray:
     if target.dtype.kind == "f" or real.dtype.kind == target.dtype.kind:
         return np.asarray(real).astype(target.dtype)
     return value.astype(target.dtype)
+
+
+def real_values(
+    arrays: Mapping[str, np.ndarray], quant: Mapping[str, tuple[float, int]]
+) -> dict[str, np.ndarray]:
+    """``arrays`` with those named in ``quant`` (scale, zero point) as the float32 real values
+    they stand for: what a float source is fed for an int8 input, and an int8 output compared
+    with a float source."""
+    real = Port("", np.dtype(np.float32), ())
+    return {
+        name: convert(v, Port(name, np.asarray(v).dtype, np.shape(v), quant[name]), real)
+        if name in quant
+        else v
+        for name, v in arrays.items()
+    }
 
 
 def _compatible(a: tuple[int, ...], b: tuple[int, ...]) -> bool:

@@ -68,6 +68,14 @@ MODELS = {
         "openwakeword/resources/models/melspectrogram.onnx",
         input_shapes={"input": [1, 1280]},
     ),
+    # openWakeWord's speech embedding CNN (tf2onnx from Keras, dynamic batch): its input
+    # [?, 76, 32, 1] is channels-last already, which onnx2tf takes for channels-first and
+    # permutes (1x32x1x76 in the .tflite); every op on the GPU as converted.
+    "oww_embedding_nhwc": OnnxModel(
+        "openwakeword==0.4.0",
+        "2c353f49a35d384507403efde3db439353d8281a52d08a0e42a5b493e5145075",
+        "openwakeword/resources/models/embedding_model.onnx",
+    ),
     # A ConvTranspose2d exported from PyTorch, shipped in onnx 1.19.1's backend test data
     # (Apache-2.0; the wheel is the CPython 3.11 manylinux one).
     "torch_convtranspose": OnnxModel(
@@ -436,3 +444,52 @@ def test_python_without_the_converter_is_one_line(tmp_path):
     message = str(caught.value)
     assert "needs torch in" in message and "--python" in message
     assert "tflkit converters install torch" in message and "\n" not in message
+
+
+def _photos(folder: Path, count: int = 8) -> Path:
+    """scikit-image's sample photographs as PNG files: calibration data of real scenes."""
+    from PIL import Image
+    from skimage import data
+
+    folder.mkdir()
+    names = ["astronaut", "chelsea", "coffee", "rocket", "camera", "coins", "hubble_deep_field"]
+    for name in names[:count]:
+        pixels = getattr(data, name)()
+        pixels = np.stack([pixels] * 3, -1) if pixels.ndim == 2 else pixels[..., :3]
+        Image.fromarray(pixels).save(folder / f"{name}.png")
+    return folder
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("source", ["onnx", "torch", "onnx --int8-io"])
+def test_full_int8_from_onnx_and_pytorch(source, torch_programs, gpu, tmp_path):
+    """``--quantize int8`` of an ONNX model (onnx2tf) and of a PyTorch program (litert-torch):
+    ai-edge-quantizer calibrates on photographs; the model keeps float32 I/O (QUANTIZE and
+    DEQUANTIZE at the edges; int8 with ``--int8-io``, the source fed the real values), runs
+    wholly on the GPU and validates against the float source within the int8 contract on the
+    CPU and on the GPU."""
+    from tflkit import ir
+    from tflkit.converters.base import ConvertOptions
+    from tflkit.converters.pipeline import convert_gpu_ready
+
+    model = (
+        Path(__file__).parents[1] / "tflkit" / "examples" / "tiny_classifier.onnx"
+        if source.startswith("onnx")
+        else torch_programs / "cnn.pt2"
+    )
+    output = tmp_path / "int8.tflite"
+    int8_io = source.endswith("--int8-io")
+    photos = _photos(tmp_path / "photos")
+    options = ConvertOptions(quantize="int8", representative=photos, int8_io=int8_io)
+    report = convert_gpu_ready(model, output, options)
+    assert any(
+        n.startswith("quantized by ai-edge-quantizer 0.10.0 (static_wi8_ai8)") for n in report.notes
+    )
+    assert report.verdict == "gpu-ready", (report.still_on_cpu, report.stages)
+    assert [i["dtype"] for i in report.inputs] == ["int8" if int8_io else "float32"]
+    converted = ir.load(output)
+    weights = [t for op in converted.main.ops for t in op.inputs if t is not None and t.is_constant]
+    assert any(t.dtype == np.int8 for t in weights), "no int8 weights"
+    pairs = report.stage("validate").details["pairs"]
+    assert {"cpu:reference", "gpu-fp16:reference", "gpu-fp32:reference"} <= set(pairs)
+    assert all(v["verdict"] == "pass" for outs in pairs.values() for v in outs.values())

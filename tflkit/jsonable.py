@@ -44,7 +44,8 @@ _EXACT_LEAVES = frozenset({str, int, bool, type(None)})
 
 @functools.cache
 def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))
+    """The fields that go to JSON: all but those declared with ``metadata={"json": False}``."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("json", True))
 
 
 @functools.cache

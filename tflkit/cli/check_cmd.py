@@ -51,7 +51,6 @@ def check(
             help="Also run it in LiteRT.js (WebGPU) in headless Chromium on this adapter "
             "(swiftshader or lavapipe) and say which ops it leaves to the CPU, and where that "
             "differs from the native accelerator (with --probe).",
-            show_default=False,
         ),
     ] = None,
     repro: Annotated[
@@ -61,7 +60,6 @@ def check(
             help="When the probe pins a crash on an op (implies --probe): write that op alone "
             "(else the ops up to it) and repro.py, which compiles it on the GPU and dies the "
             "same way, with README.md, to this directory.",
-            show_default=False,
         ),
     ] = None,
 ) -> None:

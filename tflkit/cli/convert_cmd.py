@@ -24,7 +24,6 @@ def convert(
         Path,
         typer.Argument(
             help="Keras file (.keras/.h5), SavedModel dir, ONNX (.onnx) or PyTorch program (.pt2).",
-            show_default=False,
         ),
     ],
     output: Annotated[
@@ -33,7 +32,6 @@ def convert(
             "-o",
             "--output",
             help="The .tflite to write (default: MODEL.tflite).",
-            show_default=False,
         ),
     ] = None,
     gpu_ready: Annotated[
@@ -78,7 +76,6 @@ def convert(
         typer.Option(
             "--representative",
             help=".npz of input arrays or an image folder (int8).",
-            show_default=False,
         ),
     ] = None,
     calibration_steps: Annotated[
@@ -110,7 +107,6 @@ def convert(
             "--python",
             help="Interpreter of your own venv holding onnx2tf or litert-torch (default: the "
             "environment tflkit builds on first use; see 'tflkit converters').",
-            show_default=False,
         ),
     ] = None,
     unsafe_deserialization: Annotated[

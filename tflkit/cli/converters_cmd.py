@@ -31,7 +31,6 @@ def install(
         typer.Option(
             "--base-python",
             help="Interpreter to base the venv on (default: this Python, else python3.N on PATH).",
-            show_default=False,
         ),
     ] = None,
 ) -> None:

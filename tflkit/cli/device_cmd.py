@@ -52,7 +52,6 @@ ViaOption = Annotated[
         "from here through adb reverse), 'app' in the native harness (the tflkit app on Android, "
         "the Linux harness on Linux). Default: the native harness, or the browser on an Android "
         "phone without the tflkit app.",
-        show_default=False,
     ),
 ]
 HostOption = Annotated[
@@ -62,7 +61,6 @@ HostOption = Annotated[
         help="--device url: the interface the job is served on (default 127.0.0.1: this machine "
         "only, or through adb reverse / ssh -R); 0.0.0.0 makes the model reachable on the network "
         "while the job runs.",
-        show_default=False,
     ),
 ]
 
@@ -220,7 +218,6 @@ def run(
             "--output",
             "-o",
             help="Result folder (several devices: one sub-folder each). Default: JOB.result.",
-            show_default=False,
         ),
     ] = None,
     identity: IdentityOption = None,
@@ -318,7 +315,6 @@ def setup(
         str,
         typer.Argument(
             help="adb:SERIAL, ssh:USER@HOST[:PORT] or a name from devices.toml (a Linux device).",
-            show_default=False,
         ),
     ],
     device_python: Annotated[
@@ -326,7 +322,6 @@ def setup(
         typer.Option(
             "--device-python",
             help="The device's Python that builds the venv (default: python3).",
-            show_default=False,
         ),
     ] = None,
     workdir: Annotated[
@@ -334,7 +329,6 @@ def setup(
         typer.Option(
             "--workdir",
             help="Folder on the device for the venv (DIR/venv; default ~/.local/share/tflkit).",
-            show_default=False,
         ),
     ] = None,
     identity: IdentityOption = None,

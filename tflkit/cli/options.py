@@ -3,7 +3,8 @@
 A command gives the default at its parameter (``inputs: InputsOption = None``). An option that
 means something else in another command (``--timeout`` of ``check`` bounds the probe, of
 ``device run`` the whole job; ``--probe`` of ``rewrite`` probes before and after) is declared by
-that command.
+that command. A command turns its arguments into its options dataclass with :func:`options_from`,
+which parses the shared ``--input-shape`` and ``--tolerance`` the one way.
 """
 
 from __future__ import annotations
@@ -54,7 +55,6 @@ InputShapeOption = Annotated[
         "--input-shape",
         help="Fix a dynamic input: NAME=D1,D2,... by signature or tensor name (repeatable).",
         metavar="NAME=D1,D2",
-        show_default=False,
     ),
 ]
 
@@ -65,7 +65,6 @@ InputsOption = Annotated[
     typer.Option(
         "--inputs",
         help=".npy / .npz (N sets on a leading axis) or a folder of images.",
-        show_default=False,
     ),
 ]
 NumInputsOption = Annotated[int, typer.Option("--num-inputs", "-n", help="Generated input sets.")]
@@ -85,7 +84,6 @@ ReferenceOption = Annotated[
         "--reference",
         help="Keras file, SavedModel dir, reference bundle (.npz) or the .tflite this model "
         "replaces.",
-        show_default=False,
     ),
 ]
 ToleranceOption = Annotated[
@@ -163,7 +161,6 @@ DevicePythonOption = Annotated[
         "--device-python",
         help="Python on Linux devices, with numpy and ai-edge-litert (default: python3; "
         "local: this one).",
-        show_default=False,
     ),
 ]
 BackendOption = Annotated[

@@ -168,7 +168,6 @@ def check(
             "--latency-budget",
             help="Fail when slower than this x the recorded median "
             "on the same device (1.2 = 20% slower).",
-            show_default=False,
         ),
     ] = None,
     delegate: DelegateOption = None,

@@ -107,7 +107,6 @@ def validate(
         typer.Option(
             "--save-reference",
             help="Write the inputs and reference outputs to this .npz.",
-            show_default=False,
         ),
     ] = None,
     delegate: DelegateOption = None,
@@ -133,7 +132,6 @@ def validate(
         typer.Option(
             "--localize-on",
             help="Runner to localize: gpu-fp16, gpu-fp32, cpu-fp16 or reference.",
-            show_default=False,
         ),
     ] = None,
     input_kind: InputKindOption = "realistic",
@@ -160,7 +158,6 @@ def validate(
         typer.Option(
             "--model-explorer",
             help="Write Model Explorer node data (per-op error).",
-            show_default=False,
         ),
     ] = None,
     repro: Annotated[
@@ -170,7 +167,6 @@ def validate(
             help="With the divergence localized (implies --localize): write the smallest model "
             "that still shows it on the GPU to this directory, with inputs.npz, repro.py (only "
             "ai-edge-litert and numpy; exit 1 and REPRODUCED when the bug shows) and README.md.",
-            show_default=False,
         ),
     ] = None,
     browser_adapter: Annotated[

@@ -158,9 +158,10 @@ def render_terminal(report: ValidateReport, console: Console) -> None:
             if o.steps is not None and o.bound_steps is not None:
                 max_abs += f" ({fmt(o.steps)} steps)"
                 bound += f" ({fmt(o.bound_steps)} steps)"
+            kind = o.kind + (f", {len(o.groups)} groups" if o.groups else "")
             table.add_row(
                 o.name,
-                o.kind,
+                kind,
                 verdict,
                 max_abs,
                 bound,
