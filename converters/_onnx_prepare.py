@@ -157,8 +157,99 @@ def _fold_ifs(model):
     return folded, _if_count(folded.graph) < before
 
 
+#: the most elements an input may hold for the error line to suggest pinning it (a rate, a flag,
+#: a mode: not the data the model computes on)
+PIN_MAX_ELEMENTS = 16
+
+
+_NO_INLINE = {"If", "Loop", "Scan"}
+
+
+def _inline_branch(graph, node, attr_name, prefix, taken):
+    """The nodes of ``node``'s branch ``attr_name`` with the names it defines prefixed (outer
+    names stay), its initializers, and the names of its outputs; None when it holds control
+    flow of its own."""
+    from onnx import helper
+
+    branch = next(a.g for a in node.attribute if a.name == attr_name)
+    if any(n.op_type in _NO_INLINE for n in branch.node):
+        return None
+    local = {i.name for i in branch.initializer} | {o for n in branch.node for o in n.output}
+    rename = {}
+    for name in local:
+        new, k = f"{prefix}/{name}", 1
+        while new in taken:
+            new, k = f"{prefix}/{name}_{k}", k + 1
+        taken.add(new)
+        rename[name] = new
+    nodes = []
+    for inner in branch.node:
+        copy = helper.make_node(
+            inner.op_type,
+            [rename.get(n, n) for n in inner.input],
+            [rename.get(n, n) for n in inner.output],
+            name=f"{prefix}/{inner.name}" if inner.name else "",
+            domain=inner.domain,
+        )
+        copy.attribute.extend(inner.attribute)
+        nodes.append(copy)
+    inits = []
+    for init in branch.initializer:
+        copy = type(init)()
+        copy.CopyFrom(init)
+        copy.name = rename[init.name]
+        inits.append(copy)
+    return nodes, inits, [rename.get(o.name, o.name) for o in branch.output]
+
+
+def _ifs_to_where(model, say):
+    """Each ``If`` left in the main graph (its condition computed from data) becomes both
+    branches inline and a ``Where`` per output that picks the one the condition names: what a
+    GPU without control flow can run. Only where both branches give the same static shapes
+    (checked by shape inference; otherwise the If stays)."""
+    import onnx
+    from onnx import helper
+
+    graph = model.graph
+    taken = {o for n in graph.node for o in n.output} | {i.name for i in graph.initializer}
+    taken |= {i.name for i in graph.input}
+    changed = 0
+    for k, node in enumerate(list(graph.node)):
+        if node.op_type != "If":
+            continue
+        then = _inline_branch(graph, node, "then_branch", f"if{k}_then", taken)
+        other = _inline_branch(graph, node, "else_branch", f"if{k}_else", taken)
+        if then is None or other is None:
+            continue
+        trial = onnx.ModelProto()
+        trial.CopyFrom(model)
+        position = list(trial.graph.node).index(node)
+        del trial.graph.node[position]
+        new_nodes = then[0] + other[0]
+        for out, a, b in zip(node.output, then[2], other[2], strict=True):
+            new_nodes.append(helper.make_node("Where", [node.input[0], a, b], [out]))
+        for offset, new in enumerate(new_nodes):
+            trial.graph.node.insert(position + offset, new)
+        trial.graph.initializer.extend(then[1] + other[1])
+        try:
+            inferred = onnx.shape_inference.infer_shapes(trial, strict_mode=True)
+        except Exception:  # shape inference refuses the inlined graph: keep the If
+            continue
+        shapes = {v.name: _dims(v) for v in inferred.graph.value_info}
+        pairs = [(shapes.get(a), shapes.get(b)) for a, b in zip(then[2], other[2], strict=True)]
+        if not all(a is not None and a == b and None not in a for a, b in pairs):
+            continue
+        model.CopyFrom(trial)
+        del model.graph.value_info[:]
+        changed += 1
+    if changed:
+        say(f"replaced {changed} If nodes (condition from data) by both branches and a Where")
+    return changed
+
+
 def branch_inputs(model):
-    """The graph inputs the remaining ``If`` conditions depend on (pinning them folds the If)."""
+    """The small graph inputs the remaining ``If`` conditions depend on: pinning them folds the
+    If (a condition computed from the model's data is not offered)."""
     producer = {o: node for node in model.graph.node for o in node.output}
     inputs = {i.name for i in model.graph.input}
     found, seen = [], set()
@@ -170,8 +261,14 @@ def branch_inputs(model):
         seen.add(name)
         if name in inputs and name not in found:
             found.append(name)
+            continue
         todo.extend(producer[name].input if name in producer else [])
-    return found
+    small = {
+        i.name
+        for i in model.graph.input
+        if all(d is not None for d in _dims(i)) and int(np.prod(_dims(i))) <= PIN_MAX_ELEMENTS
+    }
+    return [name for name in found if name in small]
 
 
 def _sanitize(model, say):
@@ -231,9 +328,12 @@ def prepare(source, target, options, say):
         model = _simplify(model, say, label="simplify again")
     if ifs > _if_count(model.graph):
         say(f"folded {ifs - _if_count(model.graph)} of {ifs} If nodes (condition constant)")
+    branching = branch_inputs(model)  # small inputs to pin: the error line offers them
+    if not branching and _ifs_to_where(model, say):
+        model = _simplify(model, say, label="simplify again")
     _sanitize(model, say)
     model = onnx.shape_inference.infer_shapes(model)
     large = model.ByteSize() > 2_000_000_000
     onnx.save(model, str(target), save_as_external_data=large)
     say(f"prepared in {time.perf_counter() - start:.1f} s")
-    return shapes, declared, branch_inputs(model)
+    return shapes, declared, branching

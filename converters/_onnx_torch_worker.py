@@ -11,9 +11,22 @@ which ``torch.export`` sees as data-dependent; :func:`freeze_shapes` runs the mo
 static input shapes (``torch.fx.Interpreter``), folds what does not depend on the input's
 values into constants, and rewrites the ops reading such operands into plain torch calls with
 Python literals (``torch.reshape`` with a tuple, ``F.pad``, ``F.interpolate``, slicing...).
+
+Around onnx2torch 1.5.15 (all through public APIs): torchvision is replaced by a stand-in during
+its import only (:func:`_import_onnx2torch`); models with ops it lacks are refused in one line
+(:func:`unsupported_ops`) after an ``onnx.version_converter`` upgrade of old opsets was tried;
+a few converters it lacks are registered with its ``add_converter`` (GlobalMaxPool, opset-18
+reductions, Pad/Resize/Split 18+); Clip with computed bounds becomes Max/Min in the ONNX graph.
+
+State fields written: ``converter``, ``versions``, ``inputs`` ([{name, source_shape,
+onnx_shape}]), ``ops`` (ONNX op counts), ``opset_upgrade`` ([from, to], when done),
+``rewritten_onnx``, ``warnings`` (onnx2torch's approximations), ``rewritten`` (frozen ops by
+onnx2torch class), ``convert_seconds``; on failure ``error`` (one line) and ``error_kind``
+(``unsupported``, ``usage`` or ``convert``).
 """
 
 import contextlib
+import functools
 import importlib.machinery
 import inspect
 import json
@@ -335,6 +348,15 @@ def _upgraded(model, get_converter):
 
 
 def _unsupported_message(missing, converter):
+    """One line naming each op (domain, opset) the route lacks and what the user can do."""
+    vision = [m for m in missing if m[1] in _TORCHVISION_OPS]
+    if vision:
+        ops = "/".join(sorted({m[1] for m in vision}))
+        return (
+            f"{ops}: not supported by the onnx2torch route ({converter}; onnx2torch computes it "
+            "with torchvision, and no TFLite builtin op does): export the model without it and "
+            "run it as post-processing"
+        )
     names = []
     for domain, op_type, opset, count in missing:
         where = f"opset {opset}" if opset is not None else "no opset imported"
@@ -585,6 +607,27 @@ def _plan(kind, module, bound, const, shape_of):
     return None
 
 
+def _maximum(*tensors):
+    return functools.reduce(lambda a, b: a.maximum(b), tensors)
+
+
+def _minimum(*tensors):
+    return functools.reduce(lambda a, b: a.minimum(b), tensors)
+
+
+def _min_max_plan(module, args):
+    """ONNX Max/Min as pairwise torch.maximum/minimum: onnx2torch stacks the inputs and
+    reduces (CONCATENATION, REDUCE_MAX and a TRANSPOSE pair per op in the .tflite); these
+    become one MAXIMUM/MINIMUM each."""
+    import torch
+
+    if module._operator is torch.amax:
+        return _maximum, tuple(args), {}
+    if module._operator is torch.amin:
+        return _minimum, tuple(args), {}
+    return None
+
+
 def freeze_shapes(gm, samples):
     """Make onnx2torch's ``gm`` exportable at the static input shapes of ``samples``.
 
@@ -616,7 +659,9 @@ def freeze_shapes(gm, samples):
                 except TypeError:
                     bound = None
                 args = bound.arguments if bound else {}
-                if args and hasattr(next(iter(args.values())), "op"):
+                if type(module).__name__ == "OnnxMinMax" and n.args and not n.kwargs:
+                    plan = _min_max_plan(module, n.args)
+                elif args and hasattr(next(iter(args.values())), "op"):
                     plan = _plan(type(module).__name__, module, args, const_value, shape_of)
             if plan is None:
                 try:
@@ -790,6 +835,7 @@ def convert(job, state):
     state["stage"] = "litert-torch"
     try:
         edge = litert_torch.convert(gm, tuple(samples))
+        edge.export(str(Path(job["workdir"]) / "model.tflite"))  # raises on TF Select ops
     except Exception as exc:
         if "data-dependent" in str(exc) or "DataDependent" in type(exc).__name__:
             left = _remaining(gm, model)
@@ -802,7 +848,6 @@ def convert(job, state):
         if explained:
             raise Unsupported(explained) from None
         raise
-    edge.export(str(Path(job["workdir"]) / "model.tflite"))
     state["convert_seconds"] = time.perf_counter() - start
     state["stage"] = "convert"
 
@@ -818,8 +863,9 @@ def _litert_reason(exc, converter):
     found = _SELECT_OPS.search(text)
     if found:
         return (
-            f"{found.group(1).strip()}: no TFLite builtin op computes it here ({converter} would "
-            "need TF Select ops, which the GPU delegate never runs); export the model without it"
+            f"TensorFlow op {found.group(1).strip()}: no TFLite builtin op takes this form, so "
+            f"{converter} would need TF Select ops (never run by the GPU delegate); export the "
+            "model without it"
         )
     found = _ILLEGAL_OP.search(text)
     if found:

@@ -3,6 +3,7 @@ protocol every converter worker follows."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,11 @@ def run_worker(cmd: Sequence[str], workdir: Path, *, timeout: float) -> WorkerOu
     try:
         state = read_result(workdir / RESULT_FILE)
     except (OSError, ValueError):
+        if done.returncode == -signal.SIGKILL:  # nothing of ours sends it: the OOM killer does
+            raise ConversionError(
+                "the converter process was killed (SIGKILL), most likely by the system running "
+                "out of memory: close other programs or convert on a machine with more memory"
+            ) from None
         last = done.last_line or "no output"
         raise ConversionError(f"the converter process died ({done.how}): {last[:300]}") from None
     return WorkerOutcome(state, done.returncode, done.output[-4000:], done.seconds)

@@ -136,7 +136,7 @@ def convert_gpu_ready(
     )
     if before.compiles:
         still = [
-            f"{op.type}#{op.index}: " + "; ".join(r.message for r in op.reasons)
+            f"{op.type}#{op.index}: {op.why}"
             for op in before.ops
             if not op.on_gpu
         ]

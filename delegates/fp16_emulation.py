@@ -1,11 +1,12 @@
 """An fp16 GPU, predicted on the CPU independently of any GPU backend.
 
-Every op of the main subgraph is cut out (``ir.extract_model([op])``) with its float32 constants
-rounded to fp16, and the ops run one after the other on the CPU interpreter; every float value
-that flows between ops (the graph inputs too) is rounded to fp16 on the way (values beyond
-65504 become inf, values below 2^-24 flush to zero). What a half-precision GPU stores between
-kernels is therefore modelled op by op, whatever fusions a backend applies: an overflow,
-underflow or cancellation shows up here, at the op that causes it.
+Every op of the entry subgraph (the main one, or the signature's own: an LLM graph's decode) is
+cut out (``ir.extract_model([op])``) with its float32 constants rounded to fp16, and the ops run
+one after the other on the CPU interpreter; every float value that flows between ops (the graph
+inputs too) is rounded to fp16 on the way (values beyond 65504 become inf, values below 2^-24
+flush to zero). What a half-precision GPU stores between kernels is therefore modelled op by op,
+whatever fusions a backend applies: an overflow, underflow or cancellation shows up here, at the
+op that causes it.
 
 Control flow is followed, not cut out: an IF runs the branch its (emulated) condition picks and a
 WHILE runs its condition and body subgraphs in turn, each of their ops cut out and rounded the
@@ -134,6 +135,7 @@ class Fp16EmulationRunner:
         self._feeds: dict[str, int] = {}
         self._outputs: dict[str, int] = {}
         self._compile_seconds: float | None = None
+        self._entry = 0
 
     def activate(self) -> None:
         from tflkit import ir
@@ -142,8 +144,8 @@ class Fp16EmulationRunner:
         start = time.perf_counter()
         model = ir.load(self.model)
         _, subgraph, ins, outs = entry_point(model, self.signature)
-        if subgraph is not model.main:
-            raise RunnerUnavailable("fp16 emulation covers the main subgraph only")
+        # a signature's own subgraph (an LLM graph's decode) is emulated like the main one
+        self._entry = next(i for i, sg in enumerate(model.subgraphs) if sg is subgraph)
         stateful = sorted({op.type for sg in model.subgraphs for op in sg.ops} & _STATEFUL)
         if stateful:
             raise RunnerUnavailable(
@@ -152,7 +154,7 @@ class Fp16EmulationRunner:
         self._feeds = {name: t.index for name, t in ins.items()}
         self._outputs = {name: t.index for name, t in outs.items()}
         self._programs = {}
-        pending = [0]
+        pending = [self._entry]
         while pending:
             index = pending.pop()
             if index in self._programs:
@@ -165,14 +167,21 @@ class Fp16EmulationRunner:
     def trace(
         self, feed: Feed, hazards: dict[int, Fp16Hazard] | None = None
     ) -> dict[int, np.ndarray]:
-        """Every tensor's emulated value after one run, by index in the main subgraph."""
-        main = self._programs[0]
+        """Every tensor's emulated value after one run, by index in the entry subgraph."""
+        main = self._programs[self._entry]
         values: dict[int, np.ndarray] = dict(main.start)
         values.update(
             {self._feeds[name]: self.store(np.asarray(array)) for name, array in feed.items()}
         )
         self._execute(main, values, {} if hazards is None else hazards)
         return values
+
+    def run_one(self, feed: Feed) -> tuple[dict[str, np.ndarray], list[Fp16Hazard]]:
+        """One input set: its outputs by name and the hazards it met, in op order."""
+        hazards: dict[int, Fp16Hazard] = {}
+        values = self.trace(feed, hazards)
+        outputs = {name: np.array(values[i]) for name, i in self._outputs.items()}
+        return outputs, [hazards[k] for k in sorted(hazards)]
 
     def infer(self, feeds: Sequence[Feed]) -> RunResult:
         outputs, times = [], []
@@ -184,7 +193,7 @@ class Fp16EmulationRunner:
             times.append(time.perf_counter() - start)
         ordered = [hazards[k] for k in sorted(hazards)]
         notes = [f"fp16 hazard at op #{h.op_index} {h.op_type}: {h.what}" for h in ordered[:5]]
-        branches = sorted(set(self._programs) - {0})
+        branches = sorted(set(self._programs) - {self._entry})
         if branches:
             notes.append(
                 "control flow followed: subgraphs "
@@ -227,7 +236,7 @@ class Fp16EmulationRunner:
         every other op kept in fp32, weights in fp16), largest first; and whether every op was
         tried within ``budget`` seconds. Ops whose outputs fp16 holds exactly, and ops that only
         move values (RESHAPE, CONCATENATION...: their producer counts), are skipped."""
-        main = self._programs[0]
+        main = self._programs[self._entry]
         target = self._outputs[output]
 
         def run(only: int) -> dict[int, np.ndarray]:

@@ -61,7 +61,23 @@ def inspect_model(
         weights_bytes_by_dtype=_weights_by_dtype(model),
         sparse_tensors=sum(1 for sg in model.subgraphs for t in sg.tensors if t.sparsity),
         warnings=_warnings(model, histogram, custom, flex),
+        composites=_composites(model),
     )
+
+
+def _composites(model: ir.Model) -> dict[str, dict[str, int]]:
+    """Composite names and counts per calling subgraph (signature key, else subgraph name)."""
+    from tflkit.ir.composites import composite_of
+
+    keys = {id(s.subgraph): s.key for s in model.signatures}
+    found: dict[str, dict[str, int]] = {}
+    for i, sg in enumerate(model.subgraphs):
+        for op in sg.ops:
+            info = composite_of(op)
+            if info is not None:
+                where = found.setdefault(keys.get(id(sg)) or sg.name or f"subgraph {i}", {})
+                where[info.name] = where.get(info.name, 0) + 1
+    return found
 
 
 def _metadata_text(buffer: ir.Buffer) -> str:
@@ -157,7 +173,16 @@ def _warnings(
             )
         )
     control = sorted(set(histogram) & CONTROL_FLOW_OPS)
-    if control or len(model.subgraphs) > 1:
+    # entry points of their own (signatures) and composite decompositions are no control flow
+    plain = {id(s.subgraph) for s in model.signatures} | {
+        id(model.subgraphs[i])
+        for op in model.iter_ops()
+        if op.type == "STABLEHLO_COMPOSITE"
+        for i in op.referenced_subgraphs.values()
+        if 0 <= i < len(model.subgraphs)
+    }
+    others = sum(1 for sg in model.subgraphs[1:] if id(sg) not in plain)
+    if control or others:
         found.append(
             ModelWarning(
                 "CONTROL_FLOW",

@@ -151,6 +151,21 @@ def show_report(
         render(report, console())
 
 
+def show_steps_report(report: Any, *, json_output: bool) -> None:
+    """The end of ``validate --steps``: JSON or the short terminal section, then exit 1 unless
+    every runner ran every step and none parted from the CPU."""
+    import typer
+
+    if json_output:
+        print_json(report.to_json())
+    else:
+        out = console()
+        for line in report.lines():
+            out.print(line, highlight=False, markup=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
 def show_validate_report(report: ValidateReport, *, html: Path | None, json_output: bool) -> None:
     """The end of ``validate`` and ``device validate``: :func:`show_report`, then exit 1 unless
     every comparison passed."""

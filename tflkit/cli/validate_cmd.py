@@ -177,6 +177,16 @@ def validate(
             "(Mesa >= 25, WebGPU compatibility mode).",
         ),
     ] = "swiftshader",
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            "--steps",
+            help="KV-cache LLM graph (prefill + decode signatures): prefill on a seeded prompt, "
+            "then N decode steps feeding the cache back, on cpu, cpu-fp16, gpu-fp16 and gpu-fp32 "
+            "(or --runner); logits and greedy tokens compared per step.",
+            min=1,
+        ),
+    ] = None,
     timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
@@ -205,6 +215,14 @@ def validate(
         output_groups=parse_output_groups(output_groups),
         repro_command=_command_line(ctx),
     )
+    if steps is not None:
+        from tflkit.cli.output import show_steps_report
+        from tflkit.validation.steps import validate_steps
+
+        with _progress() as progress:
+            options.progress = progress
+            show_steps_report(validate_steps(model, options), json_output=json_output)
+        return
     with _progress() as progress:
         options.progress = progress
         report = run_validate(model, options)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from tflkit import ir
 from tflkit.compat import partition, static
+from tflkit.ir.composites import composite_of
 from tflkit.compat.reasons import Reason, Rejection
 from tflkit.compat.targets import DEFAULT_TARGET, get_target
 from tflkit.report.check_report import (
@@ -51,6 +52,16 @@ Progress = Callable[[str], AbstractContextManager[object]]
 def _sum(values: Sequence[int | None]) -> int | None:
     """Total bytes, or None when one of them is unknown (a dynamic shape)."""
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def _decode_first(model: ir.Model) -> list[int]:
+    """Subgraph indices in report order: an LLM graph's decode signature (the graph that runs
+    per token) first, then the rest in file order."""
+    decode = {
+        id(s.subgraph) for s in model.signatures if s.key == "decode" or s.key.startswith("decode_")
+    }
+    order = range(len(model.subgraphs))
+    return sorted(order, key=lambda i: id(model.subgraphs[i]) not in decode)
 
 
 def check_model(
@@ -90,7 +101,8 @@ def check_model(
     gpu_ops = gpu_partitions = flops_total = flops_gpu = 0
     internal: list[int | None] = []
     io: list[int | None] = []
-    for sg_index, subgraph in enumerate(model.subgraphs):
+    for sg_index in _decode_first(model):
+        subgraph = model.subgraphs[sg_index]
         if not subgraph.ops:
             continue
         positions = {id(op): i for i, op in enumerate(subgraph.ops)}
@@ -147,6 +159,7 @@ def check_model(
                     fix=_fix(op, reasons, dynamic, advise) if reasons else None,
                     not_taken=index in not_taken,
                     status=status,
+                    composite=composite_of(op),
                 )
             )
     issues = [
@@ -455,9 +468,20 @@ def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> N
     crash = None
     if result.crashed:
         site = result.crash_site
+        op_type = site.op_type if site else None
+        main_ops = model.main.ops
+        if (
+            site is not None
+            and site.op_type == "STABLEHLO_COMPOSITE"
+            and site.op_index is not None
+            and 0 <= site.op_index < len(main_ops)
+        ):
+            composite = composite_of(main_ops[site.op_index])
+            if composite is not None:  # which composite: "STABLEHLO_COMPOSITE odml.rms_norm"
+                op_type = f"{site.op_type} {composite.name}"
         crash = CrashInfo(
             op_index=site.op_index if site else None,
-            op_type=site.op_type if site else None,
+            op_type=op_type,
             message=result.log.fatal or result.exit_description,
         )
     counts = probe_op_counts(result, len(model.main.ops))

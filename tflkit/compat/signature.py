@@ -200,12 +200,19 @@ class OpSignature:
             inputs=tuple(None if t is None else sign(t) for t in op.inputs),
             outputs=tuple(sign(t) for t in op.outputs),
             options=options,
-            option_fields=_fields(options),
+            option_fields=_fields(options, op.options2),
             custom_options=op.custom_options,
         )
 
 
-def _fields(options: Any) -> Mapping[str, Any]:
-    if options is None:
+def _fields(options: Any, options2: Any = None) -> Mapping[str, Any]:
+    """Option fields of ``options`` and of ``options2`` (``BuiltinOptions2``: StableHLO ops and
+    composites, whose ``name``, ``decompositionSubgraphIndex``, ``compositeAttributes`` and
+    ``version`` live there); ``options`` wins a clash."""
+    if options is None and options2 is None:
         return _EMPTY
-    return MappingProxyType({k: v for k, v in vars(options).items() if not k.startswith("_")})
+    found: dict[str, Any] = {}
+    for table in (options2, options):
+        if table is not None:
+            found.update((k, v) for k, v in vars(table).items() if not k.startswith("_"))
+    return MappingProxyType(found)

@@ -65,6 +65,14 @@ def _plan(
     return vtable, fmt, tuple(e[3] for e in entries), max(4, widest), located
 
 
+@functools.cache
+def scalar_at(table: str, scalars: tuple[str, ...], name: str) -> int:
+    """Where scalar field ``name`` lies inside a ``table`` written by :meth:`Writer.table`
+    with exactly the non-default ``scalars`` (in that order) and no offset fields."""
+    vtable = _plan(table, scalars, ())[0]
+    return int(struct.unpack_from("<H", vtable, 4 + 2 * field(table, name)[0])[0])
+
+
 class Writer:
     """A growing flatbuffer; positions are absolute byte offsets in it."""
 

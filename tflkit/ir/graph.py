@@ -725,6 +725,9 @@ class Model:
         self.external_buffers: list[Any] | None = None
         #: Opcode table order of the loaded file, reused on save for stable output.
         self.opcode_order: list[OpCode] = []
+        #: The loaded file kept constant data after the flatbuffer (``Buffer.offset``/``size``,
+        #: LiteRT's layout for models over 2 GB); ``ir.save`` keeps that layout by default.
+        self.appended_buffers = False
         self._buffer_digests: dict[tuple[int, bytes], Buffer] | None = None
 
     @property

@@ -7,6 +7,15 @@ the file in place while the model is in use is not supported; tflkit itself neve
 writes replace files whole, see ``tflkit.fsio``). Saving writes only the tables (front to
 back, ``tflkit.ir._writer``); buffer data goes to the file straight from its views, after the
 tables, 16-byte aligned like the TFLite converter's output.
+
+Models over 2 GB (a flatbuffer cannot address more) use LiteRT's large-model layout: a
+``Buffer`` with ``offset`` > 1 has no ``data``; its bytes lie at that absolute file offset
+(``size`` bytes), after the flatbuffer. The TFLite converter (``flatbuffer_export.cc``) writes
+the placeholders offset = size = 1, pads the flatbuffer to 16 bytes, appends each buffer padded
+to 16 bytes, then patches the placeholders; the runtime verifies only the first 2 GB - 1 bytes
+as a flatbuffer and reads such buffers from its map of the file. ``load`` reads them as views on
+the file's map; ``save`` writes that layout when asked, when the model was loaded from it, or
+when it would not fit in 2 GB otherwise.
 """
 
 from __future__ import annotations
@@ -35,6 +44,10 @@ _BUFFER_ALIGNMENT = 16
 #: Data region offsets of length prefixes are 12 mod 16, so the data itself is 16-byte aligned.
 _DATA_PREFIX_PHASE = 12
 _MAX_FLATBUFFER = 2**31 - 1
+#: ``Buffer`` fields of data stored after the flatbuffer, written with LiteRT's placeholder
+#: values (offset 1, size 1: "filled in once the data is placed") and patched afterwards.
+_APPENDED_PLACEHOLDER = (("Offset", 1), ("Size", 1))
+_APPENDED_SCALARS = ("Offset", "Size")
 
 
 # --------------------------------------------------------------------------------------------
@@ -54,14 +67,14 @@ def read_model_bytes(source: ModelSource, *, mapped: bool = False) -> tuple[Mode
             raise ModelLoadError(f"{path}: is a directory, not a .tflite file")
         with open(path, "rb") as f:
             size, limit = os.fstat(f.fileno()).st_size, structure.max_tensor_bytes()
+            if mapped and size > 0:  # a map takes no memory until pages are used
+                with contextlib.suppress(OSError, ValueError):  # not mappable: read it
+                    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), str(path)
             if size > limit:  # refused before reading: the bytes would not fit in memory
                 raise ModelLoadError(
                     f"{path}: {size / 2**30:.1f} GiB, more than the {limit / 2**30:.1f} GiB of "
                     "memory this process may use"
                 )
-            if mapped and size > 0:
-                with contextlib.suppress(OSError, ValueError):  # not mappable: read it
-                    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), str(path)
             return f.read(), str(path)
     except FileNotFoundError:
         raise ModelLoadError(f"{path}: no such file") from None
@@ -122,6 +135,8 @@ class _Reader:
 
     def __init__(self, data: ModelBytes) -> None:
         self.data = data
+        #: Whether a buffer keeps its data after the flatbuffer (``Buffer.offset`` > 1).
+        self.appended = False
         self.file_view = np.frombuffer(data, dtype=np.uint8)
         if self.file_view.flags.writeable:
             self.file_view = self.file_view.view()
@@ -135,6 +150,7 @@ class _Reader:
         buffers = [self._buffer(p) for p in Fields(self.data, root._tab.Pos).table_vector(4)]
         sentinel = buffers[0] if buffers and buffers[0].nbytes == 0 else None
         model.buffers = [b for b in buffers if b is not sentinel]
+        model.appended_buffers = self.appended
 
         def buffer_at(index: int) -> Buffer | None:
             if index == 0 and sentinel is not None:
@@ -179,6 +195,7 @@ class _Reader:
         offset, size = fields.u64(1), fields.u64(2)
         if offset > 1:
             # Large-model layout: the data lives after the flatbuffer, at an absolute offset.
+            self.appended = True
             if offset + size > len(self.file_view):
                 raise ValueError(f"buffer data [{offset}, {offset + size}) beyond end of file")
             return _buffer_from_view(self.file_view[offset : offset + size])
@@ -341,37 +358,73 @@ def _buffer_from_view(view: np.ndarray) -> Buffer:
 # --------------------------------------------------------------------------------------------
 # save
 # --------------------------------------------------------------------------------------------
-def dumps(model: Model) -> bytes:
-    """Serialize ``model`` to ``.tflite`` bytes."""
-    return b"".join(_serialize(model))
+def dumps(model: Model, *, external_buffers: bool | None = None) -> bytes:
+    """Serialize ``model`` to ``.tflite`` bytes (``external_buffers`` as for :func:`save`)."""
+    return b"".join(_serialize(model, external_buffers))
 
 
-def save(model: Model, path: str | os.PathLike[str]) -> Path:
-    """Write ``model`` to ``path`` atomically (a temp file in the same folder, then rename)."""
-    return write_atomic(path, _serialize(model))
+def save(
+    model: Model, path: str | os.PathLike[str], *, external_buffers: bool | None = None
+) -> Path:
+    """Write ``model`` to ``path`` atomically (a temp file in the same folder, then rename).
+
+    ``external_buffers``: write the tensors' constant data after the flatbuffer, each at a
+    16-byte aligned absolute offset named by its ``Buffer``'s ``offset`` and ``size`` (LiteRT's
+    layout for models over 2 GB; metadata stays inside). ``None`` (the default) chooses that
+    layout when the model was loaded from it or does not fit in a 2 GB flatbuffer otherwise.
+    """
+    return write_atomic(path, _serialize(model, external_buffers))
 
 
-def _serialize(model: Model) -> list[bytes | bytearray | memoryview]:
-    """The file as chunks: the flatbuffer tables, then each buffer's data, 16-byte aligned.
+Chunks = list[bytes | bytearray | memoryview]
+
+
+def _serialize(model: Model, external: bool | None = None) -> Chunks:
+    """The file as chunks: the flatbuffer tables, then each buffer's data, 16-byte aligned
+    (inside the flatbuffer, or after it in the large-model layout: ``external``, see ``save``).
 
     Constant data is never copied: it is written straight from its views, after the tables.
     """
-    writer = _Writer(model)
+    if external is None:
+        external = model.appended_buffers
+        if not external:
+            chunks = _inline_file(*_Writer(model).write())
+            if chunks is not None:
+                return chunks
+            external = True  # too large for one flatbuffer: the data goes after it
+    if not external:
+        head, data_fields = _Writer(model).write()
+        chunks = _inline_file(head, data_fields)
+        if chunks is None:
+            size = _inline_size(head, data_fields)
+            raise TflkitError(
+                f"model of {size / 2**30:.2f} GiB does not fit in one flatbuffer (2 GiB at "
+                "most): save it with external buffers"
+            )
+        return chunks
+    writer = _Writer(model, appended=True)
     head, data_fields = writer.write()
-    layout: list[tuple[int, int, np.ndarray]] = []  # (field, start in the data region, data)
-    position = 0
-    for at, data in data_fields:
-        position += (_DATA_PREFIX_PHASE - position) % _BUFFER_ALIGNMENT
-        layout.append((at, position, data))
-        position += 4 + data.nbytes
-    if len(head) + position > _MAX_FLATBUFFER:
-        raise TflkitError(
-            f"model over 2 GiB ({(len(head) + position) / 2**30:.2f} GiB): writing the "
-            "external buffer layout is not supported yet"
-        )
-    chunks: list[bytes | bytearray | memoryview] = [head]
+    return _appended_file(head, data_fields, writer.appended_fields)
+
+
+def _inline_size(head: bytearray, data_fields: list[tuple[int, np.ndarray]]) -> int:
+    """The size of the flatbuffer :func:`_inline_file` makes of these tables and data."""
     written = 0
-    for at, start, data in layout:
+    for _at, data in data_fields:
+        written += (_DATA_PREFIX_PHASE - written) % _BUFFER_ALIGNMENT + 4 + data.nbytes
+    return len(head) + written
+
+
+def _inline_file(head: bytearray, data_fields: list[tuple[int, np.ndarray]]) -> Chunks | None:
+    """The chunks of a flatbuffer whose buffers hold their data as ubyte vectors, after the
+    tables (each length prefix at 12 mod 16, so the data is 16-byte aligned); None when that
+    would not fit in one flatbuffer (2 GiB - 1 bytes)."""
+    if _inline_size(head, data_fields) > _MAX_FLATBUFFER:
+        return None
+    chunks: Chunks = [head]
+    written = 0
+    for at, data in data_fields:
+        start = written + (_DATA_PREFIX_PHASE - written) % _BUFFER_ALIGNMENT
         struct.pack_into("<I", head, at, len(head) + start - at)
         chunks.append(bytes(start - written) + struct.pack("<I", data.nbytes))
         chunks.append(memoryview(data).cast("B"))
@@ -379,11 +432,45 @@ def _serialize(model: Model) -> list[bytes | bytearray | memoryview]:
     return chunks
 
 
+def _appended_file(
+    head: bytearray,
+    data_fields: list[tuple[int, np.ndarray]],
+    appended: list[tuple[int, np.ndarray]],
+) -> Chunks:
+    """LiteRT's large-model layout: the flatbuffer (with any data it keeps inline), padded to
+    16 bytes, then each appended buffer at a 16-byte aligned absolute offset; the ``offset``
+    and ``size`` of its ``Buffer`` table (written as the placeholders 1, 1) are patched."""
+    size = _inline_size(head, data_fields)
+    chunks = _inline_file(head, data_fields)
+    if chunks is None:
+        raise TflkitError(
+            f"the flatbuffer part alone is {size / 2**30:.2f} GiB, over the 2 GiB a flatbuffer "
+            "can hold"
+        )
+    offset_at = _writer.scalar_at("Buffer", _APPENDED_SCALARS, "Offset")
+    size_at = _writer.scalar_at("Buffer", _APPENDED_SCALARS, "Size")
+    written = size
+    for table, data in appended:
+        start = written + (-written) % _BUFFER_ALIGNMENT
+        struct.pack_into("<Q", head, table + offset_at, start)
+        struct.pack_into("<Q", head, table + size_at, data.nbytes)
+        chunks.append(bytes(start - written))
+        chunks.append(memoryview(data).cast("B"))
+        written = start + data.nbytes
+    chunks.append(bytes((-written) % _BUFFER_ALIGNMENT))
+    return chunks
+
+
 class _Writer:
     """Assigns indices (buffers, opcodes, tensors) and writes the tables front to back."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, *, appended: bool = False) -> None:
         self.model = model
+        #: Write tensors' constant data after the flatbuffer (the large-model layout).
+        self.appended = appended
+        self.tensor_buffers: set[int] = set()
+        #: (Buffer table position, data) of every buffer whose data goes after the flatbuffer.
+        self.appended_fields: list[tuple[int, np.ndarray]] = []
         self.buffers: list[Buffer] = []
         self.buffer_index: dict[int, int] = {}
         self.opcode_index: dict[OpCode, int] = {}
@@ -444,7 +531,10 @@ class _Writer:
     def _index_buffers(self) -> None:
         self.buffers = [Buffer(None)]
         ordered = [*self.model.buffers]
-        ordered += [t.buffer for sg in self.model.subgraphs for t in sg.tensors if t.buffer]
+        used = [t.buffer for sg in self.model.subgraphs for t in sg.tensors if t.buffer]
+        if self.appended:
+            self.tensor_buffers = {id(b) for b in used}
+        ordered += used
         ordered += [m.buffer for m in self.model.metadata]
         ordered += self.model.metadata_buffer or []
         for buffer in ordered:
@@ -476,6 +566,10 @@ class _Writer:
     def _buffer(self, buffer: Buffer) -> int:
         if buffer.data is None:
             return self.out.table("Buffer", (), ())[0]
+        if buffer.data.nbytes and id(buffer) in self.tensor_buffers:
+            pos = self.out.table("Buffer", _APPENDED_PLACEHOLDER, ())[0]
+            self.appended_fields.append((pos, buffer.data))
+            return pos
         pos, at = self.out.table("Buffer", (), ["Data"])
         self.data_fields.append((at["Data"], buffer.data))
         return pos

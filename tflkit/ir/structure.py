@@ -105,13 +105,27 @@ def _past_end(message: str) -> _Fail:
     return failure
 
 
+def _past_file(message: str) -> _Fail:
+    """Data stored after the flatbuffer reaches past the end of the file: truncated."""
+    failure = _past_end(message)
+    failure.file_end = True  # type: ignore[attr-defined]
+    return failure
+
+
 def verify_bytes(data: bytes | bytearray | memoryview, label: str = "<bytes>") -> None:
     """Raise :class:`StructureError` unless ``data`` is a structurally sound TFLite model."""
+    walker = _Walker(data)
     try:
-        _Walker(data).model()
+        walker.model()
     except _Fail as exc:
-        what = "truncated or corrupt" if getattr(exc, "truncated", False) else "corrupt"
-        raise StructureError(f"{label}: {what} TFLite model: {exc}") from None
+        truncated = getattr(exc, "truncated", False)
+        message = str(exc)
+        if truncated and walker.n < walker.size and not getattr(exc, "file_end", False):
+            # past the flatbuffer part (into data stored after it), not past the file
+            truncated = False
+            message += f" ({walker.flatbuffer_end})"
+        what = "truncated or corrupt" if truncated else "corrupt"
+        raise StructureError(f"{label}: {what} TFLite model: {message}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,10 +284,20 @@ def _slots() -> _Slots:
     return _Slots()
 
 
+#: A flatbuffer addresses at most 2 GiB - 1 bytes; LiteRT verifies only that much of a file.
+MAX_FLATBUFFER = 2**31 - 1
+
+
 class _Walker:
+    """One pass over the tables. ``n`` is where the flatbuffer part must end: the file's end,
+    or, in LiteRT's large-model layout, where the first buffer's data appended after the
+    flatbuffer starts (tables never overlap that data), and never past 2 GiB - 1."""
+
     def __init__(self, data: bytes | bytearray | memoryview) -> None:
         self.buf = data
-        self.n = len(data)
+        self.size = len(data)
+        self.n = min(self.size, MAX_FLATBUFFER)
+        self.flatbuffer_end = f"a flatbuffer ends by byte {MAX_FLATBUFFER}"
         self.limit = max_tensor_bytes()
         self.s = _slots()
 
@@ -371,6 +395,8 @@ class _Walker:
             raise _Fail(f"file of {self.n} bytes is too small for a flatbuffer")
         s = self.s
         root = self.table(_U32(self.buf, 0)[0], "root table")
+        self.appended_start(root)
+        root = self.table(root[0], "root table")
         codes = self.tables(root, s.Model_OperatorCodes, "operator_codes")
         opcodes = [self.opcode(t, i) for i, t in enumerate(codes)]
         buffers = [
@@ -394,6 +420,22 @@ class _Walker:
         self.ints(root, s.Model_MetadataBuffer, "metadata_buffer")
         for i, t in enumerate(self.tables(root, s.Model_SignatureDefs, "signature_defs")):
             self.signature(t, i, sizes)
+
+    def appended_start(self, root: tuple[int, int, tuple[int, ...]]) -> None:
+        """Limit the walk to the flatbuffer part: it ends where the first buffer stored
+        after it (``offset`` > 1, LiteRT's large-model layout) begins."""
+        s = self.s
+        starts = [
+            self.scalar(t, s.Buffer_Offset, "Q")
+            for t in self.tables(root, s.Model_Buffers, "buffers")
+        ]
+        start = min((o for o in starts if o > 1), default=None)
+        if start is not None and start < self.n:
+            self.n = start
+            self.flatbuffer_end = (
+                f"the flatbuffer part must end by byte {start}, where buffer data stored after "
+                "it begins"
+            )
 
     @staticmethod
     def index(value: int, count: int, where: Where, noun: str) -> None:
@@ -424,12 +466,12 @@ class _Walker:
         """Validates buffer ``i``; returns its byte count (-1 when it holds no data)."""
         s = self.s
         offset = self.scalar(t, s.Buffer_Offset, "Q")
-        if offset > 1:
+        if offset > 1:  # stored after the flatbuffer (offset >= n: see appended_start)
             size = self.scalar(t, s.Buffer_Size, "Q")
-            if offset + size > self.n:
-                raise _past_end(
+            if offset + size > self.size:
+                raise _past_file(
                     f"buffers[{i}]: data [{offset}, {offset + size}) lies past the end of the "
-                    f"file ({self.n} bytes)"
+                    f"file ({self.size} bytes)"
                 )
             return size
         found = self.vector(t, s.Buffer_Data, 1, ("buffers[{}]", i))
@@ -481,8 +523,8 @@ class _Walker:
             large = self.scalar(op, s.Operator_LargeCustomOptionsOffset, "Q")
             if large > 1:
                 size = self.scalar(op, s.Operator_LargeCustomOptionsSize, "Q")
-                if large + size > self.n:
-                    raise _past_end(f"{_w(here)}: custom options lie past the end of the file")
+                if large + size > self.size:
+                    raise _past_file(f"{_w(here)}: custom options lie past the end of the file")
             for type_slot, slot, union in (
                 (s.Operator_BuiltinOptionsType, s.Operator_BuiltinOptions, "BuiltinOptions"),
                 (s.Operator_BuiltinOptions2Type, s.Operator_BuiltinOptions2, "BuiltinOptions2"),

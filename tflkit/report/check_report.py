@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tflkit.ir.composites import CompositeInfo
 from tflkit.jsonable import plain_fields
 
 CHECK_SCHEMA = "tflkit.check/2"
@@ -89,13 +90,19 @@ class OpCheck:
     probe_on_gpu: bool | None = None
     probe_reasons: list[str] = field(default_factory=list)
     status: str = STATUS_GPU
+    #: for a STABLEHLO_COMPOSITE: its name, decomposition subgraph, version and meaning
+    composite: CompositeInfo | None = None
 
     @property
     def why(self) -> str:
-        """Why the op is where it is, never empty."""
+        """Why the op is where it is, never empty (a composite's name and meaning first)."""
         if self.reasons:
-            return " ".join(r.message for r in self.reasons)
-        return STATUS_WHY.get(self.status, "runs on the GPU")
+            text = " ".join(r.message for r in self.reasons)
+        else:
+            text = STATUS_WHY.get(self.status, "runs on the GPU")
+        if self.composite is not None and self.composite.name not in text:
+            text = f"{self.composite.name} ({self.composite.meaning}): {text}"
+        return text
 
 
 @dataclass
@@ -275,7 +282,7 @@ def _reason_key(op: OpCheck) -> tuple[str, ...]:
 def group_cpu_ops(report: CheckReport) -> list[OpGroup]:
     """The ops off the GPU grouped by (subgraph, op type, reason); ops without a reason of their
     own (not taken, blocked) group by status across op types. Largest groups first within a
-    subgraph; fatal reasons first of all."""
+    subgraph; fatal reasons first of all; subgraphs in the order of ``report.ops``."""
     groups: dict[tuple[Any, ...], OpGroup] = {}
     for op in report.ops:
         if op.on_gpu:
@@ -296,9 +303,11 @@ def group_cpu_ops(report: CheckReport) -> list[OpGroup]:
         group.types[op.type] = group.types.get(op.type, 0) + 1
         group.indices.append(op.index)
 
+    # subgraphs in the report's order (an LLM graph's decode signature first: ``check_model``)
+    rank = {i: n for n, i in enumerate(dict.fromkeys(op.subgraph for op in report.ops))}
     return sorted(
         groups.values(),
-        key=lambda g: (g.subgraph, not g.fatal, g.status != STATUS_REJECTED, -g.count),
+        key=lambda g: (rank[g.subgraph], not g.fatal, g.status != STATUS_REJECTED, -g.count),
     )
 
 

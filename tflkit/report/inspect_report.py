@@ -75,6 +75,9 @@ class InspectReport:
     weights_bytes_by_dtype: dict[str, int]
     sparse_tensors: int
     warnings: list[ModelWarning]
+    #: STABLEHLO_COMPOSITE ops by the subgraph that calls them (its signature key, else its
+    #: name): composite name -> count (litert-torch's odml.rms_norm, ...)
+    composites: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def op_count(self) -> int:

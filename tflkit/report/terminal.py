@@ -69,6 +69,11 @@ def render_inspect(report: InspectReport, console: Console) -> None:
     if report.subgraphs and len(report.subgraphs) > 1:
         names = ", ".join(f"{s.index}:{s.name or '-'} ({s.ops} ops)" for s in report.subgraphs)
         console.print(f"subgraphs: {names}")
+    for where, names_ in report.composites.items():
+        from tflkit.ir.composites import describe
+
+        listed = "; ".join(f"{describe(n)} x{c}" for n, c in names_.items())
+        console.print(f"composites in {where}: {listed}", highlight=False)
     if not report.warnings:
         console.print("[green]no GPU warnings[/green]")
     for warning in report.warnings:

@@ -86,6 +86,9 @@ class ValidateOptions(InputSetOptions):
     #: channel groups by output name (``--output-groups``, :mod:`tflkit.compare.groups`): judged
     #: apart at their own scale instead of the groups detected from the values; () for none
     output_groups: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    #: a KV-cache LLM graph: prefill, then this many decode steps with the cache fed back
+    #: (:mod:`tflkit.validation.steps`); None runs the model once per input set
+    steps: int | None = None
 
 
 def say(options: ValidateOptions, line: str) -> None:

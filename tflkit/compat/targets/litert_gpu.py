@@ -737,8 +737,14 @@ def composite_name(sig: OpSignature) -> Rejection | None:
         name = name.decode("utf-8", "replace")
     if name in SUPPORTED_COMPOSITES:
         return None
+    from tflkit.ir.composites import describe
+
+    what = describe(name) if name else "without a name (no StableHLOCompositeOptions)"
     return reject(
-        Reason.UNSUPPORTED_OP, sig.op_type, f"The composite {name!r} has no GPU implementation."
+        Reason.UNSUPPORTED_OP,
+        sig.op_type,
+        f"The composite {what} has no GPU implementation; its decomposition subgraph runs on "
+        "the CPU.",
     )
 
 

@@ -1,0 +1,594 @@
+"""``validate --steps N``: a KV-cache LLM graph run the way an app runs it, token by token.
+
+A model made by litert-torch's generative API (and LiteRT-LM's converters) has a ``prefill_*``
+signature (a prompt of tokens at positions 0..P-1) and a ``decode`` signature (one token at one
+position), both taking the KV cache as inputs (``kv_cache_k_0``, ``kv_cache_v_0``, ...) and
+returning the updated cache under the same names; ``decode`` returns ``logits`` too.
+:func:`kv_program` finds that shape in a model.
+
+:func:`run_steps` drives one backend: prefill on the prompt (all but its last token; the last
+slot is padding that decode step 0 overwrites), then ``steps`` decode steps, each feeding the
+cache outputs of the previous call back as inputs (matched by name) and one token at the next
+position. Every backend is fed the same tokens (the CPU's greedy choices: teacher forcing), so
+the logits of step k are comparable on every backend; each backend's own greedy token is
+recorded next to them. The cache each backend feeds back is its own, so error accumulates the
+way it does on a device.
+
+Backends: ``cpu`` (the LiteRT Interpreter's signature runners, XNNPACK), ``gpu-fp16`` and
+``gpu-fp32`` (LiteRT's GPU accelerator through ``CompiledModel``, in a child process with a
+timeout: :mod:`tflkit.validation._steps_worker`; a crash is a finding, not a crash of tflkit).
+:func:`compare_steps` gives per step the max abs of the logits against the CPU, the greedy tokens
+and the first step where they part.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tflkit.errors import UsageError
+from tflkit.jsonable import plain
+
+__all__ = [
+    "KvProgram",
+    "StepRun",
+    "StepsReport",
+    "compare_steps",
+    "kv_program",
+    "prompt_tokens",
+    "run_steps",
+    "steps_report",
+    "validate_steps",
+]
+
+#: A backend call: (signature key, feeds by input name) -> outputs by output name.
+Call = Callable[[str, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
+
+GPU_RUNNERS = ("gpu-fp16", "gpu-fp32")
+RUNNERS = ("cpu", "cpu-fp16", *GPU_RUNNERS)
+#: A step "parts" when its logits differ from the CPU's by more than this fraction of the CPU
+#: logits' largest magnitude (fp16 stores about 3 decimal digits), or when the greedy token
+#: differs, or when a logit is not finite.
+PART_FRACTION = {"gpu-fp16": 2e-2, "cpu-fp16": 2e-2, "gpu-fp32": 1e-4}
+
+
+@dataclass(frozen=True)
+class KvProgram:
+    """Where a model's prefill/decode signatures keep their tokens, positions and cache."""
+
+    prefill: str
+    decode: str
+    prefill_len: int
+    tokens: str
+    positions: str
+    logits: str
+    vocab: int
+    cache: tuple[str, ...]
+    cache_len: int
+    #: (shape, dtype) of every cache input (the same in both signatures)
+    cache_specs: Mapping[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return plain(
+            {
+                "prefill": self.prefill,
+                "decode": self.decode,
+                "prefill_len": self.prefill_len,
+                "tokens": self.tokens,
+                "positions": self.positions,
+                "logits": self.logits,
+                "vocab": self.vocab,
+                "cache": list(self.cache),
+                "cache_len": self.cache_len,
+                "cache_specs": {k: [list(s), d] for k, (s, d) in self.cache_specs.items()},
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KvProgram:
+        specs = {k: (tuple(s), d) for k, (s, d) in data["cache_specs"].items()}
+        fields_ = {k: v for k, v in data.items() if k != "cache_specs"}
+        fields_["cache"] = tuple(fields_["cache"])
+        return cls(**fields_, cache_specs=specs)
+
+
+def kv_program(model: Any) -> KvProgram:
+    """The prefill/decode/KV-cache layout of ``model`` (an ``ir.Model``); ``UsageError`` saying
+    what is missing when it is not a KV-cache LLM graph."""
+    sigs = {s.key: s for s in model.signatures}
+    decode = next((k for k in sigs if k == "decode"), None) or next(
+        (k for k in sigs if k.startswith("decode")), None
+    )
+    prefills = sorted(
+        (k for k in sigs if k.startswith("prefill") and "pixel" not in k and "lora" not in k),
+        key=lambda k: _prefill_len(sigs[k]),
+    )
+    if decode is None or not prefills:
+        raise UsageError(
+            "--steps needs a KV-cache LLM graph with prefill and decode signatures "
+            f"(litert-torch's generative export); this model has {sorted(sigs) or 'none'}"
+        )
+    prefill = prefills[-1]
+    dec, pre = sigs[decode], sigs[prefill]
+    cache = tuple(n for n in dec.inputs if n in dec.outputs and n in pre.inputs)
+    tokens = next((n for n in ("tokens", "input_ids") if n in dec.inputs), None)
+    positions = next((n for n in ("input_pos", "positions") if n in dec.inputs), None)
+    logits = next((n for n in dec.outputs if n not in dec.inputs), None)
+    missing = [
+        what
+        for what, found in (
+            ("a KV cache fed back by name", cache),
+            ("a tokens input", tokens),
+            ("an input_pos input", positions),
+            ("a logits output", logits),
+        )
+        if not found
+    ]
+    other = set(dec.inputs) - set(cache) - {tokens, positions}
+    if other:
+        missing.append(f"no other decode inputs (it also takes {sorted(other)})")
+    if missing:
+        raise UsageError(f"--steps: the decode signature {decode!r} lacks " + ", ".join(missing))
+    specs = {
+        n: (tuple(int(d) for d in dec.inputs[n].shape), dec.inputs[n].dtype.name) for n in cache
+    }
+    cache_len = min(max(s) for s, _ in specs.values())  # the sequence axis is the long one
+    return KvProgram(
+        prefill=prefill,
+        decode=decode,
+        prefill_len=_prefill_len(pre),
+        tokens=tokens,
+        positions=positions,
+        logits=logits,
+        vocab=int(dec.outputs[logits].shape[-1]),
+        cache=cache,
+        cache_len=cache_len,
+        cache_specs=specs,
+    )
+
+
+def _prefill_len(signature: Any) -> int:
+    tokens = signature.inputs.get("tokens") or next(iter(signature.inputs.values()))
+    return int(tokens.shape[-1])
+
+
+def prompt_tokens(program: KvProgram, seed: int = 0) -> np.ndarray:
+    """A seeded prompt filling the prefill signature (token ids in 1..vocab-1)."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(1, program.vocab, size=program.prefill_len).astype(np.int32)
+
+
+def max_steps(program: KvProgram) -> int:
+    """Decode steps that fit in the cache after the prompt."""
+    return program.cache_len - program.prefill_len + 1
+
+
+def run_steps(
+    call: Call,
+    program: KvProgram,
+    prompt: np.ndarray,
+    steps: int,
+    forced: Sequence[int] | None = None,
+) -> tuple[list[np.ndarray], list[int]]:
+    """Prefill ``prompt[:-1]``, then ``steps`` decode steps from ``prompt[-1]``: (the logits of
+    every step, the greedy token of every step). With ``forced``, step k+1 is fed ``forced[k]``
+    instead of this backend's own greedy token."""
+    p = program.prefill_len
+    cache = {n: np.zeros(s, dtype=d) for n, (s, d) in program.cache_specs.items()}
+    tokens = np.zeros((1, p), np.int32)
+    tokens[0, : p - 1] = prompt[: p - 1]
+    out = call(
+        program.prefill,
+        {program.tokens: tokens, program.positions: np.arange(p, dtype=np.int32), **cache},
+    )
+    cache = {n: np.asarray(out[n]) for n in program.cache}
+    token, logits_all, greedy = int(prompt[p - 1]), [], []
+    for k in range(steps):
+        pos = p - 1 + k
+        out = call(
+            program.decode,
+            {
+                program.tokens: np.array([[token]], np.int32),
+                program.positions: np.array([pos], np.int32),
+                **cache,
+            },
+        )
+        logits = np.asarray(out[program.logits], np.float32).reshape(-1)
+        cache = {n: np.asarray(out[n]) for n in program.cache}
+        logits_all.append(logits)
+        greedy.append(int(np.argmax(np.where(np.isfinite(logits), logits, -np.inf))))
+        token = greedy[-1] if forced is None else int(forced[k])
+    return logits_all, greedy
+
+
+def cpu_call(model: bytes) -> Call:
+    """The LiteRT Interpreter's signature runners (CPU, default kernels) as a :data:`Call`."""
+    from tflkit.delegates.litert_cpu import start_interpreter
+
+    interpreter = start_interpreter(model)
+    runners: dict[str, Any] = {}
+
+    def call(key: str, feeds: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+        if key not in runners:
+            runners[key] = interpreter.get_signature_runner(key)
+        return {k: np.array(v) for k, v in runners[key](**feeds).items()}
+
+    return call
+
+
+def fp16_call(model: bytes, hazards: list[list[dict[str, Any]]]) -> Call:
+    """tflkit's fp16 emulation (:mod:`tflkit.delegates.fp16_emulation`: weights and every op's
+    output rounded to fp16, op by op, on the CPU) per signature, as a :data:`Call`; the hazards
+    of every call are appended to ``hazards`` (op index, type, what, signature)."""
+    from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
+
+    runners: dict[str, Fp16EmulationRunner] = {}
+
+    def call(key: str, feeds: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+        if key not in runners:
+            runners[key] = Fp16EmulationRunner(model, signature=key)
+            runners[key].activate()
+        outputs, found = runners[key].run_one(feeds)
+        hazards.append([{**h.to_json(), "signature": key} for h in found])
+        return outputs
+
+    return call
+
+
+@dataclass
+class StepRun:
+    """One backend's run: status, logits and greedy tokens per step, what executed."""
+
+    runner: str
+    status: str
+    logits: list[np.ndarray] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    error: str | None = None
+    executed: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass
+class StepsReport:
+    """What ``validate --steps`` found: per runner, per step."""
+
+    model: str
+    program: KvProgram
+    prompt: list[int]
+    steps: int
+    cpu_tokens: list[int]
+    runs: dict[str, dict[str, Any]]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        """Every runner ran and none parted from the CPU."""
+        return all(r["status"] == "ok" and r["first_part"] is None for r in self.runs.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return plain(
+            {
+                "kind": "validate_steps",
+                "model": self.model,
+                "ok": self.ok,
+                "program": self.program.to_json(),
+                "prompt": self.prompt,
+                "steps": self.steps,
+                "cpu_tokens": self.cpu_tokens,
+                "runs": self.runs,
+                "seconds": self.seconds,
+            }
+        )
+
+    def lines(self) -> list[str]:
+        """The short terminal section."""
+        p = self.program
+        out = [
+            f"{self.model}: {self.steps} decode steps after a {p.prefill_len}-token prefill "
+            f"({p.prefill} -> {p.decode}, cache {', '.join(p.cache[:2])}... fed back by name)",
+            f"cpu greedy tokens: {self.cpu_tokens}",
+        ]
+        for name, run in self.runs.items():
+            if run["status"] != "ok":
+                out.append(f"{name}: {run['status']}: {run.get('error') or ''}".rstrip())
+                continue
+            per = run["per_step"]
+            worst = max(per, key=lambda s: s["max_abs"])
+            part = run["first_part"]
+            verdict = (
+                "agrees with the CPU at every step"
+                if part is None
+                else f"parts from the CPU at step {part['step']} ({part['why']})"
+            )
+            out.append(
+                f"{name}: {verdict}; max abs per step "
+                + " ".join(_fmt(s["max_abs"]) for s in per)
+                + f" (worst {_fmt(worst['max_abs'])} at step {worst['step']}); tokens "
+                f"{'same' if run['tokens'] == self.cpu_tokens else run['tokens']}"
+            )
+            for note in run.get("notes", []):
+                out.append(f"  {note}")
+        return out
+
+
+def _fmt(x: float) -> str:
+    return "inf" if not np.isfinite(x) else f"{x:.2g}"
+
+
+def compare_steps(
+    name: str, run: StepRun, reference: StepRun, part_fraction: float
+) -> dict[str, Any]:
+    """Per step: max abs of the logits against ``reference``, both greedy tokens, whether the
+    step parts; and the first step that parts."""
+    result: dict[str, Any] = {
+        "status": run.status,
+        "error": run.error,
+        "executed": run.executed,
+        "seconds": run.seconds,
+        "tokens": run.tokens,
+        "per_step": [],
+        "first_part": None,
+        "part_fraction": part_fraction,
+    }
+    if run.status != "ok":
+        return result
+    for k, (got, want) in enumerate(zip(run.logits, reference.logits, strict=False)):
+        finite = bool(np.isfinite(got).all())
+        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        max_abs = float(diff.max()) if finite else float("inf")
+        scale = float(np.abs(want).max()) or 1.0
+        token, ref_token = run.tokens[k], reference.tokens[k]
+        step = {
+            "step": k,
+            "max_abs": max_abs,
+            "max_rel_to_range": max_abs / scale,
+            "token": token,
+            "cpu_token": ref_token,
+            "finite": finite,
+        }
+        result["per_step"].append(step)
+        if result["first_part"] is None:
+            why = None
+            if not finite:
+                why = "non-finite logits"
+            elif token != ref_token:
+                why = f"greedy token {token} != cpu {ref_token}"
+            elif max_abs > part_fraction * scale:
+                why = f"max abs {max_abs:.3g} > {part_fraction:g} x logit range {scale:.3g}"
+            if why:
+                result["first_part"] = {"step": k, "why": why}
+    return result
+
+
+def _cpu_run(data: bytes, program: KvProgram, prompt: np.ndarray, steps: int) -> StepRun:
+    start = time.perf_counter()
+    try:
+        logits, tokens = run_steps(cpu_call(data), program, prompt, steps)
+    except Exception as exc:  # a runtime error is a finding
+        return StepRun("cpu", "run_error", error=_line(exc))
+    return StepRun(
+        "cpu",
+        "ok",
+        logits,
+        tokens,
+        executed={"runtime": "LiteRT Interpreter (signature runners)", "device": "CPU"},
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _fp16_run(
+    data: bytes, program: KvProgram, prompt: np.ndarray, steps: int, forced: Sequence[int]
+) -> StepRun:
+    start = time.perf_counter()
+    hazards: list[list[dict[str, Any]]] = []
+    try:
+        logits, tokens = run_steps(fp16_call(data, hazards), program, prompt, steps, forced)
+    except Exception as exc:
+        return StepRun("cpu-fp16", "run_error", error=_line(exc))
+    return StepRun(
+        "cpu-fp16",
+        "ok",
+        logits,
+        tokens,
+        executed={
+            "runtime": "LiteRT Interpreter, op by op",
+            "device": "CPU",
+            "precision": "fp16 (emulated: weights and every op output rounded)",
+            # hazards[0] is the prefill's, hazards[1 + k] decode step k's
+            "prefill_hazards": hazards[0] if hazards else [],
+            "step_hazards": hazards[1:],
+        },
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _gpu_run(
+    data: bytes,
+    name: str,
+    program: KvProgram,
+    prompt: np.ndarray,
+    steps: int,
+    forced: Sequence[int],
+    timeout: float,
+) -> StepRun:
+    from tflkit.gpu.log import parse_gpu_log
+    from tflkit.proc.worker import run_worker
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tflkit-steps-") as tmp:
+        folder = Path(tmp)
+        (folder / "model.tflite").write_bytes(data)
+        plan = {
+            "program": program.to_json(),
+            "prompt": [int(t) for t in prompt],
+            "steps": steps,
+            "forced": [int(t) for t in forced],
+            "enforce_f32": name == "gpu-fp32",
+        }
+        (folder / "plan.json").write_text(json.dumps(plan))
+        cmd = [sys.executable, "-m", "tflkit.validation._steps_worker", str(folder)]
+        done = run_worker(cmd, cwd=folder, timeout=timeout)
+        log = parse_gpu_log(done.output)
+        result_file = folder / "result.json"
+        state = json.loads(result_file.read_text()) if result_file.is_file() else {}
+        executed = {
+            "runtime": "LiteRT CompiledModel (signature by index)",
+            "device": "GPU",
+            "precision": "fp32" if name == "gpu-fp32" else "fp16",
+            "fully_accelerated": state.get("fully_accelerated"),
+            "adapter": None if log.adapter is None else log.adapter.name,
+            "software_adapter": None if log.adapter is None else log.adapter.is_software,
+            "cpu_fallback": sorted({r.op_type for r in log.rejections}),
+            "stage": state.get("stage"),
+        }
+        seconds = time.perf_counter() - start
+        if done.timed_out or (done.returncode or 0) < 0:
+            status = "timeout" if done.timed_out else "crashed"
+            where = state.get("stage", "start")
+            error = f"the accelerator {done.how} during {where}: {log.fatal or done.last_line}"
+            return StepRun(name, status, error=error, executed=executed, seconds=seconds)
+        if state.get("status") != "ok":
+            error = state.get("error") or log.fatal or done.last_line or done.how
+            status = "compile_error" if state.get("stage") == "compile" else "run_error"
+            return StepRun(name, status, error=error, executed=executed, seconds=seconds)
+        with np.load(folder / "logits.npz") as npz:
+            logits = [npz[f"step_{k}"] for k in range(steps)]
+    return StepRun(name, "ok", logits, state["tokens"], executed=executed, seconds=seconds)
+
+
+def _new_hazards(per_step: list[list[dict[str, Any]]], step: int) -> list[dict[str, Any]]:
+    """The hazards of decode step ``step`` that no earlier (agreeing) step had: the ops where
+    the emulated fp16 run parts (a hazard every step has, such as the causal mask's -3.4e38
+    becoming -inf, did not make the earlier steps part)."""
+    seen = {(h["op_index"], h["what"]) for hazards in per_step[:step] for h in hazards}
+    return [h for h in per_step[step] if (h["op_index"], h["what"]) not in seen]
+
+
+def _named(model: Any, hazards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``hazards`` with the name of each op's first output (its place in the graph)."""
+    graphs = {sig.key: sig.subgraph for sig in model.signatures}
+    named = []
+    for h in hazards:
+        graph = graphs.get(h["signature"])
+        ops = graph.ops if graph is not None else []
+        index = h["op_index"]
+        output = (
+            ops[index].outputs[0].name if 0 <= index < len(ops) and ops[index].outputs else None
+        )
+        named.append({**h, "output": output})
+    return named
+
+
+def _composite_names(model: Any, signature: str) -> list[str]:
+    from tflkit.ir.composites import composite_of
+
+    graph = next(s.subgraph for s in model.signatures if s.key == signature)
+    found = (composite_of(op) for op in graph.ops)
+    return sorted({c.name for c in found if c is not None})
+
+
+def _line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def steps_report(
+    data: bytes,
+    label: str,
+    steps: int,
+    *,
+    runners: Sequence[str] = RUNNERS,
+    seed: int = 0,
+    timeout: float = 300.0,
+    progress: Callable[[str], None] | None = None,
+) -> StepsReport:
+    """Run prefill + ``steps`` decode steps on the CPU and each GPU runner, compare per step."""
+    from tflkit import ir
+
+    start = time.perf_counter()
+    model = ir.load(data)
+    program = kv_program(model)
+    if not 1 <= steps <= max_steps(program):
+        raise UsageError(
+            f"--steps {steps}: the cache holds {program.cache_len} positions and the prompt "
+            f"{program.prefill_len}, so 1..{max_steps(program)} decode steps fit"
+        )
+    unknown = [r for r in runners if r not in RUNNERS]
+    if unknown:
+        raise UsageError(f"--steps runs {', '.join(RUNNERS)}, not {unknown}")
+    prompt = prompt_tokens(program, seed)
+    if progress:
+        progress(f"cpu: prefill + {steps} decode steps")
+    cpu = _cpu_run(data, program, prompt, steps)
+    runs: dict[str, dict[str, Any]] = {}
+    if cpu.status != "ok":
+        runs["cpu"] = compare_steps("cpu", cpu, cpu, 0.0)
+        return StepsReport(
+            label, program, [int(t) for t in prompt], steps, [], runs, time.perf_counter() - start
+        )
+    for name in runners:
+        if name == "cpu":
+            continue
+        if progress:
+            where = "op by op on the CPU" if name == "cpu-fp16" else "child process"
+            progress(f"{name}: prefill + {steps} decode steps ({where})")
+        if name == "cpu-fp16":
+            run = _fp16_run(data, program, prompt, steps, cpu.tokens)
+        else:
+            run = _gpu_run(data, name, program, prompt, steps, cpu.tokens, timeout)
+        runs[name] = compare_steps(name, run, cpu, PART_FRACTION[name])
+        notes = runs[name].setdefault("notes", [])
+        if name == "cpu-fp16" and runs[name]["first_part"] is not None:
+            part = runs[name]["first_part"]
+            part["ops"] = _named(model, _new_hazards(run.executed["step_hazards"], part["step"]))
+            for h in part["ops"][:3]:
+                notes.append(
+                    f"step {part['step']}: op #{h['op_index']} {h['op_type']} ({h['signature']}, "
+                    f"output {h['output']}): {h['what']}"
+                )
+        if run.status in ("crashed", "compile_error") and run.executed.get("stage") == "compile":
+            composites = _composite_names(model, program.decode)
+            if composites:
+                notes.append(
+                    f"the decode graph has STABLEHLO_COMPOSITE ops ({', '.join(composites)}); "
+                    "LiteRT's GPU accelerator has been seen to crash compiling them: "
+                    "`tflkit check --probe` locates the op"
+                )
+        fallback = run.executed.get("cpu_fallback")
+        if run.executed.get("software_adapter"):
+            notes.append(f"software GPU adapter ({run.executed.get('adapter')})")
+        if fallback:
+            notes.append("ops left to the CPU by the accelerator: " + ", ".join(fallback))
+    return StepsReport(
+        label,
+        program,
+        [int(t) for t in prompt],
+        steps,
+        cpu.tokens,
+        runs,
+        time.perf_counter() - start,
+    )
+
+
+def validate_steps(model_path: str | Path, options: Any) -> StepsReport:
+    """``validate --steps``: :func:`steps_report` with a :class:`ValidateOptions`' steps, runners
+    (default: cpu, cpu-fp16, gpu-fp16, gpu-fp32), seed, timeout and progress."""
+    from tflkit import ir
+
+    data, label = ir.serde.read_model_bytes(model_path)
+    return steps_report(
+        data,
+        label,
+        int(options.steps),
+        runners=tuple(options.runners) or RUNNERS,
+        seed=options.seed,
+        timeout=options.timeout,
+        progress=options.progress,
+    )
