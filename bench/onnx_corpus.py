@@ -452,6 +452,10 @@ def _summarize(report: dict[str, Any]) -> dict[str, Any]:
         )
         if pairs.get("cpu:reference")
         else None,
+        # per output: pass, fail, not-meaningful (the reference is constant on these inputs)...
+        "cpu_vs_ort_verdicts": sorted(
+            {v.get("verdict") for v in pairs.get("cpu:reference", {}).values()}
+        ),
         "gpu_fp16_vs_ort": worst("gpu-fp16:reference"),
         "gpu_fp32_vs_ort": worst("gpu-fp32:reference"),
         "validate": validate.get("status"),
@@ -470,9 +474,13 @@ def _status(row: dict[str, Any]) -> tuple[str, str]:
     if code == 0 and row.get("verdict") == "gpu-ready":
         return "gpu-ready", ""
     if code in (0, 1) and row.get("verdict"):
-        if row.get("cpu_vs_ort_pass") is False:
-            cpu = [f for f in row.get("findings", []) if f.startswith("cpu:reference")]
+        verdicts = set(row.get("cpu_vs_ort_verdicts") or [])
+        cpu = [f for f in row.get("findings", []) if f.startswith("cpu:reference")]
+        if "fail" in verdicts or (not verdicts and row.get("cpu_vs_ort_pass") is False):
             return "wrong", f"{row['verdict']}: {(cpu or ['CPU vs ONNX Runtime'])[0][:240]}"
+        if verdicts and "pass" not in verdicts:
+            why = cpu or [f"cpu:reference {', '.join(sorted(verdicts))}"]
+            return "unverified", f"{row['verdict']}: {why[0][:240]}"
         why = row.get("findings") or row.get("still_on_cpu") or [row["verdict"]]
         return "converted", f"{row['verdict']}: {str(why[0])[:200]}"
     if code == 3:
@@ -587,7 +595,13 @@ def _ops(row: dict[str, Any]) -> str:
 def _route(row: dict[str, Any]) -> str:
     """The routes tried, in order (a failed one marked), and the converter that wrote the file."""
     attempts = row.get("attempts") or []
-    tried = [f"{a.get('route')}{' (failed)' if a.get('error') else ''}" for a in attempts]
+
+    def mark(error: str | None) -> str:
+        if not error:
+            return ""
+        return " (wrong on the CPU)" if error.startswith("converted, but") else " (failed)"
+
+    tried = [f"{a.get('route')}{mark(a.get('error'))}" for a in attempts]
     text = " then ".join(tried) or (row.get("route") or "")
     return f"{text}: {row['converter']}" if row.get("converter") else text
 
@@ -619,10 +633,12 @@ def render(runs: Path, out: Path) -> None:
         "Status: **gpu-ready** (every op on the GPU, every pair within tolerance); **converted** "
         "(a `.tflite` matching ONNX Runtime on the CPU, but not all on the GPU or a GPU pair out "
         "of tolerance: the line says which); **wrong** (written, but the CPU differs from ONNX "
-        "Runtime: counted as a failure); **failed** (exit 2, tflkit's one line); **internal "
-        "error** (exit 3); **timeout**. Ops on GPU: of the final `.tflite` (before the rewrite, "
-        "where one fired). Max abs: `.tflite` on the CPU vs ONNX Runtime (`cpu_vs_reference`), "
-        "the worst output. Time: the whole command's wall time on the shared 2-core machine.",
+        "Runtime: counted as a failure); **unverified** (written, but no output of ONNX Runtime "
+        "told anything on the seeded inputs, e.g. a constant softmax); **failed** (exit 2, "
+        "tflkit's one line); **internal error** (exit 3); **timeout**. Ops on GPU: of the "
+        "final `.tflite` (before the rewrite, where one fired). Max abs: `.tflite` on the CPU "
+        "vs ONNX Runtime (`cpu_vs_reference`), the worst output. Time: the whole command's "
+        "wall time on the shared 2-core machine.",
         "",
     ]
     for kind in ("real", "test data"):

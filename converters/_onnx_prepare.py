@@ -109,14 +109,17 @@ def _fix_shapes(model, shapes, source, say):
         say(f"dropped {dropped} value_info shapes (inferred again at the static shapes)")
 
 
-def _node_count(graph):
-    count = 0
+def nodes(graph):
+    """Every node of ``graph`` and of the graphs its nodes hold (If/Loop/Scan bodies)."""
     for node in graph.node:
-        count += 1
+        yield node
         for attr in node.attribute:
             for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                count += _node_count(sub)
-    return count
+                yield from nodes(sub)
+
+
+def _node_count(graph):
+    return sum(1 for _ in nodes(graph))
 
 
 def _simplify(model, say, label="simplify"):

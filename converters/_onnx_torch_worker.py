@@ -45,7 +45,9 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 
 # tflkit's root is on PYTHONPATH (child_env); result_file needs nothing but the standard library
-from tflkit.proc.result_file import RESULT_FILE, write_result  # noqa: E402
+from tflkit.proc.result_file import RESULT_FILE, load_sibling, write_result  # noqa: E402
+
+_PREPARE = load_sibling(__file__, "_onnx_prepare")
 
 #: ONNX ops whose onnx2torch converter needs torchvision (absent here: its only wheels for this
 #: torch are CUDA builds that fail to import), and that no .tflite builtin computes anyway.
@@ -292,22 +294,13 @@ def _samples(model, inputs):
 # -- ops this route cannot take -----------------------------------------------------------------
 
 
-def _nodes(graph):
-    """Every node of ``graph`` and of the graphs its nodes hold (If/Loop/Scan bodies)."""
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                yield from _nodes(sub)
-
-
 def unsupported_ops(model, get_converter):
     """``[(domain, op_type, opset, count)]`` for the node types onnx2torch has no converter for
     at the model's opset (its registry, as ``onnx2torch.convert`` looks them up), and the ops
     that need torchvision; in graph order."""
     opsets = {o.domain: o.version for o in model.opset_import}
     found = {}
-    for node in _nodes(model.graph):
+    for node in _PREPARE.nodes(model.graph):
         opset = opsets.get(node.domain)
         missing = node.op_type in _TORCHVISION_OPS or opset is None
         if not missing:
@@ -724,7 +717,7 @@ def _contiguous(module):
 
 def _op_types(model):
     counts = {}
-    for node in _nodes(model.graph):
+    for node in _PREPARE.nodes(model.graph):
         counts[node.op_type] = counts.get(node.op_type, 0) + 1
     return counts
 
@@ -810,6 +803,7 @@ def convert(job, state):
     state["rewritten_onnx"] = standard_equivalents(model)
     missing = unsupported_ops(model, get_converter)
     if missing:
+        state["unsupported"] = missing  # the parent names ops no route takes in one line
         raise Unsupported(_unsupported_message(missing, state["converter"]))
     state["inputs"] = static_inputs(model, job.get("options") or {})
     samples = _samples(model, state["inputs"])

@@ -23,27 +23,19 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 
 # tflkit's root is on PYTHONPATH (child_env); result_file needs nothing but the standard library
-from tflkit.proc.result_file import RESULT_FILE, write_result  # noqa: E402
+from tflkit.proc.result_file import RESULT_FILE, load_sibling, write_result  # noqa: E402
+
+_PREPARE = load_sibling(__file__, "_onnx_prepare")
 
 # onnx2tf fetches this sample from the network for its own self-check unless it is in the cwd.
 _SAMPLE = "calibration_image_sample_data_20x128x128x3_float32.npy"
-
-
-def _sibling(name):
-    """A module of this folder, loaded by path (the folder itself is off ``sys.path``)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def prepare(job, state):
     """The preparation pass (``_onnx_prepare``): writes ``prepared.onnx``, reports each step."""
     steps = state.setdefault("preparation", [])
     target = Path(job["workdir"]) / "prepared.onnx"
-    shapes, source, state["branch_inputs"] = _sibling("_onnx_prepare").prepare(
+    shapes, source, state["branch_inputs"] = _PREPARE.prepare(
         job["source"], target, job["options"], steps.append
     )
     state["inputs"] = [
@@ -94,22 +86,13 @@ def _onnx2tf_ops():
     return {m.name for m in pkgutil.iter_modules(paths) if not m.name.startswith("_")}
 
 
-def _nodes(graph):
-    """Every node of ``graph`` and of the graphs its nodes hold (If/Loop/Scan bodies)."""
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                yield from _nodes(sub)
-
-
 def unsupported_ops(model, known):
     """``[(domain, op_type, opset, nodes)]`` for the node types onnx2tf cannot convert, in graph
     order (ops the model defines as local functions are left to onnx2tf)."""
     opsets = {(o.domain or "ai.onnx"): o.version for o in model.opset_import}
     local = {(f.domain, f.name) for f in model.functions}
     found = {}
-    for node in _nodes(model.graph):
+    for node in _PREPARE.nodes(model.graph):
         if node.op_type in known or (node.domain, node.op_type) in local:
             continue
         domain = node.domain or "ai.onnx"
@@ -255,11 +238,7 @@ def reference(job, state):
     work = Path(job["workdir"])
     pins = job["options"].get("input_values") or {}
     declared = onnx.load(job["source"], load_external_data=False).graph.input
-    pinned = {
-        i.name: _sibling("_onnx_prepare").pinned_array(i, pins[i.name])
-        for i in declared
-        if i.name in pins
-    }
+    pinned = {i.name: _PREPARE.pinned_array(i, pins[i.name]) for i in declared if i.name in pins}
     session = ort.InferenceSession(job["source"], providers=["CPUExecutionProvider"])
     inputs = [spec for spec in session.get_inputs() if spec.name not in pinned]
     state["versions"] = {"onnxruntime": ort.__version__}

@@ -53,7 +53,13 @@ def convert(job, state):
     program = torch.export.load(job["source"])
     samples, state["inputs"] = _samples(program, job["options"])
     start = time.perf_counter()
-    edge = litert_torch.convert(program.module(), tuple(samples))
+    module = program.module()
+    # litert-torch 0.10 wrote one Linear's weights for another of the same shape in some runs
+    # when weights were strided views (measured on onnx2torch's Gemm weights): copy them
+    for tensor in [*module.parameters(), *module.buffers()]:
+        if not tensor.is_contiguous():
+            tensor.data = tensor.data.contiguous()
+    edge = litert_torch.convert(module, tuple(samples))
     edge.export(str(Path(job["workdir"]) / "model.tflite"))
     state["convert_seconds"] = time.perf_counter() - start
 

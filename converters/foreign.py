@@ -417,12 +417,11 @@ def convert_foreign(
             data = _float_model(work, state, route.name)
             checked = _check_against_source(python, route, source, options, work, data)
         if options.quantize != "none":
+            # the quantized model's own realistic inputs (photographs mapped onto the range its
+            # first QUANTIZE covers, as validate makes them; int8 under --int8-io, the source
+            # then fed their real values)
             data = _quantized(checked.data, options, report, work)
-            if options.int8_io:  # int8 inputs: new feeds, the source fed their real values
-                checked = _check_against_source(python, route, source, options, work, data)
-            else:
-                checked.data = data
-                checked.worst = cpu_vs_reference(data, checked.sets.feeds, checked.refs, {})
+            checked = _check_against_source(python, route, source, options, work, data)
         ref = checked.reference
         framework = str(ref.get("framework", ""))
         save_bundle(

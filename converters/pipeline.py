@@ -135,11 +135,7 @@ def convert_gpu_ready(
         )
     )
     if before.compiles:
-        still = [
-            f"{op.type}#{op.index}: {op.why}"
-            for op in before.ops
-            if not op.on_gpu
-        ]
+        still = [f"{op.type}#{op.index}: {op.why}" for op in before.ops if not op.on_gpu]
     else:  # the delegate refuses the whole graph: the model-level issues are the reason
         still = [i.message for i in before.issues if i.fatal] or [before.summary]
     if fp16 is not None and fp16.ok and not accelerated:

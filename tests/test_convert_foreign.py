@@ -227,8 +227,8 @@ def test_onnx_model(name, gpu, tmp_path):
 
 
 #: A model onnx2tf 1.29.24 cannot convert: speechmos 0.0.1.1's DNSMOS P.808 model (keras2onnx),
-#: whose convolution gets a group count from a wrong channels-first guess. The user gets one
-#: line, and nothing is written.
+#: whose convolution gets a group count from a wrong channels-first guess. The second route
+#: (onnx2torch + litert-torch) converts it.
 REFUSED = OnnxModel(
     "speechmos==0.0.1.1",
     "31c4c9d3234f6ee10102edff74333014c50006a3f389daf7ecacae34e68ebbf7",
@@ -236,24 +236,38 @@ REFUSED = OnnxModel(
 )
 
 
-def test_onnx_converter_failure_is_one_line(tmp_path):
+def test_onnx2tf_failure_is_one_line_then_the_second_route_converts(tmp_path):
+    """onnx2tf's failure is one line naming the ONNX node and the cause (kept in the report's
+    attempts); onnx2torch + litert-torch then converts the model exactly, in the ONNX layout;
+    ``--route onnx2tf`` alone fails with that line and writes nothing."""
     from tflkit.converters.api import convert
-    from tflkit.converters.base import ConversionError
+    from tflkit.converters.base import ConversionError, ConvertOptions
 
     source = _fetch(REFUSED)
+    alone = tmp_path / "alone"
+    alone.mkdir()
     with pytest.raises(ConversionError) as caught:
-        convert(source, tmp_path / "dnsmos_p808.tflite")
+        convert(source, alone / "dnsmos_p808.tflite", ConvertOptions(route="onnx2tf"))
     message = str(caught.value)
     # TensorFlow's wrapper line ("Exception encountered when calling layer") is replaced by the
     # ONNX node onnx2tf printed, the cause, and what the clash of shapes usually means
     assert message.startswith(
-        "onnx2tf 1.29.24 failed at ONNX node conv2d_5 (tf.nn.convolution): Depth of output (32) "
-        "is not a multiple of the number of groups (120) with input shapes: [1,900,1,120], "
-        "[3,3,1,32]; onnx2tf moves channels last"
+        "no route converted the model (onnx2tf): onnx2tf: onnx2tf 1.29.24 failed at ONNX node "
+        "conv2d_5 (tf.nn.convolution): Depth of output (32) is not a multiple of the number of "
+        "groups (120) with input shapes: [1,900,1,120], [3,3,1,32]; onnx2tf moves channels last"
     ), message
     assert "convert the Keras or SavedModel source with tflkit instead" in message
-    assert "\n" not in message and len(message) < 700 and "{{node" not in message
-    assert not list(tmp_path.iterdir()), "something was written"
+    assert "\n" not in message and len(message) < 800 and "{{node" not in message
+    assert not list(alone.iterdir()), "something was written"
+
+    report = convert(source, tmp_path / "dnsmos_p808.tflite")
+    first, second = report.attempts
+    assert first["route"] == "onnx2tf" and "failed at ONNX node conv2d_5" in first["error"]
+    assert second == {"route": "onnx2torch", "error": None, "seconds": second["seconds"]}
+    assert report.converter == "onnx2torch 1.5.15 + litert-torch 0.10.0"
+    assert max(report.cpu_vs_reference_max_abs.values()) < CPU_VS_SOURCE
+    (entry,) = report.inputs  # the ONNX layout, a dynamic batch made 1
+    assert entry["shape"] == [1 if d is None else d for d in entry["source_shape"]], entry
 
 
 #: Relu then ONNX Runtime's own com.microsoft QuickGelu (which ONNX Runtime runs), written with
@@ -277,9 +291,10 @@ onnx.save(model, sys.argv[1])
 """
 
 
-def test_op_onnx2tf_lacks_is_named_before_converting(tmp_path):
-    """A node type onnx2tf has no converter for fails before onnx2tf runs, in one line naming its
-    domain, type and opset and what to do (exit 2), never a Python module path."""
+def test_op_no_route_takes_is_named_before_converting(tmp_path):
+    """A node type neither onnx2tf nor onnx2torch has a converter for fails before either runs,
+    in one line naming its domain, type, opset, the converters that lack it and what to do
+    (exit 2), never a Python module path."""
     from tflkit.converters.envs import ensure_env
 
     env = ensure_env("onnx", root=cache_root() / "converters")
@@ -304,7 +319,8 @@ def test_op_onnx2tf_lacks_is_named_before_converting(tmp_path):
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(
-        "tflkit: error: com.microsoft QuickGelu (opset 1): onnx2tf 1.29.24 has no converter for it;"
+        "tflkit: error: com.microsoft QuickGelu (opset 1), not supported by onnx2tf 1.29.24 or "
+        "onnx2torch 1.5.15 + litert-torch 0.10.0: com.microsoft ops are ONNX Runtime's"
     ), line
     assert "export the model again with standard ONNX ops" in line
     assert "onnx2tf.ops" not in line and "No module" not in line

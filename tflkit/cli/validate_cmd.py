@@ -182,8 +182,8 @@ def validate(
         typer.Option(
             "--steps",
             help="KV-cache LLM graph (prefill + decode signatures): prefill on a seeded prompt, "
-            "then N decode steps feeding the cache back, on cpu, cpu-fp16, gpu-fp16 and gpu-fp32 "
-            "(or --runner); logits and greedy tokens compared per step.",
+            "then N decode steps feeding the cache back, on cpu, cpu-ref, cpu-fp16, gpu-fp16 "
+            "and gpu-fp32 (or --runner); logits and greedy tokens compared per step.",
             min=1,
         ),
     ] = None,

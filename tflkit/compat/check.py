@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 from tflkit import ir
 from tflkit.compat import partition, static
-from tflkit.ir.composites import composite_of
 from tflkit.compat.reasons import Reason, Rejection
 from tflkit.compat.targets import DEFAULT_TARGET, get_target
+from tflkit.ir.composites import composite_of
 from tflkit.report.check_report import (
     STATUS_BLOCKED,
     STATUS_GPU,

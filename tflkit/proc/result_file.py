@@ -9,14 +9,16 @@ puts this ``tflkit`` first on ``PYTHONPATH``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from tflkit.fsio import write_atomic
 
-__all__ = ["RESULT_FILE", "read_result", "write_result"]
+__all__ = ["RESULT_FILE", "load_sibling", "read_result", "write_result"]
 
 #: The result's name in a converter worker's work folder.
 RESULT_FILE = "result.json"
@@ -33,3 +35,15 @@ def write_result(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
 def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The state a worker wrote (``OSError`` when it wrote none, ``ValueError`` when damaged)."""
     return json.loads(Path(path).read_text())
+
+
+def load_sibling(script: str, name: str) -> ModuleType:
+    """The module ``name`` of the folder holding ``script`` (a worker's ``__file__``), loaded by
+    path: a worker takes its own folder off ``sys.path`` (its ``torch.py`` / ``onnx.py`` would
+    shadow the packages), yet shares helpers with the scripts beside it."""
+    spec = importlib.util.spec_from_file_location(name, Path(script).with_name(f"{name}.py"))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no module {name} beside {script}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

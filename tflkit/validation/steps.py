@@ -14,7 +14,9 @@ the logits of step k are comparable on every backend; each backend's own greedy 
 recorded next to them. The cache each backend feeds back is its own, so error accumulates the
 way it does on a device.
 
-Backends: ``cpu`` (the LiteRT Interpreter's signature runners, XNNPACK), ``gpu-fp16`` and
+Backends: ``cpu`` (the LiteRT Interpreter's signature runners, XNNPACK), ``cpu-ref`` (the same
+with LiteRT's reference kernels: XNNPACK runs some composites with kernels of its own),
+``cpu-fp16`` (tflkit's fp16 emulation, op by op, per signature), ``gpu-fp16`` and
 ``gpu-fp32`` (LiteRT's GPU accelerator through ``CompiledModel``, in a child process with a
 timeout: :mod:`tflkit.validation._steps_worker`; a crash is a finding, not a crash of tflkit).
 :func:`compare_steps` gives per step the max abs of the logits against the CPU, the greedy tokens
@@ -53,11 +55,11 @@ __all__ = [
 Call = Callable[[str, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
 
 GPU_RUNNERS = ("gpu-fp16", "gpu-fp32")
-RUNNERS = ("cpu", "cpu-fp16", *GPU_RUNNERS)
+RUNNERS = ("cpu", "cpu-ref", "cpu-fp16", *GPU_RUNNERS)
 #: A step "parts" when its logits differ from the CPU's by more than this fraction of the CPU
 #: logits' largest magnitude (fp16 stores about 3 decimal digits), or when the greedy token
 #: differs, or when a logit is not finite.
-PART_FRACTION = {"gpu-fp16": 2e-2, "cpu-fp16": 2e-2, "gpu-fp32": 1e-4}
+PART_FRACTION = {"gpu-fp16": 2e-2, "cpu-fp16": 2e-2, "gpu-fp32": 1e-4, "cpu-ref": 1e-4}
 
 
 @dataclass(frozen=True)
@@ -209,11 +211,12 @@ def run_steps(
     return logits_all, greedy
 
 
-def cpu_call(model: bytes) -> Call:
-    """The LiteRT Interpreter's signature runners (CPU, default kernels) as a :data:`Call`."""
+def cpu_call(model: bytes, kernels: str = "xnnpack") -> Call:
+    """The LiteRT Interpreter's signature runners (CPU; XNNPACK, or LiteRT's ``reference``
+    kernels) as a :data:`Call`."""
     from tflkit.delegates.litert_cpu import start_interpreter
 
-    interpreter = start_interpreter(model)
+    interpreter = start_interpreter(model, kernels=kernels)
     runners: dict[str, Any] = {}
 
     def call(key: str, feeds: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
@@ -368,18 +371,30 @@ def compare_steps(
     return result
 
 
-def _cpu_run(data: bytes, program: KvProgram, prompt: np.ndarray, steps: int) -> StepRun:
+def _cpu_run(
+    data: bytes,
+    program: KvProgram,
+    prompt: np.ndarray,
+    steps: int,
+    forced: Sequence[int] | None = None,
+    kernels: str = "xnnpack",
+) -> StepRun:
+    name = "cpu" if kernels == "xnnpack" else "cpu-ref"
     start = time.perf_counter()
     try:
-        logits, tokens = run_steps(cpu_call(data), program, prompt, steps)
+        logits, tokens = run_steps(cpu_call(data, kernels), program, prompt, steps, forced)
     except Exception as exc:  # a runtime error is a finding
-        return StepRun("cpu", "run_error", error=_line(exc))
+        return StepRun(name, "run_error", error=_line(exc))
     return StepRun(
-        "cpu",
+        name,
         "ok",
         logits,
         tokens,
-        executed={"runtime": "LiteRT Interpreter (signature runners)", "device": "CPU"},
+        executed={
+            "runtime": "LiteRT Interpreter (signature runners)",
+            "device": "CPU",
+            "kernels": kernels,
+        },
         seconds=time.perf_counter() - start,
     )
 
@@ -541,6 +556,8 @@ def steps_report(
             progress(f"{name}: prefill + {steps} decode steps ({where})")
         if name == "cpu-fp16":
             run = _fp16_run(data, program, prompt, steps, cpu.tokens)
+        elif name == "cpu-ref":
+            run = _cpu_run(data, program, prompt, steps, cpu.tokens, kernels="reference")
         else:
             run = _gpu_run(data, name, program, prompt, steps, cpu.tokens, timeout)
         runs[name] = compare_steps(name, run, cpu, PART_FRACTION[name])
@@ -579,7 +596,7 @@ def steps_report(
 
 def validate_steps(model_path: str | Path, options: Any) -> StepsReport:
     """``validate --steps``: :func:`steps_report` with a :class:`ValidateOptions`' steps, runners
-    (default: cpu, cpu-fp16, gpu-fp16, gpu-fp32), seed, timeout and progress."""
+    (default: cpu, cpu-ref, cpu-fp16, gpu-fp16, gpu-fp32), seed, timeout and progress."""
     from tflkit import ir
 
     data, label = ir.serde.read_model_bytes(model_path)
