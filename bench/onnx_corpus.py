@@ -658,7 +658,7 @@ def render(runs: Path, out: Path) -> None:
             f"{len(these)} of {total} models run, from {len(wheels)} wheels "
             f"({len(packages)} packages): "
             + ", ".join(f"{counts[s]} {s}" for s in sorted(counts))
-            + f"; {converts} of {len(these)} convert ({100 * converts / len(these):.0f}%).",
+            + f"; {converts} of {len(these)} convert ({100 * converts / len(these):.1f}%).",
             "",
             "| model | wheel | what it exercises | route | status | ops on GPU | max abs vs "
             "ONNX Runtime | time (s) |",

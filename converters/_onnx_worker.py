@@ -277,9 +277,21 @@ def _one_line(exc):
 
 _NO_MODULE = re.compile(r"No module named 'onnx2tf\.ops\.(\w+)'")
 _NEGATIVE_DIM = re.compile(r"Dimension -1 must be >= 0")
-_KERAS_LAYER = re.compile(r'Exception encountered when calling layer "([^"]+)"')
+_KERAS_LAYER = re.compile(r"Exception encountered when calling layer [\"']([^\"']+)[\"']")
+_ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception)\b:? ")
 _TF_NODE = re.compile(r" for '\{\{node .*?\}\}.*?\)'")
 _SHAPE_CLASH = re.compile(r"not a multiple|must be equal|[Ii]ncompatible shapes|Depth of")
+
+
+def _cause(lines):
+    """The line of TensorFlow's text after its wrapper line that says what went wrong: the last
+    ``...Error: ...`` line (a traced function's "in user code:" and its File lines say nothing),
+    else the first line that is not a File or wrapper line."""
+    named = [ln for ln in lines if _ERROR_LINE.match(ln)]
+    noise = ("File ", "in user code", "Call arguments", "•", "Exception encountered")
+    plain = [ln for ln in lines if not ln.startswith(noise)]
+    found = named[-1] if named else (plain[0] if plain else "no cause given")
+    return _TF_NODE.sub("", found).rstrip(".")
 
 
 def _explained(exc, state):
@@ -293,10 +305,10 @@ def _explained(exc, state):
             f"{found.group(1)}: {converter} has no converter for this op; export the model "
             "with standard ONNX ops (another opset, or without it)"
         )
-    layer = _KERAS_LAYER.match(text)
+    layer = _KERAS_LAYER.search(text)
     if layer:  # TensorFlow's wrapper line first, the cause in the next one
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        cause = _TF_NODE.sub("", lines[1]).rstrip(".") if len(lines) > 1 else "no cause given"
+        cause = _cause(lines[1:])
         node = state.get("failed_node")
         where = f"ONNX node {node} ({layer.group(1)})" if node else layer.group(1)
         line = f"{converter} failed at {where}: {cause}"

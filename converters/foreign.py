@@ -298,6 +298,20 @@ def _float_model(work: Path, state: dict[str, Any], label: str) -> bytes:
     return data
 
 
+def _onnx_input_names(data: bytes, names: list[str]) -> bytes:
+    """litert-torch names a signature's inputs ``args_0``, ``args_1``...; give them the ONNX
+    inputs' names (the same order: onnx2torch's placeholders follow the ONNX graph's inputs)."""
+    model = ir.load(data)
+    if len(model.signatures) != 1:
+        return data
+    signature = model.signatures[0]
+    keys = list(signature.inputs)
+    if keys != [f"args_{i}" for i in range(len(names))]:
+        return data
+    signature.inputs = {new: signature.inputs[old] for old, new in zip(keys, names, strict=True)}
+    return ir.dumps(model)
+
+
 def _check_against_source(
     python: str, route: ForeignRoute, source: Path, options: ConvertOptions, work: Path, data: bytes
 ) -> _Checked:
@@ -360,6 +374,8 @@ def _convert_onnx(
             here = python if route is ONNX else _interpreter(route, options, report, record=False)
             state = _step(here, route, "convert", Path(prepared["prepared"]), options, work)
             data = _float_model(work, state, route.name)
+            if route is ONNX_TORCH:
+                data = _onnx_input_names(data, [i["name"] for i in prepared.get("inputs", [])])
         except (ConversionError, MissingExtraError) as exc:
             seconds = round(time.perf_counter() - start, 1)
             report.attempts.append({"route": route.name, "error": str(exc), "seconds": seconds})
