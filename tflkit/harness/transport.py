@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO
 
 from tflkit.errors import TflkitError, UsageError
+from tflkit.fsio import extract_tar
 from tflkit.harness.protocol import DeviceResult, ProtocolError, harness_source, read_result
 from tflkit.proc.worker import own_session
 
@@ -380,8 +381,7 @@ def _safe_extract(tar: tarfile.TarFile, dest: Path) -> None:
         target = (dest / member.name).resolve()
         if not (member.isfile() or member.isdir()) or not target.is_relative_to(dest.resolve()):
             raise DeviceError(f"the result archive holds an unexpected entry {member.name!r}")
-    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-    tar.extractall(dest, **safe)  # every member was checked above
+    extract_tar(tar, dest)  # every member was checked above
 
 
 @dataclass

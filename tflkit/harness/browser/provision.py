@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tflkit.fsio import exclusive_lock, write_atomic
+from tflkit.fsio import exclusive_lock, extract_tar, write_atomic
 
 from .errors import ProvisionError
 
@@ -280,4 +280,4 @@ def _unpack(tarball: Path, dest: Path) -> None:
                 continue
             member.name = str(Path(*parts[1:])) if len(parts) > 1 else "."
             members.append(member)
-        tar.extractall(dest, members=members, filter="data")
+        extract_tar(tar, dest, members)
