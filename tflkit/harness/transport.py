@@ -89,9 +89,12 @@ def run_command(
     readers: list[threading.Thread] = []
     timed_out = False
 
+    interrupted: list[bool] = []
+
     def join_readers() -> None:
+        # after Ctrl-C the output is not wanted: do not wait for a pipe a grandchild may hold
         for reader in readers:
-            reader.join(timeout=5)
+            reader.join(timeout=0.5 if interrupted else 5)
 
     with contextlib.ExitStack() as stack:
         stack.callback(join_readers)  # last: after the session is killed and reaped
@@ -126,6 +129,9 @@ def run_command(
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True  # leaving the session kills its group
+        except KeyboardInterrupt:
+            interrupted.append(True)
+            raise
     err = b"".join(errors).decode("utf-8", "replace")
     return Completed(proc.returncode, "\n".join(lines), err, timed_out)
 
@@ -291,12 +297,13 @@ class ShellDevice(Device):
             _check_harness(self.spec, done, timeout, expect_sentinel=True)
             return self._pull_result(remote, dest, say)
         finally:
-            # after Ctrl-C or SIGTERM the user is waiting: one short try (the harness on the
-            # device stops by itself at its next heartbeat). A cold CI run on a loaded machine
-            # took 45 s to exit after Ctrl-C; this 30 s cleanup is the longest wait on that path
-            hurry = isinstance(sys.exc_info()[1], KeyboardInterrupt)
-            with contextlib.suppress(DeviceError):
-                self.shell(f"rm -rf {shlex.quote(remote)}", timeout=5 if hurry else 30)
+            # After Ctrl-C or SIGTERM the user is waiting: no cleanup (the harness on the device
+            # stops by itself at its next heartbeat; its folder stays in the device's workdir).
+            # Two cold CI runs took 45 s to exit after Ctrl-C: the readers' 5 s joins and this
+            # cleanup's 30 s timeout were the waits on that path.
+            if not isinstance(sys.exc_info()[1], KeyboardInterrupt):
+                with contextlib.suppress(DeviceError):
+                    self.shell(f"rm -rf {shlex.quote(remote)}", timeout=30)
 
 
 class SshDevice(ShellDevice):
