@@ -36,6 +36,7 @@ from typing import IO
 from tflkit.errors import TflkitError, UsageError
 from tflkit.fsio import extract_tar
 from tflkit.harness.protocol import DeviceResult, ProtocolError, harness_source, read_result
+from tflkit.proc.interrupts import signal_received
 from tflkit.proc.worker import own_session
 
 __all__ = [
@@ -89,12 +90,10 @@ def run_command(
     readers: list[threading.Thread] = []
     timed_out = False
 
-    interrupted: list[bool] = []
-
     def join_readers() -> None:
         # after Ctrl-C the output is not wanted: do not wait for a pipe a grandchild may hold
         for reader in readers:
-            reader.join(timeout=0.5 if interrupted else 5)
+            reader.join(timeout=0.5 if signal_received() else 5)
 
     with contextlib.ExitStack() as stack:
         stack.callback(join_readers)  # last: after the session is killed and reaped
@@ -129,9 +128,6 @@ def run_command(
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True  # leaving the session kills its group
-        except KeyboardInterrupt:
-            interrupted.append(True)
-            raise
     err = b"".join(errors).decode("utf-8", "replace")
     return Completed(proc.returncode, "\n".join(lines), err, timed_out)
 
@@ -190,7 +186,6 @@ class LocalDevice(Device):
     """This machine, running the Linux harness with a given Python (default: this one)."""
 
     def __init__(self, python: str | None = None) -> None:
-        import sys
 
         self.spec = "local"
         self.python = python or sys.executable
@@ -299,9 +294,9 @@ class ShellDevice(Device):
         finally:
             # After Ctrl-C or SIGTERM the user is waiting: no cleanup (the harness on the device
             # stops by itself at its next heartbeat; its folder stays in the device's workdir).
-            # Two cold CI runs took 45 s to exit after Ctrl-C: the readers' 5 s joins and this
-            # cleanup's 30 s timeout were the waits on that path.
-            if not isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            # Two cold CI runs took 45 s to exit after Ctrl-C; this 30 s cleanup, run in the
+            # job's thread once the signal killed the adb session, was the one long wait.
+            if not signal_received():
                 with contextlib.suppress(DeviceError):
                     self.shell(f"rm -rf {shlex.quote(remote)}", timeout=30)
 

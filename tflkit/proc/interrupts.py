@@ -27,7 +27,14 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, NoReturn, TypeVar
 
-__all__ = ["Interrupted", "exit_code", "exit_on_signals", "interrupted_by", "run_process"]
+__all__ = [
+    "Interrupted",
+    "exit_code",
+    "exit_on_signals",
+    "interrupted_by",
+    "run_process",
+    "signal_received",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -54,6 +61,12 @@ def _raise(signum: int, _frame: FrameType | None) -> None:
 def _note(signum: int, _frame: FrameType | None) -> None:
     # On the way out (the command has returned): raising would only cut the exit short.
     _RECEIVED.append(signum)
+
+
+def signal_received() -> bool:
+    """Whether Ctrl-C, SIGTERM or SIGHUP reached this process: for threads other than the main
+    one (which gets :class:`Interrupted`), so a cleanup can be cut short while the user waits."""
+    return bool(_RECEIVED)
 
 
 def _install(handler: Callable[[int, FrameType | None], None]) -> None:
