@@ -575,9 +575,11 @@ class AdbDevice(ShellDevice):
                 raise DeviceError(f"{self.spec}: the tflkit app failed: {detail}")
             return self._pull_result(remote, dest, say)
         finally:
+            hurry = signal_received()  # the user waits: stop the app, leave its folder
             with contextlib.suppress(DeviceError):
-                self.shell(f"am force-stop {_ANDROID_PACKAGE}", timeout=30)
-                self.shell(f"rm -rf {shlex.quote(remote)}", timeout=30)
+                self.shell(f"am force-stop {_ANDROID_PACKAGE}", timeout=5 if hurry else 30)
+                if not hurry:
+                    self.shell(f"rm -rf {shlex.quote(remote)}", timeout=30)
 
 
 def _job_backends(job: Path) -> list[str]:
