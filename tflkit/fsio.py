@@ -19,7 +19,14 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_output", "dir_mode", "extract_tar", "file_mode", "is_temporary", "write_atomic"]
+__all__ = [
+    "atomic_output",
+    "dir_mode",
+    "extract_tar",
+    "file_mode",
+    "is_temporary",
+    "write_atomic",
+]
 
 TEMP_SUFFIX = ".tmp"
 

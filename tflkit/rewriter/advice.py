@@ -9,19 +9,18 @@ The verdicts are :mod:`tflkit.compat`'s alone; this module adds what only the re
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tflkit import ir
 from tflkit.compat.check import TARGET_DEFAULT, Progress, attach_probe, check_model
 from tflkit.compat.targets import DEFAULT_TARGET
-from tflkit.gpu.probe import probe
 from tflkit.report.check_report import CheckReport, FixHint, ReasonInfo
-from tflkit.rewriter.rule import Rule
-from tflkit.rewriter.rules import catalog
-from tflkit.rewriter.shapes import fix_input_shapes
+
+if TYPE_CHECKING:
+    from tflkit.rewriter.rule import Rule
 
 
 class Advisor:
@@ -34,8 +33,20 @@ class Advisor:
     """
 
     def __init__(self, rules: Sequence[Rule] | None = None) -> None:
-        self.rules = sorted(catalog() if rules is None else rules, key=lambda rule: rule.opt_in)
+        self._given = rules
+        self._rules: list[Rule] | None = None
         self._whole: dict[str, FixHint] = {}
+
+    @property
+    def rules(self) -> list[Rule]:
+        """The rules, default ones first; the catalogue is imported when an op first needs a
+        fix (a model the target takes whole never loads the rewriter)."""
+        if self._rules is None:
+            from tflkit.rewriter.rules import catalog
+
+            given = catalog() if self._given is None else self._given
+            self._rules = sorted(given, key=lambda rule: rule.opt_in)
+        return self._rules
 
     def __call__(
         self, op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = ""
@@ -99,20 +110,25 @@ def check_path(
     digest = _Sha256(data)
     model = ir.load(data, label=label)
     if input_shapes:
+        from tflkit.rewriter.shapes import fix_input_shapes
+
         fix_input_shapes(model, input_shapes)
+    advisor = Advisor()
     report = check_model(
-        model, target=target, max_partitions=max_partitions, path=label, advise=Advisor()
+        model, target=target, max_partitions=max_partitions, path=label, advise=advisor
     )
     report.sha256 = digest.hexdigest()
     report.input_shapes = {k: list(v) for k, v in (input_shapes or {}).items()}
     if with_probe:
+        from tflkit.gpu.probe import probe
+
         probed = ir.dumps(model) if input_shapes else bytes(data)
         what = f"compiling {Path(label).name} on the GPU accelerator (probe)"
         with progress(what) if progress is not None else contextlib.nullcontext():
             result = probe(probed, timeout=probe_timeout, cache_dir=cache_dir)
         if native_log is not None:
             native_log(result.log_text)
-        attach_probe(report, model, result)
+        attach_probe(report, model, result, advise=advisor)
     if browser is not None:
         from tflkit.harness.browser.probe import attach_browser_probe, probe_in_browser
 
@@ -126,16 +142,21 @@ def check_path(
 
 class _Sha256:
     """The file's sha256 (the report's ``sha256``), computed on a second thread while the model
-    is checked: hashing releases the GIL, and a large file takes as long to hash as to check."""
+    is checked: hashing releases the GIL, and a large file takes as long to hash as to check.
+    A map is hashed span by span (:func:`tflkit.ir.serde.model_sha256`), so a model of
+    gigabytes does not fill the process's resident memory."""
 
     def __init__(self, data: ir.serde.ModelBytes) -> None:
-        self._hash = hashlib.sha256()
-        self._thread = threading.Thread(target=self._hash.update, args=(data,), daemon=True)
+        self._digest = ""
+        self._thread = threading.Thread(target=self._run, args=(data,), daemon=True)
         self._thread.start()
+
+    def _run(self, data: ir.serde.ModelBytes) -> None:
+        self._digest = ir.serde.model_sha256(data)
 
     def hexdigest(self) -> str:
         self._thread.join()
-        return self._hash.hexdigest()
+        return self._digest
 
 
 def check(
