@@ -565,6 +565,17 @@ def _(n: Net) -> ir.Tensor:
     )
 
 
+@case("pack_same_constant_twice", "CRASH", True)
+def _(n: Net) -> ir.Tensor:
+    # litert-torch's KV-cache graphs stack int32 scalars, one constant three times, into the
+    # start indices of DYNAMIC_UPDATE_SLICE: constants stacked twice compile
+    position = n.input((), np.int32, name="position")
+    zero = n.sg.new_tensor("zero", (), np.int32)
+    zero.buffer = ir.Buffer(np.array(0, np.int32).tobytes())
+    options = opts("PackOptionsT", valuesCount=4, axis=0)
+    return n.op("PACK", zero, position, zero, zero, shape=(4,), dtype=np.int32, options=options)
+
+
 # --- quantization / fp16 weights ------------------------------------------------------------------
 def _fp16_conv(n: Net, with_log_softmax: bool) -> ir.Tensor:
     weights = n.op("DEQUANTIZE", np.ones((8, 3, 3, 4), np.float16), dtype=F32)

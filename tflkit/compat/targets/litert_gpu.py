@@ -416,13 +416,16 @@ def padv2_constant(sig: OpSignature) -> Rejection | None:
 
 def pack_inputs(sig: OpSignature) -> Rejection | None:
     present = sig.present_inputs
-    ids = [t.tensor_index for _, t in present]
+    # Measured: a runtime tensor stacked twice aborts the accelerator ("Check failed:
+    # !IsInput(consumer, value)"); a constant stacked twice compiles (each use becomes its own
+    # constant: the int32 scalars litert-torch's KV-cache graphs stack into update indices).
+    ids = [t.tensor_index for _, t in present if not t.is_const]
     if len(set(ids)) != len(ids):
         return reject(
             Reason.CRASH,
             sig.op_type,
-            "It stacks the same tensor more than once (the accelerator dies on a failed "
-            "check); stack copies or use TILE/CONCATENATION.",
+            "It stacks the same runtime tensor more than once (the accelerator dies on a "
+            "failed check); stack copies or use TILE/CONCATENATION.",
             fatal=True,
         )
     if len(present) == 1 and present[0][1].is_const:

@@ -302,14 +302,16 @@ class GatherNdConstIndices(Rule):
 
 class PackRepeated(Rule):
     name = "pack_repeated_input"
-    summary = "PACK of one tensor repeated -> RESHAPE + TILE (the accelerator aborts on it)"
+    summary = "PACK of one runtime tensor repeated -> RESHAPE + TILE (the accelerator aborts on it)"
     fixes = ("PACK",)
     reasons = ("IsInput",)
     codes = ("CRASH",)
 
     def pattern(self, op: Op) -> bool:
-        ids = [id(t) for t in op.inputs]
-        return super().pattern(op) and None not in op.inputs and len(set(ids)) < len(ids)
+        if not super().pattern(op) or None in op.inputs:
+            return False
+        runtime = [id(t) for t in op.inputs if not t.is_constant]  # constants may repeat
+        return len(set(runtime)) < len(runtime)
 
     def check(self, op: Op) -> str | None:
         if op.options is None:
