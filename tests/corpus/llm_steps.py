@@ -5,13 +5,13 @@
 builder environment too: torch 2.13, litert-torch 0.10, tensorflow-cpu; see
 ``tests/corpus/llm_build.py``) and runs ``validate --steps`` on every architecture twice: as
 litert-torch exports it, and with its STABLEHLO_COMPOSITE ops inlined (their decomposition
-subgraphs copied in place), which is what LiteRT's GPU accelerator 2.3 on lavapipe can compile.
+subgraphs copied in place by the rewrite rule ``inline_composite``), which is what LiteRT's GPU
+accelerator 2.3 on lavapipe can compile.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import shutil
@@ -23,7 +23,7 @@ from pathlib import Path
 from tests.conftest_corpus import REPO, cache_root
 from tests.corpus import llm_build
 
-__all__ = ["corpus_dir", "inline_composites"]
+__all__ = ["corpus_dir", "inline_composites", "inlined"]
 
 
 def corpus_dir() -> Path:
@@ -53,56 +53,28 @@ def corpus_dir() -> Path:
 
 
 def inline_composites(model) -> int:
-    """Replace every STABLEHLO_COMPOSITE of ``model`` (an ``ir.Model``) by a copy of its
-    decomposition subgraph's ops (what a runtime without the composite's kernel runs anyway);
-    returns how many were inlined."""
-    from tflkit.ir.graph import Op, Tensor
+    """Inline every STABLEHLO_COMPOSITE of ``model`` (an ``ir.Model``) in place with the rewrite
+    rule ``inline_composite``'s transform (every signature, nested composites too, orphaned
+    decomposition subgraphs removed); returns how many were inlined."""
+    from tflkit.rewriter.rules.composite import inline_all
 
-    count = 0
-    for graph in model.subgraphs:
-        for op in [o for o in graph.ops if o.type == "STABLEHLO_COMPOSITE"]:
-            body = model.subgraphs[op.options2.decompositionSubgraphIndex]
-            mapped = {id(t): x for t, x in zip(body.inputs, op.inputs, strict=True)}
+    return inline_all(model)
 
-            def get(t, graph=graph, mapped=mapped):
-                if t is None:
-                    return None
-                if id(t) not in mapped:
-                    mapped[id(t)] = graph.add_tensor(
-                        Tensor(
-                            graph.unique_name("inlined/" + t.name),
-                            t.shape,
-                            t.type,
-                            buffer=t.buffer,
-                            quantization=copy.deepcopy(t.quantization),
-                            shape_signature=t.shape_signature,
-                        )
-                    )
-                return mapped[id(t)]
 
-            at = op.index
-            for inner in body.ops:
-                clone = Op(
-                    inner.opcode,
-                    [get(t) for t in inner.inputs],
-                    [get(t) for t in inner.outputs],
-                    options=copy.deepcopy(inner.options),
-                    options2=copy.deepcopy(inner.options2),
-                    options2_type=inner.options2_type,
-                    custom_options=inner.custom_options,
-                )
-                graph.insert_op(at, clone)
-                at += 1
-            for old, new in zip(op.outputs, body.outputs, strict=True):
-                graph.replace_all_uses_with(old, mapped[id(new)])
-            graph.remove_op(op)
-            count += 1
-    model.remove_unused()
-    return count
+def inlined(data: bytes) -> bytes:
+    """``data`` rewritten as ``tflkit rewrite --rule inline_composite`` does it, proven
+    bit-identical on the CPU (builtin kernels, every signature); raises RuntimeError if not."""
+    from tflkit.rewriter.run import rewrite_model
+
+    outcome = rewrite_model(data, rule_names=["inline_composite"])
+    verdict = outcome.verification
+    if not outcome.passes.fired or verdict is None or not verdict.ok:
+        problem = verdict.problem if verdict is not None else "the rule did not fire"
+        raise RuntimeError(f"inline_composite: {problem}")
+    return outcome.rewritten
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tflkit import ir
     from tflkit.validation.steps import steps_report
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -114,10 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     manifest = json.loads((folder / "MANIFEST.json").read_text())
     out = {}
     for arch, entry in manifest.items():
-        model = ir.load(folder / entry["file"])
         variants = {"as exported": (folder / entry["file"]).read_bytes()}
-        inline_composites(model)
-        variants["composites inlined"] = ir.dumps(model)
+        variants["composites inlined"] = inlined(variants["as exported"])
         for variant, data in variants.items():
             report = steps_report(data, f"{arch} ({variant})", args.steps)
             out[f"{arch} ({variant})"] = report.to_json()

@@ -18,6 +18,7 @@ from tflkit.rewriter.rules.arith import (
     GatherInt64Indices,
 )
 from tflkit.rewriter.rules.broadcast import BroadcastToTile
+from tflkit.rewriter.rules.composite import InlineComposite
 from tflkit.rewriter.rules.constant import (
     FoldConstants,
     FoldDensify,
@@ -44,7 +45,9 @@ from tflkit.rewriter.rules.streaming import StreamingState
 from tflkit.rewriter.ruleset import RuleSet
 
 RULES: tuple[Rule, ...] = (
-    # constants first: folding feeds the shape rules static values
+    # composites first: the other rules see their decompositions' ops
+    InlineComposite(),
+    # then constants: folding feeds the shape rules static values
     FoldFill(),
     FoldRange(),
     FoldShape(),
