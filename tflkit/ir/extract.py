@@ -88,18 +88,7 @@ class _Copier:
                 buffer = copy.copy(tensor.buffer)
                 self.buffers[id(tensor.buffer)] = buffer
                 self.target.buffers.append(buffer)
-        clone = Tensor(
-            tensor.name,
-            tensor.shape,
-            tensor.type,
-            buffer=buffer,
-            quantization=copy.deepcopy(tensor.quantization),
-            sparsity=copy.deepcopy(tensor.sparsity),
-            shape_signature=tensor.shape_signature,
-            is_variable=tensor.is_variable,
-            has_rank=tensor.has_rank,
-            variant_tensors=copy.deepcopy(tensor.variant_tensors),
-        )
+        clone = tensor.detached_copy(tensor.name, buffer)
         tensor_map[id(tensor)] = clone
         return into.add_tensor(clone)
 

@@ -11,6 +11,7 @@ of the loaded file, so loading a large model does not copy its weights.
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import heapq
@@ -167,6 +168,22 @@ class Tensor:
         self.subgraph: Subgraph | None = None
         self._producer: Op | None = None
         self._uses: dict[tuple[Op, int], None] = {}
+
+    def detached_copy(self, name: str, buffer: Buffer | None) -> Tensor:
+        """A tensor like this one (type, shape, quantization and sparsity deep-copied), named
+        ``name`` and holding ``buffer``, in no subgraph yet: for copying ops between graphs."""
+        return Tensor(
+            name,
+            self.shape,
+            self.type,
+            buffer=buffer,
+            quantization=copy.deepcopy(self.quantization),
+            sparsity=copy.deepcopy(self.sparsity),
+            shape_signature=self.shape_signature,
+            is_variable=self.is_variable,
+            has_rank=self.has_rank,
+            variant_tensors=copy.deepcopy(self.variant_tensors),
+        )
 
     # --- type and shape -------------------------------------------------------------------
     @property

@@ -153,18 +153,7 @@ def _clone(inner: Op, graph: Subgraph, mapped: dict[int, Tensor], prefix: str) -
 
 def _fresh(graph: Subgraph, t: Tensor, mapped: dict[int, Tensor], prefix: str) -> Tensor:
     """A copy of the decomposition's tensor ``t`` in ``graph`` (constants share the buffer)."""
-    clone = Tensor(
-        graph.unique_name(f"{prefix}/{t.name}"),
-        t.shape,
-        t.type,
-        buffer=t.buffer,
-        quantization=copy.deepcopy(t.quantization),
-        sparsity=copy.deepcopy(t.sparsity),
-        shape_signature=t.shape_signature,
-        is_variable=t.is_variable,
-        has_rank=t.has_rank,
-        variant_tensors=copy.deepcopy(t.variant_tensors),
-    )
+    clone = t.detached_copy(graph.unique_name(f"{prefix}/{t.name}"), t.buffer)
     mapped[id(t)] = graph.add_tensor(clone)
     return clone
 
