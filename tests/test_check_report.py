@@ -77,14 +77,18 @@ def test_every_corpus_model_fits_in_40_lines(world_models: dict[str, Path], corp
 def test_a_failing_compile_names_the_fatal_op_and_groups_the_rest(
     world_models: dict[str, Path],
 ) -> None:
-    """basic-pitch's nmp (222 ops): a PACK that aborts the accelerator and SHAPE-fed RESHAPEs
-    make compilation fail; the report names them with their fixes and does not list 222 rows."""
+    """basic-pitch's nmp (222 ops): RESHAPEs whose shape is computed from data (a PACK of a
+    sliced SHAPE and a constant stacked twice, which compiles) make compilation fail, as the
+    accelerator's own compile error says; the report names them with their fixes and does not
+    list 222 rows."""
     report, _ = check_path(world_models["basic-pitch/nmp"])
     assert not report.compiles
     text = _render(report)
     assert text.count("\n") <= MAX_LINES
-    assert "fatal CRASH (subgraph 0, op 165)" in text
-    assert "rule pack_repeated_input" in text
+    assert "fatal DYNAMIC_SHAPE (subgraph 0, op 172)" in text
+    assert "reshape_static_shape" in text
+    (fatal,) = [op for op in report.ops if op.index == 172]
+    assert fatal.fix is not None and fatal.fix.rule == "reshape_static_shape", fatal.fix
     assert re.search(r"\d+ more group\(s\), \d+ op\(s\) on the CPU not shown", text)
     blocked = [op for op in report.ops if op.status == "blocked"]
     assert blocked and all("compilation of the model fails" in op.why for op in blocked)
