@@ -124,14 +124,15 @@ def validate(
         typer.Option(
             "--localize",
             help="Find the op where the failing runner diverges (GPU, fp16 emulation, .tflite "
-            "reference).",
+            "reference); with --steps, on the decode call of the step where a GPU runner parts.",
         ),
     ] = False,
     localize_on: Annotated[
         str | None,
         typer.Option(
             "--localize-on",
-            help="Runner to localize: gpu-fp16, gpu-fp32, cpu-fp16 or reference.",
+            help="Runner to localize: gpu-fp16, gpu-fp32, cpu-fp16 or reference (with --steps: "
+            "gpu-fp32 or gpu-fp16).",
         ),
     ] = None,
     input_kind: InputKindOption = "realistic",

@@ -442,6 +442,28 @@ def _probe_error(result: ProbeResult) -> str | None:
     return result.error
 
 
+def _crash_fix(
+    report: CheckReport, model: ir.Model, crash: CrashInfo, advise: Advisor | None
+) -> FixHint | None:
+    """The rewrite that fixes the main-graph op the probe's crash is pinned on (a CRASH reason
+    for ``advise``), set as that op's fix unless it has one; None when no rule does. The default
+    rewrite runs behind the static verdicts, which need not foresee the crash: unless the table
+    rejects the op too, the rule is named for ``--rule``."""
+    index = crash.op_index
+    if advise is None or index is None or not 0 <= index < len(model.main.ops):
+        return None
+    message = f"the GPU accelerator crashed compiling it ({crash.message or 'no message'})"
+    hint = advise(model.main.ops[index], [ReasonInfo(str(Reason.CRASH), message, True)], "")
+    if hint is None or hint.rule is None:
+        return None
+    entry = next((o for o in report.ops if (o.subgraph, o.index) == (0, index)), None)
+    if entry is None or not entry.reasons:
+        hint = FixHint(hint.rule, hint.summary, "opt_in_rule")
+    if entry is not None and entry.fix is None:
+        entry.fix = hint
+    return hint
+
+
 def model_agrees(compiles: bool, result: ProbeResult) -> bool | None:
     """Whether the static "compiles" claim matches the accelerator: a crash while compiling is
     a failure to compile (the table predicts those as CRASH); None when it hung or the worker
@@ -452,8 +474,11 @@ def model_agrees(compiles: bool, result: ProbeResult) -> bool | None:
     return compiled == compiles
 
 
-def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> None:
-    """Add what the real accelerator said, per op, and where it disagrees with the table."""
+def attach_probe(
+    report: CheckReport, model: ir.Model, result: ProbeResult, advise: Advisor | None = None
+) -> None:
+    """Add what the real accelerator said, per op, and where it disagrees with the table;
+    ``advise`` names the rewrite that fixes the op a crash is pinned on (:func:`_crash_fix`)."""
     from tflkit.compat import agreement
 
     probed = agreement.probe_op_verdicts(model, result)
@@ -465,25 +490,7 @@ def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> N
             op.probe_reasons = list(verdict.reasons)
     compared = agreement.compare(claimed_verdicts(report), probed)
     adapter = result.adapter
-    crash = None
-    if result.crashed:
-        site = result.crash_site
-        op_type = site.op_type if site else None
-        main_ops = model.main.ops
-        if (
-            site is not None
-            and site.op_type == "STABLEHLO_COMPOSITE"
-            and site.op_index is not None
-            and 0 <= site.op_index < len(main_ops)
-        ):
-            composite = composite_of(main_ops[site.op_index])
-            if composite is not None:  # which composite: "STABLEHLO_COMPOSITE odml.rms_norm"
-                op_type = f"{site.op_type} {composite.name}"
-        crash = CrashInfo(
-            op_index=site.op_index if site else None,
-            op_type=op_type,
-            message=result.log.fatal or result.exit_description,
-        )
+    crash = crash_info(model.main.ops, result)
     counts = probe_op_counts(result, len(model.main.ops))
     report.probe = ProbeInfo(
         status=result.status,
@@ -515,6 +522,9 @@ def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> N
     if crash is not None:
         where = f" at {crash.op_type} (op {crash.op_index})" if crash.op_type else ""
         report.summary = f"the GPU accelerator crashes compiling this model{where}"
+        fix = _crash_fix(report, model, crash, advise)
+        if fix is not None:
+            report.summary += f"; fix: {fix.text}"
         report.gpu_ready = False
         return
     on_cpu = sum(1 for v in probed.values() if v.on_gpu is False)
@@ -526,3 +536,109 @@ def attach_probe(report: CheckReport, model: ir.Model, result: ProbeResult) -> N
         report.summary += f"; but the accelerator failed: {result.status}"
     elif report.probe.model_agrees is False and not report.compiles:
         report.summary += "; but the accelerator compiles it (a wrong static verdict)"
+
+
+# --- the probe, per signature ---------------------------------------------------------------------
+
+
+@dataclass
+class SignatureProbe:
+    """What the accelerator did with one signature of a multi-signature model compiled on its
+    own (``check --probe``; an LLM graph's ``decode`` first). ``crash.op_index`` indexes that
+    signature's subgraph (``subgraph``)."""
+
+    signature: str
+    subgraph: int
+    status: str
+    total_ops: int
+    ops_on_gpu: int | None
+    ops_on_cpu: int | None
+    cpu_op_types: list[str]
+    crash: CrashInfo | None
+    error: str | None
+    from_cache: bool
+
+    def to_json(self) -> dict[str, object]:
+        from tflkit.jsonable import plain
+
+        return plain(self.__dict__)
+
+    def line(self) -> str:
+        """One terminal line."""
+        head = f"probe of signature {self.signature} (subgraph {self.subgraph}, compiled alone)"
+        if self.crash is not None:
+            where = (
+                f" at {self.crash.op_type} (op {self.crash.op_index})" if self.crash.op_type else ""
+            )
+            return f"{head}: crashes{where}: {self.crash.message}"
+        if self.status != "ok":
+            return f"{head}: {self.status}: {self.error}"
+        line = f"{head}: ok, {self.ops_on_gpu} of {self.total_ops} ops on GPU"
+        if self.cpu_op_types:
+            line += f", on CPU: {', '.join(self.cpu_op_types)}"
+        return line + (" (cached)" if self.from_cache else "")
+
+
+def crash_info(ops: Sequence[ir.Op], result: ProbeResult) -> CrashInfo | None:
+    """The crash of a probe, its op named (``STABLEHLO_COMPOSITE odml.rms_norm``) when the
+    bisection pinned it on one of ``ops``; None when the accelerator did not crash."""
+    if not result.crashed:
+        return None
+    site = result.crash_site
+    op_type = site.op_type if site else None
+    if site is not None and 0 <= site.op_index < len(ops):
+        composite = composite_of(ops[site.op_index])
+        if composite is not None:
+            op_type = f"{site.op_type} {composite.name}"
+    return CrashInfo(
+        op_index=site.op_index if site else None,
+        op_type=op_type,
+        message=result.log.fatal or result.exit_description,
+    )
+
+
+def probe_each_signature(
+    model: ir.Model, *, timeout: float = 120.0, cache_dir: str | Path | None = None
+) -> list[SignatureProbe]:
+    """Every signature of a multi-signature ``model`` compiled alone on the accelerator
+    (:func:`tflkit.gpu.probe.probe_signatures`, decode first), a crash bisected within that
+    signature's own subgraph; [] for a model with fewer than two signatures."""
+    from tflkit.gpu.probe import probe_signatures
+
+    found = probe_signatures(model, timeout=timeout, cache_dir=cache_dir)
+    out = []
+    for key, result in found.items():
+        graph = model.signature(key).subgraph
+        on_gpu, on_cpu = probe_op_counts(result, len(graph.ops))
+        out.append(
+            SignatureProbe(
+                signature=key,
+                subgraph=graph.index,
+                status=result.status,
+                total_ops=len(graph.ops),
+                ops_on_gpu=on_gpu,
+                ops_on_cpu=on_cpu,
+                cpu_op_types=sorted({r.op_type for r in result.log.rejections}),
+                crash=crash_info(graph.ops, result),
+                error=_probe_error(result),
+                from_cache=result.from_cache,
+            )
+        )
+    return out
+
+
+def attach_signature_probes(report: CheckReport, probes: Sequence[SignatureProbe]) -> None:
+    """Fold the per-signature probes into the verdict: a signature that crashes or fails on its
+    own makes the model not GPU-ready, and the summary says which (the whole-model probe may
+    have died, or bisected, in another signature)."""
+    bad = [p for p in probes if p.crash is not None or p.status != "ok"]
+    if not bad:
+        return
+    report.gpu_ready = False
+    said = "; ".join(
+        f"{p.signature} crashes at {p.crash.op_type} (op {p.crash.op_index})"
+        if p.crash is not None and p.crash.op_type
+        else f"{p.signature}: {p.status}"
+        for p in bad
+    )
+    report.summary += f"; per signature: {said}"

@@ -2,7 +2,8 @@
 
 ``python -m tflkit.validation._steps_worker FOLDER``: reads ``FOLDER/model.tflite`` and
 ``FOLDER/plan.json`` (the :class:`~tflkit.validation.steps.KvProgram`, prompt, steps, the tokens
-to feed, ``enforce_f32``), compiles once with ``CompiledModel`` (GPU, CPU fallback) and runs the
+to feed, ``enforce_f32``, and ``feeds_dir``: where to save every decode call's feeds for
+``--localize``), compiles once with ``CompiledModel`` (GPU, CPU fallback) and runs the
 signatures by index through :func:`tflkit.validation.steps.run_steps` (the loop the CPU runs
 too). Writes ``result.json`` after every stage (so a crash leaves the stage it died in) and the
 logits of every step to ``logits.npz``. The accelerator logs to this process's stderr; the parent
@@ -55,7 +56,7 @@ def _caller(cm: Any, state: dict[str, Any], result: Path):
 
 
 def main(argv: list[str]) -> int:
-    from tflkit.validation.steps import KvProgram, run_steps
+    from tflkit.validation.steps import KvProgram, recording, run_steps
 
     folder = Path(argv[0])
     result = folder / "result.json"
@@ -74,8 +75,11 @@ def main(argv: list[str]) -> int:
         cm = CompiledModel.from_file(str(folder / "model.tflite"), options=options)
         state["fully_accelerated"] = bool(cm.is_fully_accelerated())
         program = KvProgram.from_json(plan["program"])
+        call = _caller(cm, state, result)
+        if plan.get("feeds_dir"):
+            call = recording(call, program, Path(plan["feeds_dir"]))
         logits, tokens = run_steps(
-            _caller(cm, state, result),
+            call,
             program,
             np.asarray(plan["prompt"], np.int32),
             int(plan["steps"]),

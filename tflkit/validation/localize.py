@@ -47,7 +47,7 @@ from tflkit import ir
 from tflkit.compare.divergence import Divergence, Localization, OpError, divergence, merge
 from tflkit.delegates.fp16_emulation import round_fp16, round_model_constants
 from tflkit.delegates.litert_cpu import capture, run_once
-from tflkit.gpu.probe import probe, run_jobs
+from tflkit.gpu.probe import probe, run_jobs, signature_model
 
 __all__ = [
     "FP16_MAX",
@@ -55,6 +55,7 @@ __all__ = [
     "capture_cpu",
     "dequantize",
     "localize",
+    "localize_signature",
     "requantize",
 ]
 
@@ -261,6 +262,21 @@ def localize(
     report.culprits = (crashed + ranked)[:top]
     report.first_divergent = min(divergent, key=lambda r: r.op_index) if divergent else None
     report.seconds = time.perf_counter() - start
+    return report
+
+
+def localize_signature(
+    data: bytes, key: str, feed: Mapping[str, np.ndarray], **options: Any
+) -> Localization:
+    """:func:`localize` on signature ``key``'s own subgraph (:func:`signature_model`), ``feed``
+    by signature input name; op indices are those of that subgraph. ``options`` as for
+    :func:`localize` (runner, threshold, timeout, ...)."""
+    sub, names = signature_model(ir.load(data), key)
+    by_tensor = {names[k]: np.asarray(v) for k, v in feed.items() if k in names}
+    report = localize(sub, by_tensor, **options)
+    unused = sorted(set(feed) - set(names))
+    if unused:
+        report.notes.append(f"signature inputs no op of {key!r} reads: {unused}")
     return report
 
 

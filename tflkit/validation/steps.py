@@ -211,6 +211,29 @@ def run_steps(
     return logits_all, greedy
 
 
+def recording(call: Call, program: KvProgram, folder: Path) -> Call:
+    """``call``, saving the feeds of every decode call to ``folder/step_K.npz`` (by input name):
+    what ``--localize`` replays when step K parts (the cache this backend fed itself)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    count = [0]
+
+    def record(key: str, feeds: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+        if key == program.decode:
+            np.savez(
+                folder / f"step_{count[0]}.npz", **{k: np.asarray(v) for k, v in feeds.items()}
+            )
+            count[0] += 1
+        return call(key, feeds)
+
+    return record
+
+
+def recorded_feed(folder: Path, step: int) -> dict[str, np.ndarray]:
+    """The decode feeds :func:`recording` saved for ``step``."""
+    with np.load(folder / f"step_{step}.npz") as npz:
+        return {k: np.array(npz[k]) for k in npz.files}
+
+
 def cpu_call(model: bytes, kernels: str = "xnnpack") -> Call:
     """The LiteRT Interpreter's signature runners (CPU; XNNPACK, or LiteRT's ``reference``
     kernels) as a :data:`Call`."""
@@ -270,6 +293,8 @@ class StepsReport:
     cpu_tokens: list[int]
     runs: dict[str, dict[str, Any]]
     seconds: float
+    #: ``--localize``: the ops of the parting step's decode call, run alone (or why not)
+    localization: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -287,6 +312,7 @@ class StepsReport:
                 "steps": self.steps,
                 "cpu_tokens": self.cpu_tokens,
                 "runs": self.runs,
+                "localization": self.localization,
                 "seconds": self.seconds,
             }
         )
@@ -319,7 +345,15 @@ class StepsReport:
             )
             for note in run.get("notes", []):
                 out.append(f"  {note}")
+        loc = self.localization
+        if loc is not None and loc.get("unavailable") and loc.get("step") is None:
+            out.append(f"localization: {loc['unavailable']}")
         return out
+
+
+def _num(x: float | str) -> str:
+    """A JSON number (``plain`` writes non-finite ones as strings) for a terminal line."""
+    return x if isinstance(x, str) else f"{x:.3g}"
 
 
 def _fmt(x: float) -> str:
@@ -433,6 +467,7 @@ def _gpu_run(
     steps: int,
     forced: Sequence[int],
     timeout: float,
+    feeds_dir: Path | None = None,
 ) -> StepRun:
     from tflkit.gpu.log import parse_gpu_log
     from tflkit.proc.worker import run_worker
@@ -447,6 +482,7 @@ def _gpu_run(
             "steps": steps,
             "forced": [int(t) for t in forced],
             "enforce_f32": name == "gpu-fp32",
+            "feeds_dir": None if feeds_dir is None else str(feeds_dir),
         }
         (folder / "plan.json").write_text(json.dumps(plan))
         cmd = [sys.executable, "-m", "tflkit.validation._steps_worker", str(folder)]
@@ -514,6 +550,12 @@ def _line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+#: runners ``--localize`` localizes, in the order one is picked when several part (fp32 first:
+#: a GPU that parts in fp32 computes something else, not just fewer digits). The fp16 emulation
+#: names its own ops: the overflows new at its parting step (``first_part["ops"]``).
+LOCALIZABLE = ("gpu-fp32", "gpu-fp16")
+
+
 def steps_report(
     data: bytes,
     label: str,
@@ -523,13 +565,53 @@ def steps_report(
     seed: int = 0,
     timeout: float = 300.0,
     progress: Callable[[str], None] | None = None,
+    localize: bool = False,
+    localize_runner: str | None = None,
 ) -> StepsReport:
-    """Run prefill + ``steps`` decode steps on the CPU and each GPU runner, compare per step."""
+    """Run prefill + ``steps`` decode steps on the CPU and each GPU runner, compare per step.
+
+    With ``localize``: on the first parting step of ``localize_runner`` (default: the first of
+    :data:`LOCALIZABLE` that parts), every op of the decode signature run alone on that runner
+    with the feeds that step was given (:func:`localize_step`)."""
     from tflkit import ir
 
     start = time.perf_counter()
     model = ir.load(data)
     program = kv_program(model)
+    _check_request(program, steps, runners, localize_runner)
+    prompt = prompt_tokens(program, seed)
+    if progress:
+        progress(f"cpu: prefill + {steps} decode steps")
+    cpu = _cpu_run(data, program, prompt, steps)
+    runs: dict[str, dict[str, Any]] = {}
+    report = StepsReport(label, program, [int(t) for t in prompt], steps, [], runs, 0.0)
+    if cpu.status != "ok":
+        runs["cpu"] = compare_steps("cpu", cpu, cpu, 0.0)
+        report.seconds = time.perf_counter() - start
+        return report
+    report.cpu_tokens = cpu.tokens
+    with tempfile.TemporaryDirectory(prefix="tflkit-feeds-") as tmp:
+        for name in runners:
+            if name == "cpu":
+                continue
+            if progress:
+                where = "op by op on the CPU" if name == "cpu-fp16" else "child process"
+                progress(f"{name}: prefill + {steps} decode steps ({where})")
+            keep = Path(tmp) / name if localize and name in LOCALIZABLE else None
+            run = _run_one(data, name, program, prompt, steps, cpu.tokens, timeout, keep)
+            runs[name] = compare_steps(name, run, cpu, PART_FRACTION[name])
+            runs[name]["notes"] = _notes(model, program, name, run, runs[name])
+        if localize:
+            report.localization = _localize_parting(
+                data, program, runs, Path(tmp), localize_runner, timeout, progress
+            )
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _check_request(
+    program: KvProgram, steps: int, runners: Sequence[str], localize_runner: str | None
+) -> None:
     if not 1 <= steps <= max_steps(program):
         raise UsageError(
             f"--steps {steps}: the cache holds {program.cache_len} positions and the prompt "
@@ -538,67 +620,188 @@ def steps_report(
     unknown = [r for r in runners if r not in RUNNERS]
     if unknown:
         raise UsageError(f"--steps runs {', '.join(RUNNERS)}, not {unknown}")
-    prompt = prompt_tokens(program, seed)
-    if progress:
-        progress(f"cpu: prefill + {steps} decode steps")
-    cpu = _cpu_run(data, program, prompt, steps)
-    runs: dict[str, dict[str, Any]] = {}
-    if cpu.status != "ok":
-        runs["cpu"] = compare_steps("cpu", cpu, cpu, 0.0)
-        return StepsReport(
-            label, program, [int(t) for t in prompt], steps, [], runs, time.perf_counter() - start
+    if localize_runner is not None and localize_runner not in LOCALIZABLE:
+        raise UsageError(
+            f"--localize-on with --steps works on {', '.join(LOCALIZABLE)}, not {localize_runner}"
         )
-    for name in runners:
-        if name == "cpu":
-            continue
-        if progress:
-            where = "op by op on the CPU" if name == "cpu-fp16" else "child process"
-            progress(f"{name}: prefill + {steps} decode steps ({where})")
-        if name == "cpu-fp16":
-            run = _fp16_run(data, program, prompt, steps, cpu.tokens)
-        elif name == "cpu-ref":
-            run = _cpu_run(data, program, prompt, steps, cpu.tokens, kernels="reference")
+    if localize_runner is not None and localize_runner not in runners:
+        raise UsageError(f"--localize-on {localize_runner}: add it to the runners (-r)")
+
+
+def _run_one(
+    data: bytes,
+    name: str,
+    program: KvProgram,
+    prompt: np.ndarray,
+    steps: int,
+    forced: Sequence[int],
+    timeout: float,
+    feeds_dir: Path | None,
+) -> StepRun:
+    if name == "cpu-fp16":
+        return _fp16_run(data, program, prompt, steps, forced)
+    if name == "cpu-ref":
+        return _cpu_run(data, program, prompt, steps, forced, kernels="reference")
+    return _gpu_run(data, name, program, prompt, steps, forced, timeout, feeds_dir)
+
+
+def _notes(
+    model: Any, program: KvProgram, name: str, run: StepRun, result: dict[str, Any]
+) -> list[str]:
+    """The terminal notes of one runner: overflowing ops (fp16 emulation), composites at a
+    compile crash, the adapter, what the accelerator left to the CPU."""
+    notes: list[str] = []
+    part = result["first_part"]
+    if name == "cpu-fp16" and part is not None:
+        part["ops"] = _named(model, _new_hazards(run.executed["step_hazards"], part["step"]))
+        for h in part["ops"][:3]:
+            notes.append(
+                f"step {part['step']}: op #{h['op_index']} {h['op_type']} ({h['signature']}, "
+                f"output {h['output']}): {h['what']}"
+            )
+    if run.status in ("crashed", "compile_error") and run.executed.get("stage") == "compile":
+        composites = _composite_names(model, program.decode)
+        if composites:
+            notes.append(
+                f"the decode graph has STABLEHLO_COMPOSITE ops ({', '.join(composites)}); "
+                "LiteRT's GPU accelerator has been seen to crash compiling them: "
+                "`tflkit check --probe` locates the op"
+            )
+    if run.executed.get("software_adapter"):
+        notes.append(f"software GPU adapter ({run.executed.get('adapter')})")
+    fallback = run.executed.get("cpu_fallback")
+    if fallback:
+        notes.append("ops left to the CPU by the accelerator: " + ", ".join(fallback))
+    return notes
+
+
+def _localize_parting(
+    data: bytes,
+    program: KvProgram,
+    runs: Mapping[str, dict[str, Any]],
+    feeds_root: Path,
+    wanted: str | None,
+    timeout: float,
+    progress: Callable[[str], None] | None,
+) -> dict[str, Any]:
+    """Localize the first parting step of ``wanted`` (or of the first parting runner of
+    :data:`LOCALIZABLE`); the result also goes into that runner's ``first_part``."""
+    parted = [n for n in LOCALIZABLE if n in runs and runs[n]["first_part"] is not None]
+    name = wanted or next(iter(parted), None)
+    if name is None or name not in parted:
+        ran = ", ".join(n for n in LOCALIZABLE if n in runs)
+        if name:
+            why = f"{name} did not part from the CPU"
+        elif ran:
+            why = f"no GPU runner ({ran}) parted from the CPU"
         else:
-            run = _gpu_run(data, name, program, prompt, steps, cpu.tokens, timeout)
-        runs[name] = compare_steps(name, run, cpu, PART_FRACTION[name])
-        notes = runs[name].setdefault("notes", [])
-        if name == "cpu-fp16" and runs[name]["first_part"] is not None:
-            part = runs[name]["first_part"]
-            part["ops"] = _named(model, _new_hazards(run.executed["step_hazards"], part["step"]))
-            for h in part["ops"][:3]:
-                notes.append(
-                    f"step {part['step']}: op #{h['op_index']} {h['op_type']} ({h['signature']}, "
-                    f"output {h['output']}): {h['what']}"
-                )
-        if run.status in ("crashed", "compile_error") and run.executed.get("stage") == "compile":
-            composites = _composite_names(model, program.decode)
-            if composites:
-                notes.append(
-                    f"the decode graph has STABLEHLO_COMPOSITE ops ({', '.join(composites)}); "
-                    "LiteRT's GPU accelerator has been seen to crash compiling them: "
-                    "`tflkit check --probe` locates the op"
-                )
-        fallback = run.executed.get("cpu_fallback")
-        if run.executed.get("software_adapter"):
-            notes.append(f"software GPU adapter ({run.executed.get('adapter')})")
-        if fallback:
-            notes.append("ops left to the CPU by the accelerator: " + ", ".join(fallback))
-    return StepsReport(
-        label,
-        program,
-        [int(t) for t in prompt],
-        steps,
-        cpu.tokens,
-        runs,
-        time.perf_counter() - start,
+            why = f"no GPU runner ran (--localize localizes {', '.join(LOCALIZABLE)})"
+        return {"runner": name, "unavailable": f"nothing to localize: {why}"}
+    run = runs[name]
+    step = int(run["first_part"]["step"])
+    if progress:
+        progress(f"localizing {name} at step {step}: every op of {program.decode} on its own")
+    try:
+        feed = recorded_feed(feeds_root / name, step)
+        found = localize_step(data, program.decode, feed, name, timeout)
+    except Exception as exc:  # a localization that cannot run is a finding, not a crash
+        found = {"runner": name, "unavailable": f"localization failed: {_line(exc)}"}
+    found.update(step=step)
+    run["first_part"]["localization"] = found
+    run["notes"].extend(_localization_lines(found))
+    return found
+
+
+def localize_step(
+    data: bytes, signature: str, feed: Mapping[str, np.ndarray], runner: str, timeout: float
+) -> dict[str, Any]:
+    """Every op of ``signature`` alone on ``runner`` against the CPU, fed ``feed`` (one decode
+    call's inputs by name): :func:`tflkit.validation.localize.localize_signature` at the
+    runner's own tolerance, as JSON with the first divergent op and the culprits spelled out."""
+    from tflkit import ir
+    from tflkit.compare.tolerances import DEFAULTS, tolerance_for
+    from tflkit.validation.localize import localize_signature
+
+    precision = "fp16" if runner in ("gpu-fp16", "cpu-fp16") else "fp32"
+    threshold = tolerance_for(runner, "cpu").rtol or DEFAULTS[precision].rtol
+    loc = localize_signature(
+        data, signature, feed, runner=runner, threshold=threshold, timeout=timeout
+    )
+    graph = ir.load(data).signature(signature).subgraph
+    out = loc.to_json()
+    first = loc.first_divergent
+    out.update(
+        signature=signature,
+        fed="the decode inputs this runner was given at that step (its own cache)",
+        first_divergent_op=None if first is None else _op_json(first, graph, signature),
+        culprit_ops=[_op_json(c, graph, signature) for c in loc.culprits],
+    )
+    return out
+
+
+def _op_json(record: Any, graph: Any, signature: str) -> dict[str, Any]:
+    """A localized op's record with its signature and the shapes of its inputs (``c`` marks a
+    constant): what a static rule needs to recognise the pattern."""
+    data = record.to_json()
+    op = graph.ops[record.op_index]
+    data["signature"] = signature
+    data["inputs"] = [
+        None
+        if t is None
+        else {"shape": [int(d) for d in t.shape], "dtype": t.type_name, "constant": t.is_constant}
+        for t in op.inputs
+    ]
+    return data
+
+
+def _localization_lines(found: Mapping[str, Any]) -> list[str]:
+    """Terminal lines of a step localization."""
+    if found.get("unavailable"):
+        return [f"step {found['step']} not localized: {found['unavailable']}"]
+    first = found.get("first_divergent_op")
+    head = (
+        f"step {found['step']} localized ({found['signature']} call replayed with its own "
+        f"feeds, every op alone vs the CPU, threshold {found['threshold']:g} of the op's peak): "
+    )
+    if first is None:
+        return [head + "no op parts on its own: the difference builds up over many ops"]
+    lines = [head + "first op where it parts: " + _op_line(first)]
+    for op in found["culprit_ops"][:3]:
+        if op["op_index"] != first["op_index"]:
+            lines.append("  also: " + _op_line(op))
+    return lines
+
+
+def _op_line(op: Mapping[str, Any]) -> str:
+    iso = op.get("isolated") or {}
+    what = (
+        f"isolated max abs {_num(iso['max_abs'])} ({_num(iso['score'])} x its output's peak "
+        f"{_num(iso['peak'])})"
+        if iso
+        else f"{op['status']}: {op.get('error') or ''}"
+    )
+    if op.get("hazards"):
+        what += "; " + op["hazards"][0]
+    outputs = op.get("outputs") or ["?"]
+    shapes = " x ".join(
+        ("const " if t["constant"] else "") + str(t["shape"]).replace(" ", "")
+        for t in op.get("inputs") or []
+        if t is not None
+    )
+    name = outputs[0] if len(outputs[0]) <= 60 else "..." + outputs[0][-57:]
+    return (
+        f"op #{op['op_index']} {op['op_type']} {shapes} ({op['signature']}, output {name}): {what}"
     )
 
 
 def validate_steps(model_path: str | Path, options: Any) -> StepsReport:
     """``validate --steps``: :func:`steps_report` with a :class:`ValidateOptions`' steps, runners
-    (default: cpu, cpu-ref, cpu-fp16, gpu-fp16, gpu-fp32), seed, timeout and progress."""
+    (default: cpu, cpu-ref, cpu-fp16, gpu-fp16, gpu-fp32), seed, timeout, progress, localize
+    and localize runner (``--localize``, ``--localize-on``)."""
     from tflkit import ir
 
+    if options.repro is not None:
+        raise UsageError("--repro works with the ordinary validate, not with --steps yet")
     data, label = ir.serde.read_model_bytes(model_path)
     return steps_report(
         data,
@@ -608,4 +811,6 @@ def validate_steps(model_path: str | Path, options: Any) -> StepsReport:
         seed=options.seed,
         timeout=options.timeout,
         progress=options.progress,
+        localize=bool(options.localize),
+        localize_runner=options.localize_runner,
     )

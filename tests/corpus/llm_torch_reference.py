@@ -1,0 +1,176 @@
+"""PyTorch ground truth for the LLM corpus: the logits of the very torch model that
+``tests/corpus/llm_build.py`` exports (same architecture, same seed-0 random weights), run eagerly
+through the same prefill + decode steps as ``tflkit validate --steps``.
+
+``python tests/corpus/llm_torch_reference.py ARCH PLAN.json OUT.npz``: run by the builder
+environment's interpreter (torch 2.13, litert-torch 0.10; ``llm_build.ensure_env``), never in the
+test process. The plan holds the prompt (``prefill_len`` token ids), the number of decode steps
+and the token fed to each step after the first (teacher forcing, as ``validate --steps`` feeds
+every runner the CPU's greedy tokens). Writes ``step_K`` (the logits of decode step K) to OUT.
+
+From the test process: :func:`reference_logits` (builds the environment if needed).
+``python -m tests.corpus.llm_torch_reference [--arch gemma] [--steps 4]`` prints, per arch, the
+max abs per step of the ``.tflite`` graph's logits on the CPU against PyTorch (:func:`compare`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["compare", "reference_logits", "transpose_fix"]
+
+
+def reference_logits(
+    arch: str, prompt: Sequence[int], steps: int, forced: Sequence[int] = (), timeout: int = 600
+) -> list:
+    """The torch model's logits (numpy, one per decode step) for ``prompt`` (its last token is
+    decode step 0's; the prefill gets the rest and a padding slot), step k+1 fed ``forced[k]``
+    (default: torch's own greedy token)."""
+    import numpy as np
+
+    from tests.conftest_corpus import REPO, cache_root
+    from tests.corpus import llm_build
+
+    python = llm_build.ensure_env(cache_root() / "llm")
+    with tempfile.TemporaryDirectory(prefix="tflkit-torch-ref-") as tmp:
+        plan = Path(tmp) / "plan.json"
+        out = Path(tmp) / "logits.npz"
+        plan.write_text(
+            json.dumps({"prompt": [int(t) for t in prompt], "steps": steps, "forced": list(forced)})
+        )
+        script = REPO / "tests/corpus/llm_torch_reference.py"
+        done = subprocess.run(
+            [str(python), str(script), arch, str(plan), str(out)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"the torch reference failed:\n{done.stderr[-3000:]}")
+        with np.load(out) as npz:
+            return [np.array(npz[f"step_{k}"]) for k in range(steps)]
+
+
+# ---------------------------------------------------------------- inside the builder env only
+
+
+def _run(arch: str, plan: dict) -> dict:
+    """Prefill + decode steps on the eager torch model, as ``tflkit.validation.steps.run_steps``
+    drives the ``.tflite`` signatures; the logits of every decode step by ``step_K``."""
+    import llm_build  # the builder script next to this one (sys.path set by main)
+    import torch
+    from litert_torch.generative.layers import kv_cache as kv_utils
+
+    model, config = llm_build._model(arch)
+    prompt = [int(t) for t in plan["prompt"]]
+    p = len(prompt)
+    kv = kv_utils.KVCache.from_model_config(llm_build.KV_CACHE_LEN, config)
+    tokens = torch.tensor([[*prompt[:-1], 0]], dtype=torch.int)
+    with torch.no_grad():
+        kv = model(tokens, torch.arange(p, dtype=torch.int), kv)["kv_cache"]
+        token, out = prompt[-1], {}
+        for k in range(int(plan["steps"])):
+            pos = torch.tensor([p - 1 + k], dtype=torch.int)
+            result = model(torch.tensor([[token]], dtype=torch.int), pos, kv)
+            kv = result["kv_cache"]
+            logits = result["logits"].reshape(-1).float().numpy()
+            out[f"step_{k}"] = logits
+            forced = plan.get("forced") or []
+            token = int(forced[k]) if k < len(forced) else int(logits.argmax())
+    return out
+
+
+def _builder_main(argv: list[str]) -> int:
+    import numpy as np
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    arch, plan, out = argv
+    np.savez(out, **_run(arch, json.loads(Path(plan).read_text())))
+    return 0
+
+
+def transpose_fix(model) -> int:
+    """Make litert-torch 0.10's wrong RESHAPE in gemma's attention decomposition the TRANSPOSE
+    it stands for: K ``[1, T, 1, D]`` "transposed" to ``[1, 1, D, T]`` by a RESHAPE (right only
+    when T or D is 1); returns how many were replaced. ``model`` is an ``ir.Model``."""
+    import numpy as np
+
+    from tflkit.ir import schema
+    from tflkit.ir.builder import OpBuilder
+
+    count = 0
+    for graph in model.subgraphs:
+        if not graph.name.startswith("odml.scaled_dot_product_attention"):
+            continue
+        for op in [o for o in graph.ops if o.type == "RESHAPE"]:
+            src, dst = tuple(op.inputs[0].shape), tuple(op.outputs[0].shape)
+            if len(src) == 4 and src[2] == 1 and dst == (src[0], 1, src[3], src[1]) != src:
+                b = OpBuilder(graph, before=op, prefix="fix")
+                perm = np.int32([0, 2, 3, 1])
+                moved = b.TRANSPOSE(
+                    op.inputs[0], perm, options=schema.fb.TransposeOptionsT(), shape=dst
+                )
+                graph.replace_all_uses_with(op.outputs[0], moved)
+                graph.remove_op(op)
+                count += 1
+    return count
+
+
+def compare(arch: str, steps: int) -> dict:
+    """Max abs per decode step of the ``.tflite`` graph's logits on the CPU against PyTorch:
+    XNNPACK (``cpu``) and the reference kernels (``cpu-ref``) as exported, XNNPACK with the
+    composites inlined; for gemma also the reference kernels with :func:`transpose_fix`."""
+    import numpy as np
+
+    from tests.corpus.llm_steps import corpus_dir, inline_composites
+    from tflkit import ir
+    from tflkit.validation.steps import cpu_call, kv_program, prompt_tokens, run_steps
+
+    data = (corpus_dir() / f"{arch}.tflite").read_bytes()
+    program = kv_program(ir.load(data))
+    prompt = prompt_tokens(program)
+    cpu, tokens = run_steps(cpu_call(data), program, prompt, steps)
+    truth = reference_logits(arch, prompt, steps, tokens)
+    inlined, fixed = ir.load(data), ir.load(data)
+    inline_composites(inlined)
+    variants = {"cpu-ref": (data, "reference"), "cpu (inlined)": (ir.dumps(inlined), "xnnpack")}
+    if transpose_fix(fixed):
+        variants["cpu-ref (RESHAPE made TRANSPOSE)"] = (ir.dumps(fixed), "reference")
+    rows = {"cpu": cpu}
+    for name, (model, kernels) in variants.items():
+        rows[name] = run_steps(cpu_call(model, kernels), program, prompt, steps, tokens)[0]
+    out = {
+        k: [float(np.abs(a - b).max()) for a, b in zip(v, truth, strict=True)]
+        for k, v in rows.items()
+    }
+    out["torch |logits| max"] = [float(np.abs(t).max()) for t in truth]
+    out["torch greedy == cpu greedy"] = [int(t.argmax()) for t in truth] == tokens
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", action="append")
+    parser.add_argument("--steps", type=int, default=4)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
+    from tests.corpus import llm_build
+
+    for arch in args.arch or llm_build.ARCHS:
+        print(arch, json.dumps(compare(arch, args.steps)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and not sys.argv[1].startswith("-"):
+        sys.exit(_builder_main(sys.argv[1:]))
+    sys.exit(main())
