@@ -100,6 +100,14 @@ class Rule:
         made explicit); None: the default one-shot comparison on the CPU is the proof."""
         return None
 
+    def runtime_check(
+        self, original: bytes, rewritten: bytes, seeds: tuple[int, ...]
+    ) -> str | None:
+        """A proof obligation beyond the CPU comparison, run once the comparison held (e.g.
+        against a runtime kernel the rewrite stops using); None when there is none or it holds,
+        else why the rewrite must not be trusted."""
+        return None
+
     def check_model(self, model: Model) -> str | None:
         """For a ``whole_model`` rule: None when it can rewrite ``model``, else why not."""
         anchor = next((op for op in model.main.ops if self.pattern(op)), None)

@@ -19,6 +19,7 @@ from tflkit.ir.structure import verify_bytes
 from tflkit.proc.cpu_smoke import ensure_cpu_safe
 from tflkit.rewriter.contract import Contract, combine
 from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, RejectedOps, run_passes
+from tflkit.rewriter.rule import Rule
 from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.shapes import (
     default_input_shapes,
@@ -139,6 +140,8 @@ def rewrite_model(
         verification = verify(
             data, rewritten, contract, seeds=seeds, inputs=inputs, input_shapes=tensor_shapes
         )
+    if verification is not None and verification.ok:
+        _runtime_checks([r for r in rules if r.name in fired], data, rewritten, seeds, verification)
     return RewriteOutcome(
         data,
         rewritten,
@@ -154,6 +157,22 @@ def rewrite_model(
         defaults,
         dynamic_input_advice(still),
     )
+
+
+def _runtime_checks(
+    fired: Sequence[Rule],
+    original: bytes,
+    rewritten: bytes,
+    seeds: Sequence[int],
+    verification: Verification,
+) -> None:
+    """The fired rules' own proof obligations (:meth:`Rule.runtime_check`); the first that
+    fails fails ``verification``."""
+    for rule in fired:
+        problem = rule.runtime_check(original, rewritten, tuple(seeds))
+        if problem is not None:
+            verification.ok, verification.problem = False, problem
+            return
 
 
 def rewrite_file(

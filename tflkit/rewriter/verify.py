@@ -176,12 +176,14 @@ def other_signatures(
     return True
 
 
-def run_signature(model: bytes, key: str, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run signature ``key`` of ``model`` once on the CPU interpreter (builtin kernels, no
-    default delegate); outputs by signature output name."""
+def run_signature(
+    model: bytes, key: str, feed: Mapping[str, np.ndarray], kernels: str = "builtin"
+) -> dict[str, np.ndarray]:
+    """Run signature ``key`` of ``model`` once on the CPU interpreter (``kernels``: builtin, no
+    default delegate, unless told); outputs by signature output name."""
     from tflkit.delegates.litert_cpu import start_interpreter
 
-    interpreter = start_interpreter(model, kernels="builtin")
+    interpreter = start_interpreter(model, kernels=kernels)
     runner = interpreter.get_signature_runner(key)
     return {k: np.array(v) for k, v in runner(**feed).items()}
 
