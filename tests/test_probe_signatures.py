@@ -52,7 +52,7 @@ def test_signature_model_keeps_the_ops_and_names(gemma_path):
 
 
 @pytest.mark.gpu
-def test_check_probe_reports_each_signature_decode_first(gpu, gemma_path):
+def test_check_probe_reports_each_signature_decode_first(gpu, gemma_path, tmp_path):
     """Measured, LiteRT 2.3 on lavapipe: each signature alone crashes at its first
     odml.rms_norm composite, decode's at its op 20, prefill_8's at its op 21."""
     done = _tflkit("check", str(gemma_path), "--probe", "--json")
@@ -71,9 +71,12 @@ def test_check_probe_reports_each_signature_decode_first(gpu, gemma_path):
         in (report["summary"])
     )
     assert report["gpu_ready"] is False
-    text = _tflkit("check", str(gemma_path), "--probe").stdout  # cached by now
-    lines = [line for line in text.splitlines() if line.startswith("probe of signature")]
-    assert lines[0].startswith("probe of signature decode (subgraph 1, compiled alone): crashes")
+    page = tmp_path / "check.html"
+    text = _tflkit("check", str(gemma_path), "--probe", "--html", str(page)).stdout  # cached
+    table = page.read_text().split('id="probe-signatures"', 1)[1].split("</table>", 1)[0]
+    assert table.index("<td class=\"l\">decode</td>") < table.index("prefill_8"), table
+    lines = [line for line in text.splitlines() if line.startswith("signature ")]
+    assert lines[0].startswith("signature decode (subgraph 1, compiled alone): crashes"), text
     assert "prefill_8" in lines[1]
 
 
@@ -88,4 +91,4 @@ def test_each_signature_compiles_with_the_composites_inlined(gpu, gemma_path):
         assert one.total_ops == len(model.signature(one.signature).subgraph.ops)
         assert 0 < one.ops_on_gpu < one.total_ops  # the accelerator takes one partition
         assert "GATHER_ND" in one.cpu_op_types  # the causal mask's lookup by position
-    assert found[0].line().startswith("probe of signature decode (subgraph 1, compiled alone): ok")
+    assert found[0].line().startswith("decode (subgraph 1, compiled alone): ok")

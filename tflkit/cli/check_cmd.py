@@ -90,7 +90,6 @@ def check(
         native_log=echo_native_log,
         browser=probe_browser,
     )
-    signatures = _probe_signatures(report, loaded, timeout) if probe or repro else []
     if repro is not None:
         _write_crash_repro(report, loaded, repro, model, timeout)
     if model_explorer is not None:
@@ -102,32 +101,13 @@ def check(
 
         write_html(report, html, model=loaded)
     if json_output:
-        data = report.to_json()
-        if signatures and data.get("probe") is not None:
-            data["probe"]["signatures"] = [s.to_json() for s in signatures]
-        print_json(data)
+        print_json(report.to_json())
     else:
         from tflkit.report.check_terminal import render_check
 
         render_check(report, console(), all_ops=all_ops)
-        for one in signatures:
-            console().print(one.line(), highlight=False, markup=False)
     if strict and not report.gpu_ready:
         raise typer.Exit(EXIT_NOT_GPU_READY)
-
-
-def _probe_signatures(report: Any, loaded: Any, timeout: float) -> list[Any]:
-    """``--probe`` on a model with several signatures: each compiled alone, decode first
-    (:func:`tflkit.compat.check.probe_each_signature`), folded into the verdict."""
-    from tflkit.cli.output import spinner
-    from tflkit.compat.check import attach_signature_probes, probe_each_signature
-
-    if len(loaded.signatures) < 2:
-        return []
-    with spinner("compiling each signature alone on the GPU accelerator (probe)"):
-        found = probe_each_signature(loaded, timeout=timeout)
-    attach_signature_probes(report, found)
-    return found
 
 
 def _write_crash_repro(

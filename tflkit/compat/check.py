@@ -33,6 +33,7 @@ from tflkit.report.check_report import (
     PartitionInfo,
     ProbeInfo,
     ReasonInfo,
+    SignatureProbe,
     SubgraphInfo,
     TransferInfo,
 )
@@ -541,44 +542,6 @@ def attach_probe(
 # --- the probe, per signature ---------------------------------------------------------------------
 
 
-@dataclass
-class SignatureProbe:
-    """What the accelerator did with one signature of a multi-signature model compiled on its
-    own (``check --probe``; an LLM graph's ``decode`` first). ``crash.op_index`` indexes that
-    signature's subgraph (``subgraph``)."""
-
-    signature: str
-    subgraph: int
-    status: str
-    total_ops: int
-    ops_on_gpu: int | None
-    ops_on_cpu: int | None
-    cpu_op_types: list[str]
-    crash: CrashInfo | None
-    error: str | None
-    from_cache: bool
-
-    def to_json(self) -> dict[str, object]:
-        from tflkit.jsonable import plain
-
-        return plain(self.__dict__)
-
-    def line(self) -> str:
-        """One terminal line."""
-        head = f"probe of signature {self.signature} (subgraph {self.subgraph}, compiled alone)"
-        if self.crash is not None:
-            where = (
-                f" at {self.crash.op_type} (op {self.crash.op_index})" if self.crash.op_type else ""
-            )
-            return f"{head}: crashes{where}: {self.crash.message}"
-        if self.status != "ok":
-            return f"{head}: {self.status}: {self.error}"
-        line = f"{head}: ok, {self.ops_on_gpu} of {self.total_ops} ops on GPU"
-        if self.cpu_op_types:
-            line += f", on CPU: {', '.join(self.cpu_op_types)}"
-        return line + (" (cached)" if self.from_cache else "")
-
-
 def crash_info(ops: Sequence[ir.Op], result: ProbeResult) -> CrashInfo | None:
     """The crash of a probe, its op named (``STABLEHLO_COMPOSITE odml.rms_norm``) when the
     bisection pinned it on one of ``ops``; None when the accelerator did not crash."""
@@ -631,6 +594,8 @@ def attach_signature_probes(report: CheckReport, probes: Sequence[SignatureProbe
     """Fold the per-signature probes into the verdict: a signature that crashes or fails on its
     own makes the model not GPU-ready, and the summary says which (the whole-model probe may
     have died, or bisected, in another signature)."""
+    if report.probe is not None:
+        report.probe.signatures = list(probes)
     bad = [p for p in probes if p.crash is not None or p.status != "ok"]
     if not bad:
         return

@@ -153,6 +153,38 @@ class Disagreement:
 
 
 @dataclass
+class SignatureProbe:
+    """What the accelerator did with one signature of a multi-signature model compiled on its
+    own (``check --probe``; an LLM graph's ``decode`` first). ``crash.op_index`` indexes that
+    signature's subgraph (``subgraph``)."""
+
+    signature: str
+    subgraph: int
+    status: str
+    total_ops: int
+    ops_on_gpu: int | None
+    ops_on_cpu: int | None
+    cpu_op_types: list[str]
+    crash: CrashInfo | None
+    error: str | None
+    from_cache: bool
+
+    def line(self) -> str:
+        """One line: the signature, and what the accelerator did with it."""
+        head = f"{self.signature} (subgraph {self.subgraph}, compiled alone)"
+        if self.crash is not None:
+            crash = self.crash
+            where = f" at {crash.op_type} (op {crash.op_index})" if crash.op_type else ""
+            return f"{head}: crashes{where}: {crash.message}"
+        if self.status != "ok":
+            return f"{head}: {self.status}: {self.error}"
+        line = f"{head}: ok, {self.ops_on_gpu} of {self.total_ops} ops on GPU"
+        if self.cpu_op_types:
+            line += f", on CPU: {', '.join(self.cpu_op_types)}"
+        return line + (" (cached)" if self.from_cache else "")
+
+
+@dataclass
 class ProbeInfo:
     status: str
     adapter: str | None
@@ -172,6 +204,8 @@ class ProbeInfo:
     compiled: bool | None = None
     #: Whether the static "compiles / fails as a whole" claim matches the accelerator.
     model_agrees: bool | None = None
+    #: A model with several signatures: each compiled alone, decode first.
+    signatures: list[SignatureProbe] = field(default_factory=list)
 
     @property
     def agreement_rate(self) -> float | None:

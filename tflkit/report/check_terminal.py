@@ -168,6 +168,8 @@ def _probe_lines(report: CheckReport) -> list[RenderableType]:
         lines.append(Text.from_markup(f"[red]crash[/red]{where}: ").append(message))
     elif probe.error:
         lines.append(Text.from_markup("[red]error[/red] ").append(probe.error))
+    for one in probe.signatures:
+        lines.append(Text("signature ").append(one.line()))
     groups: dict[tuple[int, str, bool, bool | None], list[Disagreement]] = {}
     for d in probe.disagreements:
         groups.setdefault((d.subgraph, d.op_type, d.static_ok, d.probe_on_gpu), []).append(d)

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tflkit import ir
-from tflkit.compat.check import TARGET_DEFAULT, Progress, attach_probe, check_model
+from tflkit.compat.check import (
+    TARGET_DEFAULT,
+    Progress,
+    attach_probe,
+    attach_signature_probes,
+    check_model,
+    probe_each_signature,
+)
 from tflkit.compat.targets import DEFAULT_TARGET
 from tflkit.report.check_report import CheckReport, FixHint, ReasonInfo
 
@@ -129,6 +136,11 @@ def check_path(
         if native_log is not None:
             native_log(result.log_text)
         attach_probe(report, model, result, advise=advisor)
+        if len(model.signatures) > 1:
+            what = f"compiling each signature of {Path(label).name} alone (probe)"
+            with progress(what) if progress is not None else contextlib.nullcontext():
+                found = probe_each_signature(model, timeout=probe_timeout, cache_dir=cache_dir)
+            attach_signature_probes(report, found)
     if browser is not None:
         from tflkit.harness.browser.probe import attach_browser_probe, probe_in_browser
 
