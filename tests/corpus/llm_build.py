@@ -16,6 +16,15 @@ Architectures (each from the example module litert-torch ships, its block struct
 - ``tinyllama``: TinyLlama (RMS norm, SiLU gated MLP, grouped-query attention, separate LM head);
 - ``qwen``: Qwen 2.5 (RMS norm, QKV bias, SiLU gated MLP, grouped-query attention);
 - ``phi2``: Phi-2 (layer norm, parallel residual, partial rotary, biases everywhere).
+
+Variants (:data:`VARIANTS`): one of those models, same weights, exported with another
+``ExportConfig`` the way some apps export it: the attention mask as an input
+(``mask_as_input=True``: ``mask [1, 1, T, cache]`` float32, 0 or the model's
+``causal_mask_value``) and the transposed KV layout (``kvcache_layout=KV_LAYOUT_TRANSPOSED``: K
+``[1, kv_heads, cache, head_dim]`` (BNTH), V ``[1, kv_heads, head_dim, cache]`` (BNHT)), with a
+prefill signature or none at all (``prefill_seq_len=[]``: the app runs the prompt through
+``decode`` one token at a time). Recorded in ``MANIFEST.json`` under their architecture's
+``variants``.
 """
 
 from __future__ import annotations
@@ -34,6 +43,13 @@ PREFILL_LEN = 8
 KV_CACHE_LEN = 32
 VOCAB = 256
 SEED = 0
+#: name -> (architecture, prefill lengths, KV cache length); every variant has the mask as an
+#: input and the transposed KV layout. The decode-only one's cache (12) is shorter than the head
+#: (16): the case where the longest cache axis is not the sequence.
+VARIANTS = {
+    "tinyllama_mask_tkv": ("tinyllama", [PREFILL_LEN], KV_CACHE_LEN),
+    "tinyllama_decode_only": ("tinyllama", [], 12),
+}
 
 
 def env_key() -> str:
@@ -122,6 +138,56 @@ def _model(arch: str):
     return model, config
 
 
+def _entry(model, config, target: Path) -> dict:
+    block = config.block_config(0)
+    return {
+        "file": target.name,
+        "bytes": target.stat().st_size,
+        "params": sum(p.numel() for p in model.parameters()),
+        "layers": config.num_layers,
+        "embedding_dim": config.embedding_dim,
+        "heads": block.attn_config.num_heads,
+        "kv_heads": block.attn_config.num_query_groups,
+        "head_dim": block.attn_config.head_dim,
+        "ff": block.ff_config.intermediate_size,
+        "vocab": config.vocab_size,
+    }
+
+
+def _build_variant(name: str, outdir: Path) -> dict:
+    """Export variant ``name`` (:data:`VARIANTS`): mask as input, transposed KV layout."""
+    from litert_torch.generative.layers import kv_cache
+    from litert_torch.generative.utilities import converter, export_config
+
+    arch, prefill_lens, cache_len = VARIANTS[name]
+    model, config = _model(arch)
+    written = converter.convert_to_tflite(
+        model,
+        output_path=str(outdir),
+        output_name_prefix=name,
+        prefill_seq_len=prefill_lens,
+        kv_cache_max_len=cache_len,
+        quantize="none",
+        config=config,
+        export_config=export_config.ExportConfig(
+            mask_as_input=True, kvcache_layout=kv_cache.KV_LAYOUT_TRANSPOSED
+        ),
+    )
+    target = outdir / f"{name}.tflite"
+    os.replace(written, target)
+    return {
+        **_entry(model, config, target),
+        "from": arch,
+        "prefill_lens": prefill_lens,
+        "kv_cache_len": cache_len,
+        "export_config": {"mask_as_input": True, "kvcache_layout": "KV_LAYOUT_TRANSPOSED"},
+        "mask": "mask [1, 1, T, kv_cache_len] float32 (T = 1 in decode)",
+        "k_cache": "BNTH [1, kv_heads, kv_cache_len, head_dim]",
+        "v_cache": "BNHT [1, kv_heads, head_dim, kv_cache_len]",
+        "causal_mask_value": str(config.causal_mask_value),
+    }
+
+
 def build(outdir: Path) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from litert_torch.generative.utilities import converter, export_config
@@ -142,23 +208,16 @@ def build(outdir: Path) -> None:
         )
         target = outdir / f"{arch}.tflite"
         os.replace(written, target)
-        block = config.block_config(0)
         manifest[arch] = {
-            "file": target.name,
-            "bytes": target.stat().st_size,
-            "params": sum(p.numel() for p in model.parameters()),
-            "layers": config.num_layers,
-            "embedding_dim": config.embedding_dim,
-            "heads": block.attn_config.num_heads,
-            "kv_heads": block.attn_config.num_query_groups,
-            "head_dim": block.attn_config.head_dim,
-            "ff": block.ff_config.intermediate_size,
-            "vocab": config.vocab_size,
+            **_entry(model, config, target),
             "prefill_len": PREFILL_LEN,
             "kv_cache_len": KV_CACHE_LEN,
-            "norm": block.pre_attention_norm_config.type.name,
+            "norm": config.block_config(0).pre_attention_norm_config.type.name,
         }
         print(f"{arch}: {target.stat().st_size} bytes", flush=True)
+    for name, (arch, _, _) in VARIANTS.items():
+        manifest[arch].setdefault("variants", {})[name] = _build_variant(name, outdir)
+        print(f"{name}: {(outdir / f'{name}.tflite').stat().st_size} bytes", flush=True)
     (outdir / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
 

@@ -2,7 +2,8 @@
 ``tests/corpus/llm_build.py`` exports (same architecture, same seed-0 random weights), run eagerly
 through the same prefill + decode steps as ``tflkit validate --steps``.
 
-``python tests/corpus/llm_torch_reference.py ARCH PLAN.json OUT.npz``: run by the builder
+``python tests/corpus/llm_torch_reference.py ARCH PLAN.json OUT.npz`` (ARCH: an architecture or
+a variant of ``llm_build.VARIANTS``): run by the builder
 environment's interpreter (torch 2.13, litert-torch 0.10; ``llm_build.ensure_env``), never in the
 test process. The plan holds the prompt (``prefill_len`` token ids), the number of decode steps
 and the token fed to each step after the first (teacher forcing, as ``validate --steps`` feeds
@@ -70,17 +71,34 @@ def _run(arch: str, plan: dict) -> dict:
     import torch
     from litert_torch.generative.layers import kv_cache as kv_utils
 
-    model, config = llm_build._model(arch)
+    # a variant (llm_build.VARIANTS): its architecture's model, the transposed KV layout, the
+    # causal mask passed in, the prompt through decode token by token when it has no prefill
+    base, prefills, cache_len = llm_build.VARIANTS.get(arch, (arch, [1], llm_build.KV_CACHE_LEN))
+    layout = kv_utils.KV_LAYOUT_TRANSPOSED if arch in llm_build.VARIANTS else None
+    model, config = llm_build._model(base)
     prompt = [int(t) for t in plan["prompt"]]
     p = len(prompt)
-    kv = kv_utils.KVCache.from_model_config(llm_build.KV_CACHE_LEN, config)
-    tokens = torch.tensor([[*prompt[:-1], 0]], dtype=torch.int)
+    kv = kv_utils.KVCache.from_model_config(
+        cache_len, config, kv_layout=layout or kv_utils.KV_LAYOUT_DEFAULT
+    )
+
+    def mask(positions):
+        if layout is None:
+            return None
+        cols = torch.arange(cache_len)[None, :] <= torch.tensor(positions)[:, None]
+        return torch.where(cols, 0.0, config.causal_mask_value)[None, None]
+
     with torch.no_grad():
-        kv = model(tokens, torch.arange(p, dtype=torch.int), kv)["kv_cache"]
+        if prefills:
+            tokens = torch.tensor([[*prompt[:-1], 0]], dtype=torch.int)
+            kv = model(tokens, torch.arange(p, dtype=torch.int), kv, mask(range(p)))["kv_cache"]
+        for i in range(p - 1 if not prefills else 0):
+            one = torch.tensor([[prompt[i]]], dtype=torch.int)
+            kv = model(one, torch.tensor([i], dtype=torch.int), kv, mask([i]))["kv_cache"]
         token, out = prompt[-1], {}
         for k in range(int(plan["steps"])):
             pos = torch.tensor([p - 1 + k], dtype=torch.int)
-            result = model(torch.tensor([[token]], dtype=torch.int), pos, kv)
+            result = model(torch.tensor([[token]], dtype=torch.int), pos, kv, mask([p - 1 + k]))
             kv = result["kv_cache"]
             logits = result["logits"].reshape(-1).float().numpy()
             out[f"step_{k}"] = logits

@@ -62,11 +62,26 @@ RUNNERS = ("cpu", "cpu-ref", "cpu-fp16", *GPU_RUNNERS)
 PART_FRACTION = {"gpu-fp16": 2e-2, "cpu-fp16": 2e-2, "gpu-fp32": 1e-4, "cpu-ref": 1e-4}
 
 
+#: The dtypes of the attention mask tflkit builds (:func:`causal_mask`): additive, 0 up to the
+#: position and the dtype's lowest value after it. For float32 that is the value litert-torch
+#: 0.10's export bakes into its own mask cache (its ``causal_mask_value``, -inf, is
+#: -3.4028235e38 in the graph's GATHER_ND constant); finite, so a masked logit stays finite.
+MASK_DTYPES = ("float32", "float16")
+#: Names a decode/prefill input is taken for the attention mask by.
+MASK_NAMES = ("mask", "attention_mask", "causal_mask")
+#: The prompt a decode-only model (no prefill signature) runs through ``decode`` token by token:
+#: this many tokens, fewer when the cache is shorter.
+DECODE_ONLY_PROMPT = 8
+
+
 @dataclass(frozen=True)
 class KvProgram:
-    """Where a model's prefill/decode signatures keep their tokens, positions and cache."""
+    """Where a model's prefill/decode signatures keep their tokens, positions, mask and cache.
 
-    prefill: str
+    ``prefill`` is ``None`` for a decode-only model: the prompt (``prefill_len`` tokens) then runs
+    through ``decode`` one token at a time."""
+
+    prefill: str | None
     decode: str
     prefill_len: int
     tokens: str
@@ -77,6 +92,23 @@ class KvProgram:
     cache_len: int
     #: (shape, dtype) of every cache input (the same in both signatures)
     cache_specs: Mapping[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)
+    #: per signature taking an attention mask: (input name, shape, dtype)
+    mask_specs: Mapping[str, tuple[str, tuple[int, ...], str]] = field(default_factory=dict)
+    #: per cache input: the axis the positions index (None when not found in the graph)
+    seq_axes: Mapping[str, int | None] = field(default_factory=dict)
+    #: how ``cache_len`` was found
+    cache_len_from: str = ""
+
+    @property
+    def mask(self) -> str | None:
+        """The decode signature's mask input, if it takes one."""
+        spec = self.mask_specs.get(self.decode)
+        return None if spec is None else spec[0]
+
+    @property
+    def prompt_calls(self) -> int:
+        """Signature calls before decode step 0: one prefill, or a decode per prompt token."""
+        return 1 if self.prefill is not None else self.prefill_len - 1
 
     def to_json(self) -> dict[str, Any]:
         return plain(
@@ -91,36 +123,48 @@ class KvProgram:
                 "cache": list(self.cache),
                 "cache_len": self.cache_len,
                 "cache_specs": {k: [list(s), d] for k, (s, d) in self.cache_specs.items()},
+                "mask_specs": {k: [n, list(s), d] for k, (n, s, d) in self.mask_specs.items()},
+                "seq_axes": dict(self.seq_axes),
+                "cache_len_from": self.cache_len_from,
             }
         )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> KvProgram:
-        specs = {k: (tuple(s), d) for k, (s, d) in data["cache_specs"].items()}
-        fields_ = {k: v for k, v in data.items() if k != "cache_specs"}
+        fields_ = dict(data)
         fields_["cache"] = tuple(fields_["cache"])
-        return cls(**fields_, cache_specs=specs)
+        fields_["cache_specs"] = {k: (tuple(s), d) for k, (s, d) in data["cache_specs"].items()}
+        fields_["mask_specs"] = {
+            k: (n, tuple(s), d) for k, (n, s, d) in data.get("mask_specs", {}).items()
+        }
+        return cls(**fields_)
 
 
 def kv_program(model: Any) -> KvProgram:
     """The prefill/decode/KV-cache layout of ``model`` (an ``ir.Model``); ``UsageError`` saying
-    what is missing when it is not a KV-cache LLM graph."""
+    what is missing, or which input tflkit cannot feed, when it is not a KV-cache LLM graph.
+
+    Understands litert-torch's generative exports: ``prefill_*`` + ``decode`` or ``decode``
+    alone, an attention mask input or none, any KV cache layout (the cache length from the mask's
+    last axis, else from the axis the decode graph's DYNAMIC_UPDATE_SLICE writes one position
+    into)."""
     sigs = {s.key: s for s in model.signatures}
     decode = next((k for k in sigs if k == "decode"), None) or next(
         (k for k in sigs if k.startswith("decode")), None
     )
+    if decode is None:
+        raise UsageError(
+            "--steps needs a KV-cache LLM graph with a decode signature, and prefill_* ones or "
+            f"none (litert-torch's generative export); this model has {sorted(sigs) or 'none'}"
+        )
+    dec = sigs[decode]
     prefills = sorted(
         (k for k in sigs if k.startswith("prefill") and "pixel" not in k and "lora" not in k),
         key=lambda k: _prefill_len(sigs[k]),
     )
-    if decode is None or not prefills:
-        raise UsageError(
-            "--steps needs a KV-cache LLM graph with prefill and decode signatures "
-            f"(litert-torch's generative export); this model has {sorted(sigs) or 'none'}"
-        )
-    prefill = prefills[-1]
-    dec, pre = sigs[decode], sigs[prefill]
-    cache = tuple(n for n in dec.inputs if n in dec.outputs and n in pre.inputs)
+    prefill = prefills[-1] if prefills else None
+    pre = sigs[prefill] if prefill is not None else None
+    cache = tuple(n for n in dec.inputs if n in dec.outputs and (pre is None or n in pre.inputs))
     tokens = next((n for n in ("tokens", "input_ids") if n in dec.inputs), None)
     positions = next((n for n in ("input_pos", "positions") if n in dec.inputs), None)
     logits = next((n for n in dec.outputs if n not in dec.inputs), None)
@@ -134,19 +178,20 @@ def kv_program(model: Any) -> KvProgram:
         )
         if not found
     ]
-    other = set(dec.inputs) - set(cache) - {tokens, positions}
-    if other:
-        missing.append(f"no other decode inputs (it also takes {sorted(other)})")
     if missing:
         raise UsageError(f"--steps: the decode signature {decode!r} lacks " + ", ".join(missing))
+    mask_specs = _mask_specs([s for s in (dec, pre) if s is not None], {*cache, tokens, positions})
     specs = {
         n: (tuple(int(d) for d in dec.inputs[n].shape), dec.inputs[n].dtype.name) for n in cache
     }
-    cache_len = min(max(s) for s, _ in specs.values())  # the sequence axis is the long one
+    seq_axes = {n: _update_axis(dec.inputs[n], model) for n in cache}
+    cache_len, found_by = _cache_len(specs, seq_axes, mask_specs)
+    prompt_len = _prefill_len(pre) if pre is not None else min(DECODE_ONLY_PROMPT, cache_len - 1)
+    _check_mask_rows(mask_specs, decode, prompt_len, cache_len)
     return KvProgram(
         prefill=prefill,
         decode=decode,
-        prefill_len=_prefill_len(pre),
+        prefill_len=max(1, prompt_len),
         tokens=tokens,
         positions=positions,
         logits=logits,
@@ -154,7 +199,117 @@ def kv_program(model: Any) -> KvProgram:
         cache=cache,
         cache_len=cache_len,
         cache_specs=specs,
+        mask_specs=mask_specs,
+        seq_axes=seq_axes,
+        cache_len_from=found_by,
     )
+
+
+_EXPECTED = (
+    "tflkit feeds tokens/input_ids, input_pos/positions, a float attention mask "
+    f"({'/'.join(MASK_NAMES)}: last axis the cache length) and the KV cache (inputs returned "
+    "under the same name by decode)"
+)
+
+
+def _spec(tensor: Any) -> str:
+    return f"{[int(d) for d in tensor.shape]} {tensor.dtype.name}"
+
+
+def _mask_input(signature: Any, known: set[str]) -> tuple[str, tuple[int, ...], str] | None:
+    """The signature's attention-mask input (name, shape, dtype), if it has one; ``UsageError``
+    for a mask tflkit cannot build (not float, rank < 2)."""
+    names = [n for n in signature.inputs if n not in known and "mask" in n.lower()]
+    name = next((n for n in MASK_NAMES if n in names), None) or next(iter(names), None)
+    if name is None:
+        return None
+    tensor = signature.inputs[name]
+    shape = tuple(int(d) for d in tensor.shape)
+    if tensor.dtype.name not in MASK_DTYPES or len(shape) < 2:
+        raise UsageError(
+            f"--steps: {signature.key}'s input {name!r} is {_spec(tensor)}; tflkit builds an "
+            f"additive causal mask: {' or '.join(MASK_DTYPES)}, [..., queries, cache length]"
+        )
+    return name, shape, tensor.dtype.name
+
+
+def _mask_specs(
+    signatures: Sequence[Any], known: set[str]
+) -> dict[str, tuple[str, tuple[int, ...], str]]:
+    """Per signature taking one, its mask input; ``UsageError`` naming any input left over."""
+    found = {}
+    for sig in signatures:
+        mask = _mask_input(sig, known)
+        _check_inputs(sig.key, sig, known | ({mask[0]} if mask else set()))
+        if mask is not None:
+            found[sig.key] = mask
+    return found
+
+
+def _check_mask_rows(
+    masks: Mapping[str, tuple[str, tuple[int, ...], str]], decode: str, prompt: int, cache: int
+) -> None:
+    """A mask's query axis (second last) is the signature's tokens (1 in decode)."""
+    for key, (name, shape, _) in masks.items():
+        rows = 1 if key == decode else prompt
+        if shape[-2] != rows:
+            raise UsageError(
+                f"--steps: {key}'s mask input {name!r} {list(shape)}: tflkit builds an additive "
+                f"causal mask [..., {rows}, {cache}] (queries x cache positions)"
+            )
+
+
+def _check_inputs(key: str, signature: Any, known: set[str]) -> None:
+    other = [n for n in signature.inputs if n not in known]
+    if other:
+        what = ", ".join(f"{n!r} {_spec(signature.inputs[n])}" for n in other)
+        raise UsageError(f"--steps: {key} takes {what}, which tflkit cannot feed: {_EXPECTED}")
+
+
+def _update_axis(tensor: Any, model: Any) -> int | None:
+    """The axis of cache input ``tensor`` that the graph writes positions into: where the
+    update of the DYNAMIC_UPDATE_SLICE writing into it is shorter than the cache (one position
+    in decode), followed into a composite's decomposition; None when there is no such op."""
+    from tflkit.ir.composites import composite_of
+
+    for op, slot in tensor.uses:
+        if op.type == "DYNAMIC_UPDATE_SLICE" and slot == 0 and op.inputs[1] is not None:
+            cache, update = tuple(tensor.shape), tuple(op.inputs[1].shape)
+            shorter = [a for a, (c, u) in enumerate(zip(cache, update, strict=False)) if u < c]
+            if len(shorter) == 1 and len(update) == len(cache):
+                return shorter[0]
+        info = composite_of(op) if op.type == "STABLEHLO_COMPOSITE" else None
+        if info is not None and info.decomposition_subgraph is not None:
+            graph = model.subgraphs[info.decomposition_subgraph]
+            if slot < len(graph.inputs):
+                axis = _update_axis(graph.inputs[slot], model)
+                if axis is not None:
+                    return axis
+    return None
+
+
+def _cache_len(
+    specs: Mapping[str, tuple[tuple[int, ...], str]],
+    seq_axes: Mapping[str, int | None],
+    masks: Mapping[str, tuple[str, tuple[int, ...], str]],
+) -> tuple[int, str]:
+    """The cache length and how it was found: the mask's last axis, else the axis the graph
+    writes positions into (the same length in every cache), else the longest cache axis (the
+    old guess, right when the cache is longer than every other axis)."""
+    lengths = {shape[-1] for _, shape, _ in masks.values()}
+    if len(lengths) > 1:
+        raise UsageError(f"--steps: the mask inputs disagree on the cache length: {masks}")
+    written = {specs[n][0][a] for n, a in seq_axes.items() if a is not None}
+    if lengths and written and written != lengths:
+        raise UsageError(
+            f"--steps: the mask inputs' last axis ({lengths.pop()}) is not the cache length the "
+            f"graph writes positions into ({sorted(written)}): {masks}"
+        )
+    if lengths:
+        return lengths.pop(), "the mask input's last axis"
+    if len(written) == 1 and all(a is not None for a in seq_axes.values()):
+        return written.pop(), "the cache axis DYNAMIC_UPDATE_SLICE writes the position into"
+    return min(max(s) for s, _ in specs.values()), "the longest cache axis (a guess)"
 
 
 def _prefill_len(signature: Any) -> int:
@@ -173,6 +328,58 @@ def max_steps(program: KvProgram) -> int:
     return program.cache_len - program.prefill_len + 1
 
 
+def causal_mask(
+    shape: Sequence[int], dtype: str | np.dtype, positions: Sequence[int]
+) -> np.ndarray:
+    """An additive causal mask of ``shape`` (last two axes: queries, cache positions) and
+    ``dtype``: query row t, at position ``positions[t]``, is 0 at every cache position up to and
+    including it and the dtype's lowest value after it (:data:`MASK_DTYPES`; float32's is the
+    value litert-torch bakes into its own masks)."""
+    dtype = np.dtype(dtype)
+    rows = np.asarray(positions, np.int64).reshape(-1, 1)
+    block = np.where(np.arange(shape[-1])[None, :] <= rows, 0.0, np.finfo(dtype).min)
+    return np.ascontiguousarray(np.broadcast_to(block.astype(dtype), tuple(shape)))
+
+
+def _with_mask(
+    program: KvProgram, key: str, feeds: dict[str, np.ndarray], positions: Sequence[int]
+) -> dict[str, np.ndarray]:
+    spec = program.mask_specs.get(key)
+    if spec is not None:
+        name, shape, dtype = spec
+        feeds[name] = causal_mask(shape, dtype, positions)
+    return feeds
+
+
+def _run_prompt(
+    call: Call, program: KvProgram, prompt: np.ndarray, cache: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The cache after ``prompt[:-1]``: one prefill call (a padding slot last, which decode step
+    0 overwrites), or, with no prefill signature, one decode call per token."""
+    p = program.prefill_len
+    if program.prefill is None:
+        for pos in range(p - 1):
+            out = call(program.decode, _decode_feed(program, int(prompt[pos]), pos, cache))
+            cache = {n: np.asarray(out[n]) for n in program.cache}
+        return cache
+    tokens = np.zeros((1, p), np.int32)
+    tokens[0, : p - 1] = prompt[: p - 1]
+    feeds = {program.tokens: tokens, program.positions: np.arange(p, dtype=np.int32), **cache}
+    out = call(program.prefill, _with_mask(program, program.prefill, feeds, range(p)))
+    return {n: np.asarray(out[n]) for n in program.cache}
+
+
+def _decode_feed(
+    program: KvProgram, token: int, pos: int, cache: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    feeds = {
+        program.tokens: np.array([[token]], np.int32),
+        program.positions: np.array([pos], np.int32),
+        **cache,
+    }
+    return _with_mask(program, program.decode, feeds, [pos])
+
+
 def run_steps(
     call: Call,
     program: KvProgram,
@@ -180,29 +387,16 @@ def run_steps(
     steps: int,
     forced: Sequence[int] | None = None,
 ) -> tuple[list[np.ndarray], list[int]]:
-    """Prefill ``prompt[:-1]``, then ``steps`` decode steps from ``prompt[-1]``: (the logits of
-    every step, the greedy token of every step). With ``forced``, step k+1 is fed ``forced[k]``
-    instead of this backend's own greedy token."""
+    """Prefill ``prompt[:-1]`` (or run it through decode token by token when the model has no
+    prefill), then ``steps`` decode steps from ``prompt[-1]``: (the logits of every step, the
+    greedy token of every step). With ``forced``, step k+1 is fed ``forced[k]`` instead of this
+    backend's own greedy token."""
     p = program.prefill_len
     cache = {n: np.zeros(s, dtype=d) for n, (s, d) in program.cache_specs.items()}
-    tokens = np.zeros((1, p), np.int32)
-    tokens[0, : p - 1] = prompt[: p - 1]
-    out = call(
-        program.prefill,
-        {program.tokens: tokens, program.positions: np.arange(p, dtype=np.int32), **cache},
-    )
-    cache = {n: np.asarray(out[n]) for n in program.cache}
+    cache = _run_prompt(call, program, prompt, cache)
     token, logits_all, greedy = int(prompt[p - 1]), [], []
     for k in range(steps):
-        pos = p - 1 + k
-        out = call(
-            program.decode,
-            {
-                program.tokens: np.array([[token]], np.int32),
-                program.positions: np.array([pos], np.int32),
-                **cache,
-            },
-        )
+        out = call(program.decode, _decode_feed(program, token, p - 1 + k, cache))
         logits = np.asarray(out[program.logits], np.float32).reshape(-1)
         cache = {n: np.asarray(out[n]) for n in program.cache}
         logits_all.append(logits)
@@ -215,13 +409,14 @@ def recording(call: Call, program: KvProgram, folder: Path) -> Call:
     """``call``, saving the feeds of every decode call to ``folder/step_K.npz`` (by input name):
     what ``--localize`` replays when step K parts (the cache this backend fed itself)."""
     folder.mkdir(parents=True, exist_ok=True)
-    count = [0]
+    # a decode-only model's prompt calls come first: step 0 is the first call after them
+    count = [0 if program.prefill is not None else 1 - program.prefill_len]
 
     def record(key: str, feeds: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
         if key == program.decode:
-            np.savez(
-                folder / f"step_{count[0]}.npz", **{k: np.asarray(v) for k, v in feeds.items()}
-            )
+            if count[0] >= 0:
+                feeds_ = {k: np.asarray(v) for k, v in feeds.items()}
+                np.savez(folder / f"step_{count[0]}.npz", **feeds_)
             count[0] += 1
         return call(key, feeds)
 
@@ -319,12 +514,8 @@ class StepsReport:
 
     def lines(self) -> list[str]:
         """The short terminal section."""
-        p = self.program
-        out = [
-            f"{self.model}: {self.steps} decode steps after a {p.prefill_len}-token prefill "
-            f"({p.prefill} -> {p.decode}, cache {', '.join(p.cache[:2])}... fed back by name)",
-            f"cpu greedy tokens: {self.cpu_tokens}",
-        ]
+        out = [*_program_lines(self.model, self.steps, self.program)]
+        out.append(f"cpu greedy tokens: {self.cpu_tokens}")
         for name, run in self.runs.items():
             if run["status"] != "ok":
                 out.append(f"{name}: {run['status']}: {run.get('error') or ''}".rstrip())
@@ -349,6 +540,29 @@ class StepsReport:
         if loc is not None and loc.get("unavailable") and loc.get("step") is None:
             out.append(f"localization: {loc['unavailable']}")
         return out
+
+
+def _program_lines(model: str, steps: int, p: KvProgram) -> list[str]:
+    """How the steps run: prefill or the prompt through decode, the mask, the cache length."""
+    cache = f"cache {', '.join(p.cache[:2])}... fed back by name"
+    if p.prefill is not None:
+        lines = [
+            f"{model}: {steps} decode steps after a {p.prefill_len}-token prefill "
+            f"({p.prefill} -> {p.decode}, {cache})"
+        ]
+    else:
+        lines = [
+            f"{model}: {steps} decode steps after a {p.prefill_len}-token prompt run through "
+            f"{p.decode} one token per call (no prefill signature; {cache})"
+        ]
+    if p.mask_specs:
+        shapes = ", ".join(f"{k} {list(s)}" for k, (_, s, _) in p.mask_specs.items())
+        lines.append(
+            f"mask input {p.mask or next(iter(p.mask_specs.values()))[0]!r} ({shapes}) built "
+            f"every call: 0 up to the position, the dtype's lowest after it; cache length "
+            f"{p.cache_len} from {p.cache_len_from}"
+        )
+    return lines
 
 
 def _num(x: float | str) -> str:
@@ -451,9 +665,10 @@ def _fp16_run(
             "runtime": "LiteRT Interpreter, op by op",
             "device": "CPU",
             "precision": "fp16 (emulated: weights and every op output rounded)",
-            # hazards[0] is the prefill's, hazards[1 + k] decode step k's
-            "prefill_hazards": hazards[0] if hazards else [],
-            "step_hazards": hazards[1:],
+            # the prompt's calls (one prefill, or a decode per prompt token) first, then one
+            # per decode step
+            "prefill_hazards": [h for call in hazards[: program.prompt_calls] for h in call],
+            "step_hazards": hazards[program.prompt_calls :],
         },
         seconds=time.perf_counter() - start,
     )
