@@ -201,6 +201,8 @@ def test_planted_fp16_overflow_is_found_at_its_step_and_op(llm_corpus, tmp_path)
     assert "overflows fp16" in first["what"]
     lines = "\n".join(report.lines())
     assert f"parts from the CPU at step {planted_step}" in lines
+    assert "fix: cpu-fp16 part: add -r gpu-fp32" in lines
+    assert clean.fix is None
 
 
 @pytest.mark.gpu
@@ -217,3 +219,6 @@ def test_planted_fp16_overflow_shows_on_the_gpu_at_its_step(gpu, llm_corpus, tmp
     assert fp16["first_part"]["step"] == planted_step, fp16["per_step"]
     assert all(np.isfinite(s["max_abs"]) for s in fp16["per_step"][:planted_step])
     assert fp32["first_part"] is None  # fp32 on the GPU holds it: the fix LiteRT offers
+    assert report.fix is not None and report.fix.startswith("run the GPU in fp32"), report.fix
+    assert f"fix: {report.fix}" in report.lines()
+    assert report.to_json()["fix"] == report.fix

@@ -508,9 +508,16 @@ class StepsReport:
                 "cpu_tokens": self.cpu_tokens,
                 "runs": self.runs,
                 "localization": self.localization,
+                "fix": self.fix,
                 "seconds": self.seconds,
             }
         )
+
+    @property
+    def fix(self) -> str | None:
+        """What to do about a part: fp32 on the GPU when fp16 parts and fp32 holds (the fix
+        LiteRT offers: the GPU options' fp32 precision), else what the parts say."""
+        return fix_for(self.runs)
 
     def lines(self) -> list[str]:
         """The short terminal section."""
@@ -539,7 +546,40 @@ class StepsReport:
         loc = self.localization
         if loc is not None and loc.get("unavailable") and loc.get("step") is None:
             out.append(f"localization: {loc['unavailable']}")
+        if self.fix is not None:
+            out.append(f"fix: {self.fix}")
         return out
+
+
+def fix_for(runs: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The fix a steps run points to, None when nothing parted.
+
+    fp16 parting (on the GPU, or in the emulation) while the GPU in fp32 holds at every step is
+    a precision problem with LiteRT's own fix: the GPU accelerator's options in fp32 precision
+    (``GpuOptions(enforce_f32=True)`` in Python; the precision option of the GPU options in the
+    other bindings). The GPU parting in fp32 too computes something else: no precision setting
+    fixes that.
+    """
+
+    def parted(name: str) -> bool:
+        run = runs.get(name)
+        return run is not None and run["status"] == "ok" and run["first_part"] is not None
+
+    fp16 = [name for name in ("gpu-fp16", "cpu-fp16") if parted(name)]
+    fp32 = runs.get("gpu-fp32")
+    if parted("gpu-fp32"):
+        return (
+            "the GPU parts from the CPU in fp32 too: not precision, a different computation "
+            "(--localize names the first op where it parts)"
+        )
+    if not fp16:
+        return None
+    if fp32 is not None and fp32["status"] == "ok":
+        return (
+            "run the GPU in fp32 (LiteRT's GPU options, fp32 precision: enforce_f32); "
+            f"gpu-fp32 agrees with the CPU at every step where {' and '.join(fp16)} part"
+        )
+    return f"{' and '.join(fp16)} part: add -r gpu-fp32 to see whether fp32 on the GPU holds"
 
 
 def _program_lines(model: str, steps: int, p: KvProgram) -> list[str]:
