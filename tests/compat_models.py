@@ -5,6 +5,10 @@ Each :class:`CompatCase` builds a model that hits ONE constraint of the ``litert
 (``target_op``, an index into the main subgraph) and the static verdict expected for that op.
 Cases come in neighbour pairs, so a rule that rejects (or accepts) everything fails half of
 them. ``crashes`` marks forms that abort the accelerator: the test probes them on their own.
+``about_values`` marks forms the accelerator takes whatever their verdict (it places the op on
+the GPU) but computes wrong (``WRONG_RESULT``) or right: placement cannot judge them, so they
+are kept apart in :data:`VALUE_CASES` and ``tests/test_rule_batch_matmul_broadcast.py``
+compares what the GPU computes with numpy.
 No TensorFlow: every model is built in microseconds. Forms the CPU runtime itself refuses (an
 op version it does not know, RESIZE_BILINEAR with align_corners and half_pixel_centers,
 REDUCE_ANY on floats) are left out: the accelerator cannot be asked about them.
@@ -36,6 +40,8 @@ class CompatCase:
     expect_ok: bool
     target_op: int = -1
     crashes: bool = False
+    #: The verdict is about the values the GPU computes, not where the op runs.
+    about_values: bool = False
 
 
 class Net:
@@ -68,10 +74,18 @@ def opts(cls_name: str, **fields: Any) -> Any:
 
 
 CASES: list[CompatCase] = []
+#: Cases judged by the values the GPU computes (``about_values``), not by placement.
+VALUE_CASES: list[CompatCase] = []
 
 
 def case(
-    name: str, family: str, expect_ok: bool, *, target_op: int = -1, crashes: bool = False
+    name: str,
+    family: str,
+    expect_ok: bool,
+    *,
+    target_op: int = -1,
+    crashes: bool = False,
+    about_values: bool = False,
 ) -> Callable[[Callable[[Net], ir.Tensor | tuple[ir.Tensor, ...]]], None]:
     """Register ``fn(net) -> output tensor(s)`` as a case."""
 
@@ -81,7 +95,8 @@ def case(
             out = fn(net)
             return net.done(*(out if isinstance(out, tuple) else (out,)))
 
-        CASES.append(CompatCase(name, family, build, expect_ok, target_op, crashes))
+        found = CompatCase(name, family, build, expect_ok, target_op, crashes, about_values)
+        (VALUE_CASES if about_values else CASES).append(found)
 
     return register
 
@@ -699,6 +714,36 @@ def _(n: Net) -> ir.Tensor:
         shape=(1, 4, 6),
         options=opts("BatchMatMulOptionsT"),
     )
+
+
+# --- wrong values: taken by the accelerator, computed wrong (LiteRT 2.3, lavapipe) ---------------
+def _matmul(
+    lhs: Sequence[int], rhs: Sequence[int], adj_y: bool = False
+) -> Callable[[Net], ir.Tensor]:
+    """Both operands graph inputs (computed at runtime), ``y`` transposed with ``adj_y``."""
+    ya = (*rhs[:-2], rhs[-1], rhs[-2]) if adj_y else tuple(rhs)
+    shape = (*np.broadcast_shapes(tuple(lhs[:-2]), ya[:-2]), lhs[-2], ya[-1])
+    options = opts("BatchMatMulOptionsT", adjY=adj_y)
+
+    def build(n: Net) -> ir.Tensor:
+        x, y = n.input(lhs), n.input(rhs, name="y")
+        return n.op("BATCH_MATMUL", x, y, shape=shape, options=options)
+
+    return build
+
+
+#: (name, x, y, adj_y, right on the GPU): gemma's attention probabilities x one KV head's values
+#: (wrong: batches 1.. come back as zeros), and the neighbours the GPU computes right.
+_MATMUL_VALUE_CASES = (
+    ("batch_matmul_broadcast_rhs", (4, 1, 32), (32, 16), False, False),
+    ("batch_matmul_broadcast_rhs_batch1", (4, 2, 32), (1, 32, 16), False, False),
+    ("batch_matmul_broadcast_lhs", (1, 2, 8), (3, 8, 4), False, False),
+    ("batch_matmul_full_batch", (4, 1, 32), (4, 32, 16), False, True),
+    ("batch_matmul_same_batch_other_rank", (4, 1, 32), (1, 4, 32, 16), False, True),
+    ("batch_matmul_broadcast_rhs_adj_y_k_n_by_4", (4, 1, 32), (16, 32), True, True),
+)
+for _name, _lhs, _rhs, _adj_y, _ok in _MATMUL_VALUE_CASES:
+    case(_name, "WRONG_RESULT", _ok, about_values=True)(_matmul(_lhs, _rhs, _adj_y))
 
 
 CASE_BY_NAME: dict[str, CompatCase] = {c.name: c for c in CASES}

@@ -34,6 +34,7 @@ class Reason(StrEnum):
     KERNEL_FAILURE = "KERNEL_FAILURE"
     CRASH = "CRASH"
     VARIABLE_TENSOR = "VARIABLE_TENSOR"
+    WRONG_RESULT = "WRONG_RESULT"
 
 
 #: One sentence per code; ``{op}`` is the op type. Specifics follow as a detail sentence.
@@ -76,6 +77,7 @@ TEMPLATES: dict[Reason, str] = {
     Reason.VARIABLE_TENSOR: (
         "{op} keeps state in a variable tensor; this runtime refuses to load such models."
     ),
+    Reason.WRONG_RESULT: "{op} in this form runs on the GPU but computes wrong values there.",
 }
 
 

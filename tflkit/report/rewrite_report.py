@@ -146,12 +146,13 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
     if report.fired:
         from tflkit.report.check_report import index_ranges
 
-        fired: dict[tuple[str, str], list[int]] = {}
+        fired: dict[tuple[str, str, str], list[int]] = {}
         for f in report.fired:
-            fired.setdefault((f["rule"], f["op_type"]), []).append(f["op_index"])
-        table = Table("rule", "op", "times", "at op", title="rules fired")
-        for (rule, op_type), indices in fired.items():
-            table.add_row(rule, op_type, str(len(indices)), index_ranges(indices))
+            where = f.get("signature") or f"subgraph {f.get('subgraph', 0)}"
+            fired.setdefault((f["rule"], f["op_type"], where), []).append(f["op_index"])
+        table = Table("rule", "op", "times", "in", "at op", title="rules fired")
+        for (rule, op_type, where), indices in fired.items():
+            table.add_row(rule, op_type, str(len(indices)), where, index_ranges(indices))
         console.print(table)
     else:
         console.print("no rule fired")
@@ -159,7 +160,7 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
         console.print(f"  not fired: {s['rule']} on {s['op_type']} #{s['op_index']}: {s['reason']}")
     _more(console, report.not_fired, "rules not fired")
     ops = sorted(set(report.histogram_before) | set(report.histogram_after))
-    hist = Table("op", "before", "after", title="op histogram (main subgraph)")
+    hist = Table("op", "before", "after", title="op histogram (main graph and signatures)")
     for op in ops:
         hist.add_row(
             op, str(report.histogram_before.get(op, 0)), str(report.histogram_after.get(op, 0))

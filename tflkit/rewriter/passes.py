@@ -1,9 +1,12 @@
 """Fixed-point pass manager: apply rules until nothing changes, and say why rules did not fire.
 
-Each sweep asks the gate (the static GPU checker, when wired) which ops the target rejects, then
-walks the main subgraph's ops once and lets the first rule whose pattern, gate and ``check``
-agree rewrite the op (a rule with ``ungated = True``, constant folding, passes the gate on ops
-the target accepts too). Sweeps repeat until one changes nothing.
+Each sweep walks every subgraph that runs as a graph of its own (:func:`running_subgraphs`: the
+main one and each signature's, so an LLM's ``decode`` as well as its ``prefill``; not the
+decomposition subgraphs of composites nor control-flow bodies), asks the gate (the static GPU
+checker, when wired) which of its ops the target rejects, then walks its ops once and lets the
+first rule whose pattern, gate and ``check`` agree rewrite the op (a rule with
+``ungated = True``, constant folding, passes the gate on ops the target accepts too). Sweeps
+repeat until one changes nothing.
 
 A rule must never need to fire again on what it produced with nothing gained: when a rule is
 about to rewrite an op it created itself, and that op looks exactly like the one it replaced
@@ -40,7 +43,8 @@ class RewriteLoop(RuntimeError):
 
 @dataclass
 class Firing:
-    """One rewrite: which rule, on which op (index before the rewrite), at which step."""
+    """One rewrite: which rule, on which op (index in its subgraph before the rewrite), at
+    which step."""
 
     rule: str
     op_type: str
@@ -49,6 +53,10 @@ class Firing:
     step: int
     #: The op was created by an earlier firing of the same rule.
     on_own_output: bool = False
+    #: Index of the op's subgraph when the rule fired (0: the main graph).
+    subgraph: int = 0
+    #: The signature whose subgraph that is (``decode``), None when no signature names it.
+    signature: str | None = None
 
 
 #: id(op) -> (the op, the rule that created it, fingerprint of the op that rule replaced).
@@ -78,6 +86,8 @@ class Skip:
     op_index: int
     op_outputs: list[str]
     reason: str
+    subgraph: int = 0
+    signature: str | None = None
 
 
 @dataclass
@@ -96,13 +106,34 @@ class PassResult:
     def why_not(self, rule: str, tensor_name: str | None = None) -> list[str]:
         """Why ``rule`` did not fire (on the op producing ``tensor_name``, if given)."""
         return [
-            f"{s.op_type} #{s.op_index} ({', '.join(s.op_outputs)}): {s.reason}"
+            f"{s.op_type} #{_where(s.subgraph, s.op_index)} ({', '.join(s.op_outputs)}): {s.reason}"
             for s in self.skipped
             if s.rule == rule and (tensor_name is None or tensor_name in s.op_outputs)
         ]
 
     def to_json(self) -> dict[str, Any]:
         return plain_fields(self)
+
+
+def running_subgraphs(model: Model) -> list[Subgraph]:
+    """The subgraphs that run as graphs of their own, in index order: the main one and every
+    signature's (roles ``main`` and ``signature`` of ``compat.static.subgraph_roles``)."""
+    from tflkit.compat.static import subgraph_roles
+
+    roles = subgraph_roles(model)
+    return [sg for i, sg in enumerate(model.subgraphs) if roles.get(i) in ("main", "signature")]
+
+
+def signature_key(subgraph: Subgraph) -> str | None:
+    """The key of the (first) signature whose subgraph is ``subgraph``, else None."""
+    model = subgraph.model
+    signatures = model.signatures if model is not None else []
+    return next((s.key for s in signatures if s.subgraph is subgraph), None)
+
+
+def _where(subgraph: int, op_index: int) -> str:
+    """``3`` for op 3 of the main graph, ``1:3`` for op 3 of subgraph 1."""
+    return str(op_index) if subgraph == 0 else f"{subgraph}:{op_index}"
 
 
 def run_passes(
@@ -112,39 +143,57 @@ def run_passes(
     gate: Gate | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
 ) -> PassResult:
-    """Rewrite ``model.main`` in place with ``rules`` until a fixed point.
+    """Rewrite ``model``'s :func:`running_subgraphs` in place with ``rules`` until a fixed
+    point.
 
     Raises :class:`RewriteLoop` when a rule would rewrite its own output into itself again, or
     after ``max_steps`` rewrites.
     """
-    subgraph = model.main
     result = PassResult()
     lineage: _Lineage = {}
     while True:
-        rejected = gate(subgraph) if gate is not None else None
         result.sweeps += 1
         skips: dict[tuple[str, int], Skip] = {}
         changed = False
-        for op in list(subgraph.ops):
-            if op.subgraph is not subgraph:
-                continue  # retired by an earlier rewrite in this sweep
-            if result.steps >= max_steps:
-                result.converged = False
-                counts = Counter(f.rule for f in result.fired).most_common(1)
-                raise RewriteLoop(
-                    f"the rewrite did not converge in {max_steps} steps (rule "
-                    f"{counts[0][0]} fired {counts[0][1]} times)"
-                )
-            firing = _try_rules(op, rules, rejected, skips, result.steps, lineage)
-            if firing is not None:
-                result.fired.append(firing)
-                changed = True
+        for subgraph in running_subgraphs(model):
+            if not any(sg is subgraph for sg in model.subgraphs):
+                continue  # removed by an earlier rewrite in this sweep
+            rejected = gate(subgraph) if gate is not None else None
+            changed |= _sweep(subgraph, rules, rejected, skips, result, lineage, max_steps)
         result.skipped = list(skips.values())
         if not changed:
             break
     if result.fired:
         model.remove_unused()
     return result
+
+
+def _sweep(
+    subgraph: Subgraph,
+    rules: Sequence[Rule],
+    rejected: RejectedOps | None,
+    skips: dict[tuple[str, int], Skip],
+    result: PassResult,
+    lineage: _Lineage,
+    max_steps: int,
+) -> bool:
+    """Walk ``subgraph``'s ops once; True when a rule fired."""
+    changed = False
+    for op in list(subgraph.ops):
+        if op.subgraph is not subgraph:
+            continue  # retired by an earlier rewrite in this sweep
+        if result.steps >= max_steps:
+            result.converged = False
+            counts = Counter(f.rule for f in result.fired).most_common(1)
+            raise RewriteLoop(
+                f"the rewrite did not converge in {max_steps} steps (rule "
+                f"{counts[0][0]} fired {counts[0][1]} times)"
+            )
+        firing = _try_rules(op, rules, rejected, skips, result.steps, lineage)
+        if firing is not None:
+            result.fired.append(firing)
+            changed = True
+    return changed
 
 
 def _try_rules(
@@ -158,6 +207,9 @@ def _try_rules(
     index = op.index
     outputs = [t.name for t in op.outputs]
     origin = lineage.get(id(op))
+    subgraph = op.subgraph
+    assert subgraph is not None
+    where = (subgraph.index, signature_key(subgraph))
     for rule in rules:
         if not rule.pattern(op):
             continue
@@ -165,7 +217,7 @@ def _try_rules(
         if reason is None:
             reason = rule.check(op)
         if reason is not None:
-            skips[(rule.name, id(op))] = Skip(rule.name, op.type, index, outputs, reason)
+            skips[(rule.name, id(op))] = Skip(rule.name, op.type, index, outputs, reason, *where)
             continue
         own = origin is not None and origin[0] is op and origin[1] == rule.name
         before = fingerprint(op)
@@ -174,15 +226,13 @@ def _try_rules(
                 f"rule {rule.name} does not converge: it would rewrite the {op.type} op "
                 f"{index} it produced into the same op again"
             )
-        subgraph = op.subgraph
-        assert subgraph is not None
         builder = OpBuilder(subgraph, before=op, prefix=f"{outputs[0] if outputs else op.type}")
         rule.rewrite(op, builder)
         if op.subgraph is not None:
             raise RewriteLoop(f"rule {rule.name} did not retire the {op.type} op it rewrote")
         for new in builder.created:
             lineage[id(new)] = (new, rule.name, before)
-        return Firing(rule.name, op.type, index, outputs, step, on_own_output=own)
+        return Firing(rule.name, op.type, index, outputs, step, own, *where)
     return None
 
 

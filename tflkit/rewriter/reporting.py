@@ -82,10 +82,10 @@ def build_report(
         static_after=StaticResidency.from_check(check_after),
         probe_before=None
         if probe_before is None
-        else Residency.from_probe(probe_before, sum(before_hist.values())),
+        else Residency.from_probe(probe_before, len(original.main.ops)),
         probe_after=None
         if probe_after is None
-        else Residency.from_probe(probe_after, sum(after_hist.values())),
+        else Residency.from_probe(probe_after, len(outcome.model.main.ops)),
         notes=notes,
         rule_records=records,
         rule_lines=lines,

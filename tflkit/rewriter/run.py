@@ -18,7 +18,14 @@ from tflkit.ir.shapes import by_tensor_name
 from tflkit.ir.structure import verify_bytes
 from tflkit.proc.cpu_smoke import ensure_cpu_safe
 from tflkit.rewriter.contract import Contract, combine
-from tflkit.rewriter.passes import DEFAULT_MAX_STEPS, Gate, PassResult, RejectedOps, run_passes
+from tflkit.rewriter.passes import (
+    DEFAULT_MAX_STEPS,
+    Gate,
+    PassResult,
+    RejectedOps,
+    run_passes,
+    running_subgraphs,
+)
 from tflkit.rewriter.rule import Rule
 from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.shapes import (
@@ -64,12 +71,17 @@ class RewriteOutcome:
 
 
 def histogram(model: Model) -> dict[str, int]:
-    """Op type -> count, over the main subgraph."""
-    return dict(sorted(Counter(op.type for op in model.main.ops).items()))
+    """Op type -> count, summed over the subgraphs that run as graphs of their own (the main
+    one and every signature's: ``running_subgraphs``; not composites' decompositions)."""
+    ops = (op.type for sg in running_subgraphs(model) for op in sg.ops)
+    return dict(sorted(Counter(ops).items()))
 
 
 def checker_gate(target: str) -> Gate | None:
-    """A gate backed by the static GPU checker, or None when no checker is installed."""
+    """A gate backed by the static GPU checker, or None when no checker is installed.
+
+    The pass manager asks it once per sweep for each subgraph it walks (the main one and every
+    signature's), so ``decode`` is gated by the same table as ``prefill``."""
     try:
         from tflkit.compat import static
     except ImportError:

@@ -239,7 +239,7 @@ def unary_rule(op: str) -> OpRule:
 def batch_matmul_operands(sig: OpSignature) -> Rejection | None:
     runtime = len(sig.runtime_inputs)
     if runtime == 2:
-        return None
+        return batch_matmul_broadcast(sig)
     a, b = sig.input(0), sig.input(1)
     if runtime == 1 and a is not None and not a.is_const and b is not None:
         if b.rank in (2, 3, 4):
@@ -250,6 +250,34 @@ def batch_matmul_operands(sig: OpSignature) -> Rejection | None:
         why = "The left-hand side is a constant; only the right-hand side may be."
         return reject(Reason.CONST_INPUT, sig.op_type, why, input_index=0)
     return reject(Reason.CONST_INPUT, sig.op_type, "Both operands are constants.", input_index=0)
+
+
+def batch_matmul_broadcast(sig: OpSignature) -> Rejection | None:
+    """Two runtime operands whose batch dimensions differ (one broadcast over the other's
+    batch): LiteRT 2.3's kernel computes ``out[i] = x[i] @ y[i]`` over flat batch indices only
+    as far as the smaller operand's batch reaches, and writes zeros (or pairs the wrong
+    matrices) beyond it, fp32 and fp16 alike. Measured on lavapipe
+    (``tests/test_rule_batch_matmul_broadcast.py``): ``x [4,1,32] @ y [32,16]``,
+    ``[4,2,32] @ [1,32,16]``, ``[1,4,1,32] @ [1,1,32,16]``, ``[1,1,32] @ [4,32,16]``,
+    ``[2,4,1,32] @ [2,1,32,16]``, adj_x too: wrong. Right: equal batches once padded with
+    leading 1s (``[4,1,32] @ [1,4,32,16]``), one batch in all, a constant ``y``, and
+    ``adj_y`` with ``y`` of batch 1 when K and N are multiples of 4 (another kernel)."""
+    x, y = sig.input(0), sig.input(1)
+    if x is None or y is None or x.rank < 2 or y.rank < 2 or x.is_dynamic or y.is_dynamic:
+        return None
+    width = max(x.rank, y.rank) - 2
+    bx = (1,) * (width - x.rank + 2) + tuple(x.shape[:-2])
+    by = (1,) * (width - y.rank + 2) + tuple(y.shape[:-2])
+    if bx == by:
+        return None
+    k, n = (y.shape[-1], y.shape[-2]) if sig.option("adjY", False) else y.shape[-2:]
+    if sig.option("adjY", False) and set(by) <= {1} and k % 4 == 0 and n % 4 == 0:
+        return None
+    why = (
+        f"Its runtime operands' batches differ ({list(x.shape)} x {list(y.shape)}): LiteRT 2.3 "
+        "computes the first batch and returns zeros or wrong values for the others (measured)."
+    )
+    return reject(Reason.WRONG_RESULT, sig.op_type, why, input_index=1)
 
 
 def cumsum_types(sig: OpSignature) -> Rejection | None:
@@ -943,7 +971,8 @@ RULES: dict[str, OpRule] = {
     "STABLEHLO_COMPOSITE": OpRule(checks=(composite_name,)),
 }
 
-#: Custom ops with a GPU implementation (MediaPipe's and the norm/attention custom calls).
+#: Custom ops the GPU delegate's source has kernels for (its custom vision ops and the
+#: norm/attention custom calls).
 CUSTOM_RULES: dict[str, OpRule] = {
     "Convolution2DTransposeBias": OpRule(checks=(runtime_input(0), const_input(1, FLOATS))),
     "MaxPoolingWithArgmax2D": OpRule(checks=(runtime_inputs(1), output_count(2))),

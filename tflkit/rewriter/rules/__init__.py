@@ -17,6 +17,7 @@ from tflkit.rewriter.rules.arith import (
     FullyConnectedConstInput,
     GatherInt64Indices,
 )
+from tflkit.rewriter.rules.batch_matmul import BatchMatMulBroadcast
 from tflkit.rewriter.rules.broadcast import BroadcastToTile
 from tflkit.rewriter.rules.composite import InlineComposite
 from tflkit.rewriter.rules.constant import (
@@ -74,6 +75,7 @@ RULES: tuple[Rule, ...] = (
     LogSoftmax(),
     L2Normalization(),
     BatchMatMulConstLhs(),
+    BatchMatMulBroadcast(),
     FullyConnectedConstInput(),
     ReshapeChain(),
     Rank5Elementwise(),
