@@ -763,6 +763,11 @@ class Model:
                 return signature
         raise KeyError(f"no signature {key!r}; have {[s.key for s in self.signatures]}")
 
+    def runs_as_graph(self, subgraph: Subgraph) -> bool:
+        """Whether ``subgraph`` runs as a graph of its own: the main one or a signature's (not
+        a control-flow body nor a composite's decomposition only)."""
+        return subgraph is self.main or any(s.subgraph is subgraph for s in self.signatures)
+
     def metadata_entry(self, name: str) -> Metadata | None:
         return next((m for m in self.metadata if m.name == name), None)
 

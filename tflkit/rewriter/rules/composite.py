@@ -87,7 +87,7 @@ def inline_problem(op: Op, depth: int = 0) -> str | None:
         return "its decomposition contains itself"
     model = body.model
     assert model is not None
-    if body is model.main or any(s.subgraph is body for s in model.signatures):
+    if model.runs_as_graph(body):
         return "its decomposition is an entry subgraph"
     if len(body.inputs) != len(op.inputs) or len(body.outputs) != len(op.outputs):
         return "its decomposition takes or returns a different number of tensors"

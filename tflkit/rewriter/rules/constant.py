@@ -492,8 +492,9 @@ class FoldConstants(Rule):
 
     def check(self, op: Op) -> str | None:
         graph = op.subgraph
-        if graph is None or graph.model is None or graph is not graph.model.main:
-            return "it is inside a control-flow body (only the main graph is folded)"
+        model = graph.model if graph is not None else None
+        if model is None or not model.runs_as_graph(graph):
+            return "it is inside a control-flow body or a decomposition (not folded there)"
         if any(t is not None and t.is_variable for t in op.inputs):
             return "it reads a variable tensor"
         if any(t.is_dynamic for t in (*op.inputs, *op.outputs) if t is not None):
