@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -156,9 +157,13 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
         console.print(table)
     else:
         console.print("no rule fired")
-    for s in report.not_fired[:_MAX_LINES]:
-        console.print(f"  not fired: {s['rule']} on {s['op_type']} #{s['op_index']}: {s['reason']}")
-    _more(console, report.not_fired, "rules not fired")
+    skipped = _grouped(
+        ((s["rule"], s["op_type"], s["reason"]), _at(s.get("subgraph", 0), s["op_index"]))
+        for s in report.not_fired
+    )
+    for (rule, op_type, reason), where in skipped[:_MAX_LINES]:
+        console.print(f"  not fired: {rule} on {op_type} {_ops(where)}: {reason}")
+    _more(console, skipped, "groups of rules not fired")
     ops = sorted(set(report.histogram_before) | set(report.histogram_after))
     hist = Table("op", "before", "after", title="op histogram (main graph and signatures)")
     for op in ops:
@@ -174,9 +179,10 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
                 f"{static.gpu_partitions} GPU partition(s))"
             )
     if report.static_after is not None:
-        for line in report.static_after.still_on_cpu[:_MAX_LINES]:
-            console.print(f"  still on CPU (static): {line}")
-        _more(console, report.static_after.still_on_cpu, "ops still on CPU (tflkit check)")
+        still = _grouped(_still_key(line) for line in report.static_after.still_on_cpu)
+        for (reason,), where in still[:_MAX_LINES]:
+            console.print(f"  still on CPU (static): {_ops(where)}: {reason}")
+        _more(console, still, "groups of ops still on CPU (tflkit check)")
     if report.probe_before or report.probe_after:
         gpu = Table(
             "",
@@ -208,11 +214,13 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
         problem = v["problem"] or "outputs differ"
         verdict = "[green]outputs match[/]" if v["ok"] else f"[red]{problem}[/]"
         console.print(f"verification (CPU, contract {v['contract']}): {verdict}")
-        for o in v["outputs"]:
-            console.print(
-                f"  {o['name']}: max abs {o['max_abs']:.3g}, max rel {o['max_rel']:.3g}"
-                + (" (bit-identical)" if o["identical"] else "")
-            )
+        same = [o["name"] for o in v["outputs"] if o["identical"]]
+        if same:
+            console.print(f"  {len(same)} of {len(v['outputs'])} outputs bit-identical")
+        differ = [o for o in v["outputs"] if not o["identical"]]
+        for o in differ[:_MAX_LINES]:
+            console.print(f"  {o['name']}: max abs {o['max_abs']:.3g}, max rel {o['max_rel']:.3g}")
+        _more(console, differ, "outputs")
     if report.rule_lines:
         console.print(report.rule_lines[0])
         for line in report.rule_lines[1 : _MAX_LINES + 1]:
@@ -244,6 +252,33 @@ def _count(value: int | None, status: str) -> str:
     if value is not None:
         return str(value)
     return UNKNOWN if status in _COMPILED else NOT_COMPILED
+
+
+def _at(subgraph: int, op_index: int) -> str:
+    """``#5`` for op 5 of the main graph, ``#1:5`` for op 5 of subgraph 1."""
+    return f"#{op_index}" if subgraph == 0 else f"#{subgraph}:{op_index}"
+
+
+def _still_key(line: str) -> tuple[tuple[str], str]:
+    """``"RESHAPE #1:0: why. Input 0 (name) ..."`` -> ((why.,), "RESHAPE #1:0"): ops group by
+    the first sentence of their reason (the rest names their own tensors)."""
+    head, _, reason = line.partition(": ")
+    first, dot, _ = reason.partition(". ")
+    return (first + dot.strip(),), head
+
+
+def _grouped(items: Iterable[tuple[Any, str]]) -> list[tuple[Any, list[str]]]:
+    """(key, what) pairs gathered by key, in first-seen order: one terminal line per key."""
+    groups: dict[Any, list[str]] = {}
+    for key, what in items:
+        groups.setdefault(key, []).append(what)
+    return list(groups.items())
+
+
+def _ops(where: list[str], shown: int = 4) -> str:
+    """``RESHAPE #1:0, MUL #1:5 and 3 more`` (or ``#16, #1:16``): the first few of a group."""
+    text = ", ".join(where[:shown])
+    return f"{text} and {len(where) - shown} more" if len(where) > shown else text
 
 
 def _more(console: Console, items: list[Any], what: str) -> None:
