@@ -8,6 +8,9 @@ reference kernels, and it must compile and run on the real GPU accelerator, whic
 (SIGSEGV) compiling the original. XNNPACK is the exception the proof names: it runs Gemma's
 multi-query ``odml.scaled_dot_product_attention`` composite with a kernel of its own that
 differs from the decomposition (docs/llm.md); on the inlined graph it agrees with the reference.
+So ``--rule inline_composite`` alone on Gemma is refused; the default rewrite repairs the
+decomposition first (rule ``attention_key_transpose``, ``tests/test_rule_attention_fix.py``) and
+writes it.
 """
 
 from __future__ import annotations
@@ -151,8 +154,10 @@ def llm_corpus() -> Path:
 
 @pytest.fixture(scope="module")
 def rewritten(llm_corpus, tmp_path_factory) -> dict[str, tuple[Path, dict]]:
-    """arch -> (the CLI's output model, its ``--json`` report). Gemma's is refused (XNNPACK's
-    own attention kernel and the converter's decomposition differ) and written with --force."""
+    """arch -> (the CLI's output model, its ``--json`` report) of ``--rule inline_composite``
+    alone. Gemma's is refused (XNNPACK's own attention kernel and the converter's decomposition
+    differ; the default run, which repairs the decomposition first, writes it) and written
+    with --force."""
     folder = tmp_path_factory.mktemp("inlined")
     done = {}
     for arch in ARCHS:
@@ -162,6 +167,7 @@ def rewritten(llm_corpus, tmp_path_factory) -> dict[str, tuple[Path, dict]]:
         if arch == "gemma":
             assert run.returncode == 1 and not out.exists(), run.stderr[-2000:]
             assert "(use --force to write anyway)" in run.stderr
+            assert "rule attention_key_transpose" in run.stderr  # the default run's repair
             run = _tflkit(*args, "--rule", "inline_composite", "--force")
         assert run.returncode == 0, run.stderr[-2000:]
         done[arch] = (out, json.loads(run.stdout))
@@ -291,6 +297,22 @@ def test_check_probe_agrees_the_accelerator_crashes_at_the_composite(gpu, llm_co
     assert report["probe"]["model_agrees"] is True
     (op,) = [o for o in report["ops"] if (o["subgraph"], o["index"]) == (0, crash["op_index"])]
     assert op["fix"] == {"rule": "inline_composite", "summary": RULE.summary, "kind": "rule"}
+
+
+def test_inline_composite_alone_on_gemma_is_refused_by_the_xnnpack_check(llm_corpus):
+    """Without ``attention_key_transpose`` the wrong decomposition is inlined as it is, and the
+    rule's own check against XNNPACK's attention kernel refuses it (in process: the CLI's
+    refusal is the ``rewritten`` fixture's)."""
+    from tflkit.rewriter.run import rewrite_model
+
+    data = (llm_corpus / "gemma.tflite").read_bytes()
+    outcome = rewrite_model(data, rule_names=["inline_composite"])
+    verdict = outcome.verification
+    assert verdict is not None and not verdict.ok
+    assert verdict.problem.startswith("XNNPACK's own kernels for"), verdict.problem
+    default = rewrite_model(data)
+    assert default.verification is not None and default.verification.ok, default.verification
+    assert "attention_key_transpose" in {f.rule for f in default.passes.fired}
 
 
 def test_default_rewrite_inlines_the_odml_composites(tmp_path, llm_corpus):

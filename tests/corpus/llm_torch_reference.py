@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["compare", "reference_logits", "transpose_fix"]
+__all__ = ["compare", "reference_logits", "rewritten", "transpose_fix"]
 
 
 def reference_logits(
@@ -118,35 +118,32 @@ def _builder_main(argv: list[str]) -> int:
 
 def transpose_fix(model) -> int:
     """Make litert-torch 0.10's wrong RESHAPE in gemma's attention decomposition the TRANSPOSE
-    it stands for: K ``[1, T, 1, D]`` "transposed" to ``[1, 1, D, T]`` by a RESHAPE (right only
-    when T or D is 1); returns how many were replaced. ``model`` is an ``ir.Model``."""
-    import numpy as np
+    it stands for (K ``[1, T, 1, D]`` "transposed" to ``[1, 1, D, T]``): the transform of the
+    rewrite rule ``attention_key_transpose``; returns how many were replaced. ``model`` is an
+    ``ir.Model``."""
+    from tflkit.rewriter.rules.composite import repair_attention
 
-    from tflkit.ir import schema
-    from tflkit.ir.builder import OpBuilder
+    return repair_attention(model)
 
-    count = 0
-    for graph in model.subgraphs:
-        if not graph.name.startswith("odml.scaled_dot_product_attention"):
-            continue
-        for op in [o for o in graph.ops if o.type == "RESHAPE"]:
-            src, dst = tuple(op.inputs[0].shape), tuple(op.outputs[0].shape)
-            if len(src) == 4 and src[2] == 1 and dst == (src[0], 1, src[3], src[1]) != src:
-                b = OpBuilder(graph, before=op, prefix="fix")
-                perm = np.int32([0, 2, 3, 1])
-                moved = b.TRANSPOSE(
-                    op.inputs[0], perm, options=schema.fb.TransposeOptionsT(), shape=dst
-                )
-                graph.replace_all_uses_with(op.outputs[0], moved)
-                graph.remove_op(op)
-                count += 1
-    return count
+
+def rewritten(data: bytes) -> bytes:
+    """``data`` as ``tflkit rewrite`` writes it by default (gemma: its attention repaired by
+    ``attention_key_transpose``, the composites inlined, ...); raises RuntimeError when the
+    rewrite's proof fails."""
+    from tflkit.rewriter.run import rewrite_model
+
+    outcome = rewrite_model(data)
+    verdict = outcome.verification
+    if verdict is None or not verdict.ok:
+        raise RuntimeError(f"tflkit rewrite: {verdict.problem if verdict else 'nothing fired'}")
+    return outcome.rewritten
 
 
 def compare(arch: str, steps: int) -> dict:
     """Max abs per decode step of the ``.tflite`` graph's logits on the CPU against PyTorch:
     XNNPACK (``cpu``) and the reference kernels (``cpu-ref``) as exported, XNNPACK with the
-    composites inlined; for gemma also the reference kernels with :func:`transpose_fix`."""
+    composites inlined; ``tflkit rewrite``'s default result (:func:`rewritten`) on both; for
+    gemma also the reference kernels with :func:`transpose_fix` alone."""
     import numpy as np
 
     from tests.corpus.llm_steps import corpus_dir, inline_composites
@@ -161,6 +158,9 @@ def compare(arch: str, steps: int) -> dict:
     inlined, fixed = ir.load(data), ir.load(data)
     inline_composites(inlined)
     variants = {"cpu-ref": (data, "reference"), "cpu (inlined)": (ir.dumps(inlined), "xnnpack")}
+    fixed_all = rewritten(data)
+    variants["cpu (tflkit rewrite)"] = (fixed_all, "xnnpack")
+    variants["cpu-ref (tflkit rewrite)"] = (fixed_all, "reference")
     if transpose_fix(fixed):
         variants["cpu-ref (RESHAPE made TRANSPOSE)"] = (ir.dumps(fixed), "reference")
     rows = {"cpu": cpu}

@@ -60,8 +60,13 @@ class Rule:
     required_inputs: ClassVar[tuple[int, ...]] = (0,)
     #: How many outputs the ops the rule rewrites have.
     num_outputs: ClassVar[int | None] = 1
-    #: The rewrite adds graph inputs/outputs (explicit state): ``verify_rewrite`` proves it.
+    #: The rewrite adds graph inputs/outputs (explicit state); such a rule has ``own_proof``.
     changes_interface: ClassVar[bool] = False
+    #: The rule's ``verify_rewrite`` is the proof, not the default one-shot comparison with the
+    #: original on the builtin CPU kernels: a rule that changes the interface, or one that
+    #: changes what the builtin kernels compute by design (a wrong decomposition repaired,
+    #: proven against a runtime kernel).
+    own_proof: ClassVar[bool] = False
     #: The rule rewrites the model as a whole (e.g. every op of resource-variable state at
     #: once), not op by op: the fix ``check`` advises for any op it fixes is ``check_model``.
     whole_model: ClassVar[bool] = False

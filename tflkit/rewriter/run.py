@@ -145,8 +145,8 @@ def rewrite_model(
     if problems:  # a bug in a rule, not a problem of the input: an internal error (exit 3)
         raise RuntimeError(f"rewrite produced an invalid model: {problems[0][:200]}")
     verification = None
-    own_proof = [r for r in rules if r.name in fired and r.changes_interface]
-    if check and rewritten != data and own_proof:  # e.g. state made explicit: a step sequence
+    own_proof = [r for r in rules if r.name in fired and r.own_proof]
+    if check and rewritten != data and own_proof:  # state made explicit, a decomposition fixed
         verification = own_proof[0].verify_rewrite(data, rewritten, contract, tuple(seeds))
     elif check and rewritten != data:
         verification = verify(

@@ -19,7 +19,7 @@ from tflkit.rewriter.rules.arith import (
 )
 from tflkit.rewriter.rules.batch_matmul import BatchMatMulBroadcast
 from tflkit.rewriter.rules.broadcast import BroadcastToTile
-from tflkit.rewriter.rules.composite import InlineComposite
+from tflkit.rewriter.rules.composite import AttentionKeyTranspose, InlineComposite
 from tflkit.rewriter.rules.constant import (
     FoldConstants,
     FoldDensify,
@@ -46,7 +46,9 @@ from tflkit.rewriter.rules.streaming import StreamingState
 from tflkit.rewriter.ruleset import RuleSet
 
 RULES: tuple[Rule, ...] = (
-    # composites first: the other rules see their decompositions' ops
+    # composites first: the other rules see their decompositions' ops; a wrong attention
+    # decomposition repaired before it is inlined
+    AttentionKeyTranspose(),
     InlineComposite(),
     # then constants: folding feeds the shape rules static values
     FoldFill(),

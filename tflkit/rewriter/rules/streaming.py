@@ -350,6 +350,7 @@ class StreamingState(Rule):
     contract = Contract(0.0, 0.0, "bit-identical at every step of the sequence")
     opt_in = True
     changes_interface = True
+    own_proof = True
     whole_model = True
     report_key = "streaming"
     required_inputs = ()
