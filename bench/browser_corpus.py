@@ -36,7 +36,7 @@ GENERATED = (
     "keras_attention",
     "keras_transformer_mlp",
 )
-REAL = ("face_detection_front", "face_detection_back", "face_landmark", "iris_landmark")
+REAL = ("deeplabv3", "embedding_model", "keyword_spotting_pacman_v3.float32")
 NATIVE = ("gpu-fp16", "gpu-fp32")
 BROWSER = ("webgpu-fp16", "webgpu-fp32", "wasm")
 ADAPTERS = ("swiftshader", "lavapipe")
@@ -57,7 +57,7 @@ renderers: compile times say nothing about a phone; the numbers and the op cover
 
 def _models(only: list[str]) -> dict[str, Path]:
     from tests.conftest_corpus import cache_root, ensure_generated, tensorflow_version
-    from tests.corpus.fetch import fetch_face_detection
+    from tests.corpus.fetch import fetch_real_float
 
     repo = Path(__file__).resolve().parents[1]
     version = tensorflow_version()
@@ -66,7 +66,7 @@ def _models(only: list[str]) -> dict[str, Path]:
     generated = ensure_generated(cache_root(), version)
     models = {"tiny_classifier": repo / "tflkit" / "examples" / "tiny_classifier.tflite"}
     models |= {name: generated / f"{name}.tflite" for name in GENERATED}
-    real = {p.stem: p for p in fetch_face_detection(cache_root() / "real")}
+    real = {p.stem: p for p in fetch_real_float(cache_root() / "real")}
     models |= {name: real[name] for name in REAL if name in real}
     if only:
         models = {k: v for k, v in models.items() if any(o in k for o in only)}

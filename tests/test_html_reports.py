@@ -5,7 +5,7 @@ Every page: no horizontal overflow, no clipped text, no request leaving the file
 with its SVG and its ``data-*`` numbers, the numbers shown equal to the command's ``--json``
 report (``data-value`` exactly, the text through the one formatter), the op table whole without
 JavaScript and filterable with it. Models: the bundled tiny classifier (7 ops, two on the CPU),
-face_detection_front (164 ops) and face_detection_full_range_sparse (388 ops, 229 on the CPU).
+deeplabv3 (70 ops, all on the GPU) and BirdNET's FP16 metadata model (56 ops, 37 on the CPU).
 
 ``TFLKIT_REPORT_SCREENSHOTS=DIR`` also saves one screenshot per command there (docs/reports/).
 """
@@ -69,8 +69,8 @@ def models(real_models) -> dict[str, Path]:
     by_name = {p.stem: p for p in real_models}
     return {
         "tiny": EXAMPLE,
-        "front": by_name["face_detection_front"],
-        "sparse": by_name["face_detection_full_range_sparse"],
+        "ready": by_name["deeplabv3"],
+        "mixed": by_name["BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16"],
     }
 
 
@@ -148,7 +148,7 @@ def _same(shown: tuple[str, str], want, unit: str = "") -> None:
     assert text == num(want, unit)
 
 
-@pytest.mark.parametrize("which", ["tiny", "front", "sparse"])
+@pytest.mark.parametrize("which", ["tiny", "ready", "mixed"])
 def test_check_html(browser, models, which, tmp_path, capsys):
     model = models[which]
     out = tmp_path / "check.html"
@@ -159,7 +159,7 @@ def test_check_html(browser, models, which, tmp_path, capsys):
     page = Page(browser, out)
     try:
         page.check_layout()
-        if which == "sparse":  # the page as it opens, before the table is filtered and sorted
+        if which == "mixed":  # the page as it opens, before the table is filtered and sorted
             page.screenshot("check")
         for key in ("gpu_ops", "total_ops", "cpu_ops", "gpu_partitions"):
             _same(page.value(f'#totals [data-metric="{key}"]'), report[key])
@@ -187,8 +187,8 @@ def test_check_html(browser, models, which, tmp_path, capsys):
         header.click()
         order = page.page.eval_on_selector_all("#ops tbody tr", "rs => rs.map(r => +r.dataset.op)")
         assert order == sorted(order, reverse=True)
-        if which == "sparse":
-            assert len(report["ops"]) >= 300 and report["cpu_ops"] > 0
+        if which == "mixed":
+            assert len(report["ops"]) >= 50 and report["cpu_ops"] > 0
             assert int(strip[0]["boundaries"]) > 0 and int(strip[0]["partitions"]) >= 1
     finally:
         page.close()
@@ -203,7 +203,7 @@ def test_check_html(browser, models, which, tmp_path, capsys):
         bare.close()
 
 
-@pytest.mark.parametrize("which", ["tiny", "front", "sparse"])
+@pytest.mark.parametrize("which", ["tiny", "ready", "mixed"])
 def test_rewrite_html(browser, models, which, tmp_path, capsys):
     out = tmp_path / f"{which}.html"
     code, report = _run(
@@ -212,8 +212,8 @@ def test_rewrite_html(browser, models, which, tmp_path, capsys):
          "--html", str(out), "--json"],
     )  # fmt: skip
     assert code == 0
-    # the front detector is GPU-ready as it is: no rule fires and nothing is written
-    assert bool(report["fired"]) == report["written"] == (which != "front")
+    # deeplabv3 is GPU-ready as it is: no rule fires and nothing is written
+    assert bool(report["fired"]) == report["written"] == (which != "ready")
     page = Page(browser, out)
     try:
         page.check_layout()
@@ -244,12 +244,12 @@ def test_rewrite_html(browser, models, which, tmp_path, capsys):
 
 _VALIDATE = {
     "tiny": ["-r", "cpu-fp16", "--localize", "--localize-on", "cpu-fp16"],
-    "front": [],
-    "sparse": [],
+    "ready": [],
+    "mixed": [],
 }
 
 
-@pytest.mark.parametrize("which", ["tiny", "front", "sparse"])
+@pytest.mark.parametrize("which", ["tiny", "ready", "mixed"])
 def test_validate_html(browser, models, which, tmp_path, capsys):
     _validate_page(browser, models[which], _VALIDATE[which], tmp_path, capsys)
 
@@ -258,10 +258,10 @@ def test_validate_html(browser, models, which, tmp_path, capsys):
 def test_validate_html_on_the_gpu(browser, models, gpu, tmp_path, capsys):
     """GPU fp16 and fp32 (the software GPU in CI) against the CPU, localized: the screenshot."""
     extra = ["-r", "gpu-fp16", "-r", "gpu-fp32", "--localize"]
-    _validate_page(browser, models["front"], extra, tmp_path, capsys, screenshot="validate")
+    _validate_page(browser, models["ready"], extra, tmp_path, capsys, screenshot="validate")
 
 
-@pytest.mark.parametrize("which", ["tiny", "front", "sparse"])
+@pytest.mark.parametrize("which", ["tiny", "ready", "mixed"])
 def test_device_validate_html(browser, models, which, tmp_path, capsys):
     """``device validate --html`` writes validate's page: this machine as a device."""
     args = ["device", "validate", str(models[which]), "--device", "local", "-b", "cpu"]
@@ -311,7 +311,7 @@ def _validate_page(browser, model, extra, tmp_path, capsys, screenshot=None, com
         page.close()
 
 
-@pytest.mark.parametrize("which", ["tiny", "front", "sparse"])
+@pytest.mark.parametrize("which", ["tiny", "ready", "mixed"])
 def test_regress_check_html(browser, models, which, tmp_path, capsys):
     base = tmp_path / "baseline"
     record = ["regress", "record", str(models[which]), "-o", str(base), "-r", "cpu",

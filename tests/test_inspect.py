@@ -135,9 +135,12 @@ def test_int64_and_rank5(corpus: Any, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_real_models(real_models: list[Path], capsys: pytest.CaptureFixture[str]) -> None:
+    unsigned = {"deeplabv3"}  # no SignatureDef: one implicit signature, no key
+    assert unsigned < {p.stem for p in real_models}
     for path in real_models:
         report = inspect_json(path, capsys)
-        assert report["signatures"][0]["key"] is None  # MediaPipe models carry no signature
+        key = None if path.stem in unsigned else "serving_default"
+        assert [s["key"] for s in report["signatures"]] == [key], path.name
         assert report["signatures"][0]["inputs"][0]["dtype"] == "FLOAT32"
         assert sum(report["op_histogram"].values()) == sum(s["ops"] for s in report["subgraphs"])
         assert report["size_bytes"] == path.stat().st_size

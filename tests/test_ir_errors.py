@@ -15,7 +15,7 @@ from tests.conftest_corpus import Corpus
 from tflkit import ir
 from tflkit.errors import ModelLoadError
 
-REAL = "face_detection_front.tflite"
+REAL = "deeplabv3.tflite"
 CORRUPT = r"truncated|corrupt"
 
 

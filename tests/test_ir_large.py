@@ -27,7 +27,7 @@ from tflkit.errors import ModelLoadError, TflkitError
 from tflkit.ir import serde
 from tflkit.ir.builder import OpBuilder
 
-REAL = "face_detection_front.tflite"
+REAL = "deeplabv3.tflite"
 WIDTH = 64
 
 

@@ -104,7 +104,7 @@ def test_save_writes_what_dumps_returns(corpus: Corpus, tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# real third-party models (MediaPipe face detection / landmarks)
+# real third-party float models (tests.corpus.fetch.REAL_FLOAT)
 # --------------------------------------------------------------------------------------------
 def test_real_models_structure_lossless(real_models: list[Path]) -> None:
     assert real_models, "no real models"

@@ -74,7 +74,7 @@ def test_check_probe_reports_each_signature_decode_first(gpu, gemma_path, tmp_pa
     page = tmp_path / "check.html"
     text = _tflkit("check", str(gemma_path), "--probe", "--html", str(page)).stdout  # cached
     table = page.read_text().split('id="probe-signatures"', 1)[1].split("</table>", 1)[0]
-    assert table.index("<td class=\"l\">decode</td>") < table.index("prefill_8"), table
+    assert table.index('<td class="l">decode</td>') < table.index("prefill_8"), table
     lines = [line for line in text.splitlines() if line.startswith("signature ")]
     assert lines[0].startswith("signature decode (subgraph 1, compiled alone): crashes"), text
     assert "prefill_8" in lines[1]

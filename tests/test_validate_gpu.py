@@ -1,6 +1,6 @@
 """``tflkit validate`` on the real GPU accelerator (software GPU: Mesa lavapipe).
 
-Real face-detection model: every figure is checked against numpy on outputs this test obtains
+Real image segmenter (deeplabv3): every figure is checked against numpy on outputs this test obtains
 itself (its own Interpreter run, its own GPU run through the probe). The crash case (PACK of one
 tensor twice) ends in a report; an int64 output of the GPU path is read back and compared; a
 planted fp16 overflow is localized to its op; the HTML report is rendered in headless Chromium
@@ -32,8 +32,8 @@ fb = ir.schema.fb
 pytestmark = pytest.mark.gpu
 
 
-def _face(real_models: list[Path]) -> Path:
-    return next(p for p in real_models if p.name == "face_detection_front.tflite")
+def _segmenter(real_models: list[Path]) -> Path:
+    return next(p for p in real_models if p.name == "deeplabv3.tflite")
 
 
 def _independent(expected: np.ndarray, actual: np.ndarray) -> dict[str, float]:
@@ -53,14 +53,14 @@ def _independent(expected: np.ndarray, actual: np.ndarray) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def face_run(real_models, gpu, tmp_path_factory):
-    """validate on face_detection_front with our own inputs, plus our own CPU and GPU outputs."""
+def segmenter_run(real_models, gpu, tmp_path_factory):
+    """validate on deeplabv3 with our own inputs, plus our own CPU and GPU outputs."""
     from ai_edge_litert.interpreter import Interpreter
 
-    model = _face(real_models)
+    model = _segmenter(real_models)
     rng = np.random.default_rng(11)
-    images = rng.uniform(0, 1, (2, 1, 128, 128, 3)).astype(np.float32)
-    folder = tmp_path_factory.mktemp("face")
+    images = rng.uniform(-1, 1, (2, 1, 257, 257, 3)).astype(np.float32)
+    folder = tmp_path_factory.mktemp("segmenter")
     np.save(folder / "inputs.npy", images)
     report = validate(
         model,
@@ -76,7 +76,7 @@ def face_run(real_models, gpu, tmp_path_factory):
         interpreter.invoke()
         for d in interpreter.get_output_details():
             cpu.setdefault(d["name"], []).append(interpreter.get_tensor(d["index"]).copy())
-    gpu16 = probe(model, run=True, input_sets=[{"input": x} for x in images], use_cache=False)
+    gpu16 = probe(model, run=True, input_sets=[{"sub_7": x} for x in images], use_cache=False)
     assert gpu16.status == "ok"
     mine = {
         "cpu": {k: np.stack(v) for k, v in cpu.items()},
@@ -85,8 +85,8 @@ def face_run(real_models, gpu, tmp_path_factory):
     return report, mine, folder
 
 
-def test_face_detection_runs_everywhere_and_figures_match_numpy(face_run):
-    report, mine, _ = face_run
+def test_segmenter_runs_everywhere_and_figures_match_numpy(segmenter_run):
+    report, mine, _ = segmenter_run
     assert [r.runner for r in report.runners] == ["cpu", "cpu-ref", "gpu-fp16", "gpu-fp32"]
     assert all(r.ok for r in report.runners), [(r.runner, r.error) for r in report.runners]
     gpu = report.runner("gpu-fp16")
@@ -105,8 +105,8 @@ def test_face_detection_runs_everywhere_and_figures_match_numpy(face_run):
         assert f32.metrics.max_abs * 100 < f16.metrics.max_abs
 
 
-def test_html_report_renders_in_chromium_with_the_numbers(face_run, tmp_path):
-    report, mine, _ = face_run
+def test_html_report_renders_in_chromium_with_the_numbers(segmenter_run, tmp_path):
+    report, mine, _ = segmenter_run
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         unavailable("chromium is not installed (apt-get install chromium)")

@@ -322,5 +322,5 @@ def test_groups_are_found_on_either_layout():
             (axis, "0:4", "values"),
             (axis, "4:22", "unit"),
         ]
-    same_scale = rng.uniform(-50, 110, (2, 1, 896, 16))  # a face detector's regressors
+    same_scale = rng.uniform(-50, 110, (2, 1, 896, 16))  # a detector's box regressors
     assert detect_groups(same_scale, same_scale.shape[1:]) == ()

@@ -25,8 +25,8 @@ from tflkit.cli.main import EXIT_INTERNAL, main
 
 MODELS = [f"generated/{name}" for name in generate.GENERATORS] + world_names()
 
-#: The GPU slice: control flow (IF), full uint8, dynamic shapes, sparse weights. (The real
-#: sparse face detector takes minutes on the software GPU: it is in the sweep, not here.)
+#: The GPU slice: control flow (IF), full uint8, dynamic shapes, sparse weights (generated: no
+#: real sparse model outside the reserved packages is known).
 GPU_SLICE = (
     "openwakeword/hey_jarvis_v0.1",
     "simple-cv/efficientnet_lite0",
@@ -77,8 +77,8 @@ def test_declared_tags_match_the_files(world_models: dict[str, Path]) -> None:
 
 def test_world_corpus_size(world_models: dict[str, Path]) -> None:
     sources = {name.split("/")[0] for name in world_models}
-    assert len(world_models) >= 40, len(world_models)
-    assert len(sources) >= 8, sorted(sources)
+    assert len(world_models) >= 35, len(world_models)
+    assert len(sources) >= 7, sorted(sources)
 
 
 @pytest.mark.parametrize("name", MODELS)

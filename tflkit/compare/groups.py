@@ -37,9 +37,8 @@ __all__ = [
 
 #: neighbouring channel groups are judged apart when their peaks differ by at least this factor
 #: (two orders of magnitude). Measured (``PYTHONPATH=. python bench/output_groups.py``): channels
-#: of one meaning differ by up to 24x on the corpus (face_detection_full_range's box centre
-#: offsets, 4.7, against its box sizes, 110, random inputs), nudenet's box pixels and class scores
-#: by 386x (photographs) to 10,000x (random inputs)
+#: of one meaning differ by up to 5.7x on the corpus (deeplabv3's class logits, random inputs),
+#: nudenet's box pixels and class scores by 386x (photographs) to 10,000x (random inputs)
 SPLIT_RATIO = 100.0
 #: the channel axis is the shortest non-batch axis with 3 to this many entries whose other axes
 #: hold at least 4 times as many positions (boxes x anchors, not classes x one row)

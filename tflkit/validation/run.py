@@ -189,7 +189,7 @@ def _inputs(
 #: strides at which a segmentation head's output may sit below its image input (deeplabv3: 1)
 MASK_STRIDES = (1, 2, 4, 8, 16)
 #: the fewest classes per step of a sequence of logits: a CTC vocabulary (ddddocr: 8,210; a
-#: character-level ASR head: about 30), above the 16 values per anchor of a face detector
+#: character-level ASR head: about 30), above the few values per anchor of a box regressor
 SEQUENCE_MIN_CLASSES = 24
 #: the heads whose per-step output is one classifier's logits (not a detector's concatenation of
 #: boxes and sigmoid scores, not a multi-label LOGISTIC)
