@@ -746,4 +746,60 @@ for _name, _lhs, _rhs, _adj_y, _ok in _MATMUL_VALUE_CASES:
     case(_name, "WRONG_RESULT", _ok, about_values=True)(_matmul(_lhs, _rhs, _adj_y))
 
 
+# SELECT / SELECT_V2 reading fp16 weights (a FLOAT16 constant behind a DEQUANTIZE): in fp32 the
+# accelerator's shader for it does not compile and the op writes nothing; fp16 is right.
+#: An operand: "x" (a runtime input of the output's shape) or (shape, kind), kind "fp16" (fp16
+#: weights), "f32" (a float32 constant) or "int8" (int8 weights behind a DEQUANTIZE).
+SelectOperand = str | tuple[tuple[int, ...], str]
+
+
+def _weights(n: Net, shape: Sequence[int], kind: str, base: float) -> ir.Tensor:
+    """Distinct non-zero values (a stale output never matches them by chance)."""
+    values = base + np.arange(int(np.prod(shape)), dtype=F32).reshape(shape)
+    if kind == "f32":
+        return n.b.const(values, "weights")
+    if kind == "fp16":
+        half = n.b.const(values.astype(np.float16), "weights_fp16")
+        return n.op("DEQUANTIZE", half, shape=tuple(shape), dtype=F32)
+    quantized = n.b.const(values.astype(np.int8), "weights_int8")
+    quantized.quantization = fb.QuantizationParametersT()
+    quantized.quantization.scale, quantized.quantization.zeroPoint = [1.0], [0]
+    return n.op("DEQUANTIZE", quantized, shape=tuple(shape), dtype=F32)
+
+
+def _select(
+    op_type: str, out: Sequence[int], cond: Sequence[int], then: SelectOperand, other: SelectOperand
+) -> Callable[[Net], ir.Tensor]:
+    """``op_type(c > 0, then, else)``: ``c`` a runtime input of the condition's shape."""
+
+    def build(n: Net) -> ir.Tensor:
+        c = n.input(cond, name="c")
+        flag = n.op("GREATER", c, np.array(0.0, F32), dtype=np.bool_)
+        x = n.input(out) if "x" in (then, other) else None
+        a, b = (
+            x if spec == "x" else _weights(n, spec[0], spec[1], base)
+            for spec, base in ((then, 3.0), (other, -40.0))
+        )
+        return n.op(op_type, flag, a, b, shape=tuple(out), dtype=F32)
+
+    return build
+
+
+_OUT = (1, 2, 3, 4)
+#: (name, op, output, condition, then, else, right on the GPU in fp32): BirdNET 2.4's metadata
+#: model (``SELECT_V2(lat > 0, 1.0, 0.0)``, fp16 scalars) and its neighbours.
+_SELECT_VALUE_CASES: tuple[tuple[Any, ...], ...] = (
+    ("select_v2_fp16_scalars", "SELECT_V2", (1,), (1,), ((), "fp16"), ((), "fp16"), False),
+    ("select_v2_fp16_else", "SELECT_V2", _OUT, _OUT, "x", (_OUT, "fp16"), False),
+    ("select_v2_fp16_then_bcast", "SELECT_V2", _OUT, (1, 1, 1, 4), ((1,), "fp16"), "x", False),
+    ("select_fp16_then", "SELECT", (2, 4), (2, 4), ((2, 4), "fp16"), "x", False),
+    ("select_v2_f32_scalars", "SELECT_V2", (1,), (1,), ((), "f32"), ((), "f32"), True),
+    ("select_v2_f32_else", "SELECT_V2", _OUT, _OUT, "x", (_OUT, "f32"), True),
+    ("select_v2_int8_weights_else", "SELECT_V2", _OUT, _OUT, "x", (_OUT, "int8"), True),
+    ("select_v2_runtime_cond_broadcast", "SELECT_V2", _OUT, (1, 1, 1, 4), "x", ((), "f32"), True),
+)
+for _name, _op, _out, _cond, _then, _else, _ok in _SELECT_VALUE_CASES:
+    case(_name, "WRONG_RESULT", _ok, about_values=True)(_select(_op, _out, _cond, _then, _else))
+
+
 CASE_BY_NAME: dict[str, CompatCase] = {c.name: c for c in CASES}

@@ -389,7 +389,7 @@ def compare(
             result.unknown += 1
             continue
         result.total += 1
-        if seen.on_gpu == verdict.ok:
+        if seen.on_gpu == verdict.placed:
             result.agree += 1
             continue
         result.disagreements.append(

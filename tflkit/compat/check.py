@@ -110,7 +110,7 @@ def check_model(
 
         def supported(op: ir.Op, sg: int = sg_index, at: dict[int, int] = positions) -> bool:
             verdict = verdicts.get((sg, at[id(op)]))
-            return compiles and verdict is not None and verdict.ok
+            return compiles and verdict is not None and verdict.placed
 
         plan = partition.plan_partitions(subgraph, supported, max_partitions=limit)
         on_gpu = {i for p in plan.partitions if p.device == "gpu" for i in p.ops}
@@ -139,10 +139,10 @@ def check_model(
                 ReasonInfo(str(r.code), r.message, r.fatal)
                 for r in (verdict.rejections if verdict else ())
             ]
-            if index in on_gpu:
-                status = STATUS_GPU
-            elif reasons:
+            if reasons:
                 status = STATUS_REJECTED
+            elif index in on_gpu:
+                status = STATUS_GPU
             elif not compiles:
                 status = STATUS_BLOCKED
             else:

@@ -59,6 +59,13 @@ class OpVerdict:
         return any(r.fatal for r in self.rejections)
 
     @property
+    def placed(self) -> bool:
+        """The accelerator takes the op: ``ok``, or rejected only for values it computes wrong
+        (``WRONG_RESULT``: placed on the GPU all the same)."""
+        wrong_only = all(r.code == Reason.WRONG_RESULT for r in self.rejections)
+        return self.ok or (bool(self.rejections) and wrong_only)
+
+    @property
     def codes(self) -> tuple[Reason, ...]:
         return tuple(r.code for r in self.rejections)
 
@@ -315,7 +322,9 @@ def _fp16_dequantize_on_cpu(
     """In a partly delegated subgraph, DEQUANTIZE ops of fp16 weights stay on the CPU."""
     weights = [_is_fp16_weight_dequantize(op) for op in subgraph.ops]
     partial = any(
-        found for found, is_weight in zip(rejections, weights, strict=True) if not is_weight
+        any(r.code != Reason.WRONG_RESULT for r in found)
+        for found, is_weight in zip(rejections, weights, strict=True)
+        if not is_weight
     )
     if not partial:
         return rejections

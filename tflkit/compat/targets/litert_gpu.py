@@ -530,6 +530,28 @@ def select_operands(sig: OpSignature) -> Rejection | None:
             input_index=0,
             fatal=True,
         )
+    return select_fp16_weights(sig)
+
+
+def select_fp16_weights(sig: OpSignature) -> Rejection | None:
+    """A then/else operand that is fp16 weights (a DEQUANTIZE of a FLOAT16 constant, which
+    the delegate reads directly): in fp32 (``enforce_f32``) LiteRT 2.3 builds a shader that
+    stores the operand's f16 texture read in an f32 variable (``var true_val : vec4<f32> =
+    vec4<f16>(...)``); WebGPU rejects it ("Error while parsing WGSL" on stderr), the op never
+    runs and its output keeps stale values (another tensor's, or zeros), with no error to the
+    app. Measured on lavapipe (``tests/test_rule_select_fp16.py``): SELECT and SELECT_V2,
+    outputs of rank 1 to 4, the operand a scalar, ``[1]`` or output-shaped, then, else or both,
+    the condition runtime, constant or broadcast: wrong in fp32, right in fp16. Right: float32
+    constants, runtime operands, int8 weights behind a DEQUANTIZE."""
+    for index in (1, 2):
+        t = sig.input(index)
+        if t is not None and t.fp16_weights:
+            why = (
+                f"Input {index} is fp16 weights (a DEQUANTIZE of a FLOAT16 constant): in fp32, "
+                "LiteRT 2.3's shader for it does not compile and the op writes nothing, so its "
+                "output holds stale values (measured; fp16 precision is right)."
+            )
+            return reject(Reason.WRONG_RESULT, sig.op_type, why, input_index=index)
     return None
 
 

@@ -32,6 +32,7 @@ from tflkit.rewriter.rules.constant import (
 from tflkit.rewriter.rules.conv import TransposeConvVersion
 from tflkit.rewriter.rules.gelu import ErfApprox, ErfGelu
 from tflkit.rewriter.rules.rank5 import Rank5Elementwise, Rank5Reduce, Rank5Transpose, ReshapeChain
+from tflkit.rewriter.rules.select_op import SelectFp16Constant
 from tflkit.rewriter.rules.shape import ExpandDimsToReshape, ReshapeStaticShape, SqueezeToReshape
 from tflkit.rewriter.rules.slicing import (
     GatherNdConstIndices,
@@ -78,6 +79,7 @@ RULES: tuple[Rule, ...] = (
     L2Normalization(),
     BatchMatMulConstLhs(),
     BatchMatMulBroadcast(),
+    SelectFp16Constant(),
     FullyConnectedConstInput(),
     ReshapeChain(),
     Rank5Elementwise(),

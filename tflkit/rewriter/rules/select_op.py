@@ -1,0 +1,157 @@
+"""SELECT / SELECT_V2 reading fp16 weights through a DEQUANTIZE, in a form the GPU computes
+right.
+
+An fp16 model (``converter.target_spec.supported_types = [tf.float16]``) stores every float
+constant as FLOAT16 behind a DEQUANTIZE, the constant operands of a SELECT_V2 included
+(BirdNET 2.4's metadata model: ``SELECT_V2(lat > 0, 1.0, 0.0)``). The GPU accelerator reads
+such weights directly: TFLite's ``FP16GraphPartitionHelper`` points every delegated op's input
+at the fp16 constant, in partly delegated graphs too. In fp32 (``enforce_f32``), LiteRT 2.3
+then generates a SELECT shader that loads the fp16 operand into an f32 variable (``var
+true_val : vec4<f32> = vec4<f16>(...)``); WebGPU rejects it ("Error while parsing WGSL"), the
+op never runs and its output holds whatever the buffer held (another tensor's values, or
+zeros). No error reaches the app. fp16 precision, and float32 constants, are right (measured:
+the table's ``WRONG_RESULT``, ``compat/targets/litert_gpu.py``).
+
+The rewrite reads the same values as a float32 constant: widening fp16 to fp32 is exact (as
+the CPU's DEQUANTIZE kernel does it), ``inf`` and NaN included, so the result is bit-identical.
+The DEQUANTIZE stays for its other readers, or goes when the select was its only one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tflkit.ir.builder import OpBuilder
+from tflkit.ir.graph import Model, Op, Tensor
+from tflkit.rewriter.example import graph_model, scale
+from tflkit.rewriter.rule import Example, Rule, fb, replace
+from tflkit.rewriter.rules.constant import FOLD_MAX_BYTES
+
+F32 = np.float32
+#: Operand positions of SELECT / SELECT_V2 that hold values (0 is the condition).
+_VALUES = (1, 2)
+
+
+def fp16_weights(tensor: Tensor | None) -> bool:
+    """``tensor`` is the output of a DEQUANTIZE of a FLOAT16 constant (fp16 weights)."""
+    producer = tensor.producer if tensor is not None else None
+    if producer is None or producer.type != "DEQUANTIZE" or not producer.inputs:
+        return False
+    src = producer.inputs[0]
+    return src is not None and src.type == fb.TensorType.FLOAT16 and src.is_constant
+
+
+class SelectFp16Constant(Rule):
+    name = "select_fp16_constant"
+    summary = (
+        "SELECT/SELECT_V2 reading fp16 weights through a DEQUANTIZE -> the same select reading "
+        "them as a float32 constant (LiteRT 2.3's fp32 GPU shader for it does not compile and "
+        "the op writes nothing)"
+    )
+    fixes = ("SELECT", "SELECT_V2")
+    codes = ("WRONG_RESULT",)
+    reasons = ("computes wrong values",)
+    required_inputs = (0, 1, 2)
+
+    def pattern(self, op: Op) -> bool:
+        return super().pattern(op) and any(fp16_weights(op.inputs[i]) for i in _VALUES)
+
+    def check(self, op: Op) -> str | None:
+        if op.outputs[0].type != fb.TensorType.FLOAT32:
+            return "its output is not float32"
+        sources = {id(s): s for s in (_source(op.inputs[i]) for i in _operands(op))}.values()
+        if any(s.sparsity is not None or s.data is None for s in sources):
+            return "its fp16 weights are sparse (fold_densify first)"
+        added = sum(s.data.size * 4 for s in sources)
+        if added > FOLD_MAX_BYTES:
+            return (
+                f"a float32 copy of its fp16 operands would add {added} bytes "
+                f"(bound {FOLD_MAX_BYTES}, as for fold_constants)"
+            )
+        return None
+
+    def rewrite(self, op: Op, b: OpBuilder) -> None:
+        inputs: list[Tensor | None] = list(op.inputs)
+        copies: dict[int, Tensor] = {}  # one copy when then and else are one tensor
+        for i in _operands(op):
+            source = _source(op.inputs[i])
+            if id(source) not in copies:
+                copies[id(source)] = b.const(source.data.astype(F32), f"{source.name}/float32")
+            inputs[i] = copies[id(source)]
+        out = op.outputs[0]
+        new = b.op(
+            op.type,
+            inputs,
+            options=op.options,
+            shape=list(out.shape),
+            dtype=out.type,
+            version=op.version,
+            name="select",
+        )
+        replace(op, [new])
+
+    def examples(self) -> tuple[Example, ...]:
+        fp16 = "the fp16 weights stay fp16 (no int8 DEQUANTIZE of them)"
+        return (
+            Example("birdnet_scalar_flags", _birdnet_flags, no_int8=fp16),
+            Example("full_shape_else", _full_shape_else, no_int8=fp16),
+            Example("select_v1_both", _select_v1_both, no_int8=fp16),
+        )
+
+
+def _operands(op: Op) -> list[int]:
+    """The value operands of ``op`` that are fp16 weights."""
+    return [i for i in _VALUES if fp16_weights(op.inputs[i])]
+
+
+def _source(tensor: Tensor) -> Tensor:
+    """The FLOAT16 constant behind the DEQUANTIZE that produces ``tensor``."""
+    producer = tensor.producer
+    assert producer is not None and producer.inputs[0] is not None
+    return producer.inputs[0]
+
+
+# --- examples -------------------------------------------------------------------------------
+
+
+def _fp16(b: OpBuilder, value: np.ndarray | float, name: str) -> Tensor:
+    """``value`` stored as fp16 weights: a FLOAT16 constant behind a DEQUANTIZE."""
+    half = b.const(np.asarray(value, np.float16), f"{name}_fp16")
+    return b.DEQUANTIZE(half, shape=list(half.shape), dtype=F32, name=name)
+
+
+def _birdnet_flags() -> Model:
+    """BirdNET 2.4's metadata model: ``SELECT_V2(lat > 0, 1.0, 0.0)`` with both scalars fp16
+    weights, the 0.0 shared with the comparison."""
+
+    def body(b: OpBuilder, lat: Tensor) -> Tensor:
+        zero, one = _fp16(b, 0.0, "zero"), _fp16(b, 1.0, "one")
+        north = b.GREATER(scale(b, lat), zero, dtype=np.bool_, name="north")
+        return scale(b, b.SELECT_V2(north, one, zero, shape=[1, 8], dtype=F32))
+
+    return graph_model([((1, 8), F32)], body)
+
+
+def _full_shape_else() -> Model:
+    """``where(x > 0, x, fill)`` with an output-shaped fp16 fill (a mask's large negatives)."""
+    fill = -np.linspace(1.0, 1e4, 64, dtype=F32).reshape(1, 2, 4, 8)
+
+    def body(b: OpBuilder, x: Tensor) -> Tensor:
+        x = scale(b, x)
+        keep = b.GREATER(x, np.array(0.0, F32), dtype=np.bool_, name="keep")
+        return scale(b, b.SELECT_V2(keep, x, _fp16(b, fill, "fill"), dtype=F32))
+
+    return graph_model([((1, 2, 4, 8), F32)], body)
+
+
+def _select_v1_both() -> Model:
+    """SELECT (v1) choosing between two output-shaped fp16 tables."""
+    low = np.arange(8, dtype=F32).reshape(2, 4) - 20.5
+    high = np.arange(8, dtype=F32).reshape(2, 4) + 3.25
+
+    def body(b: OpBuilder, x: Tensor) -> Tensor:
+        below = b.LESS(scale(b, x), np.array(0.0, F32), dtype=np.bool_, name="below")
+        table = b.SELECT(below, _fp16(b, low, "low"), _fp16(b, high, "high"), dtype=F32)
+        return scale(b, table)
+
+    return graph_model([((2, 4), F32)], body)
