@@ -150,6 +150,13 @@ def from_probe(name: str, result: ProbeResult, *, precision: str) -> RunResult:
     for name_, why in result.unreadable_outputs.items():
         notes.append(f"output {name_} cannot be read back on the GPU path: {why}")
     error = None if status == "ok" else (result.log.fatal or result.error or status)
+    invalid = result.log.invalid_program
+    if status == "ok" and invalid is not None:  # it "ran", but some ops never did
+        status = "run_error"
+        error = (
+            "WebGPU rejected a shader the accelerator built, so some ops never ran and the "
+            f"outputs are not results ({invalid[:200]})"
+        )
     return RunResult(
         name,
         status,

@@ -161,3 +161,24 @@ def test_birdnet_fp16_rewritten_agrees_with_the_cpu_on_the_gpu(
     assert runners["gpu-fp32"]["status"] == "ok", runners["gpu-fp32"]
     (pair,) = report["comparisons"]
     assert code == 0 and pair["verdict"] == "pass", pair["outputs"][0]["reasons"]
+
+
+@pytest.mark.gpu
+def test_the_gpu_runner_says_the_shader_was_rejected(gpu: str) -> None:
+    """A model whose shader WebGPU rejects "runs" with stale outputs: validate's GPU runner
+    reports a run error naming the rejection instead of comparing stale values (fp16 is fine)."""
+    from tflkit.delegates.litert_gpu import LiteRTGpuRunner
+    from tflkit.gpu.log import parse_gpu_log
+
+    case = next(c for c in SELECTS if c.name == "select_v2_fp16_else")
+    data = ir.dumps(case.build())
+    feed = random_feed(ir.load(data).main.inputs, 0)
+    fp32 = LiteRTGpuRunner(data, enforce_f32=True).infer([feed])
+    assert fp32.status == "run_error", (fp32.status, fp32.error)
+    assert fp32.error is not None and "WebGPU rejected a shader" in fp32.error
+    assert WGSL_ERROR in fp32.error
+    fp16 = LiteRTGpuRunner(data).infer([feed])
+    assert fp16.status == "ok", (fp16.status, fp16.error)
+    line = "E0000 00:00:1.0   1 environment.cc:105] Validation error: Error while parsing WGSL: x"
+    assert parse_gpu_log(line).invalid_program == "Validation error: Error while parsing WGSL: x"
+    assert parse_gpu_log("I0000 00:00:1.0   1 x.cc:1] fine").invalid_program is None

@@ -20,6 +20,11 @@ Facts measured on ai-edge-litert 2.3.0 (WebGPU over Vulkan, Mesa lavapipe):
 * With nothing delegated the summary reads ``No operations will run on the GPU, and all N
   operations will run on the CPU.``; a fully delegated model prints no summary at all.
 * Each delegated partition logs ``Initializing WebGPU-based API from graph.``
+* A shader WebGPU rejects logs ``E... environment.cc:105] Validation error: Error while parsing
+  WGSL: ...`` (then "Invalid ShaderModule", "Invalid ComputePipeline"... for what depended on
+  it), and the run goes on: the op never runs and its output keeps stale values, while the
+  job reports success (measured: fp16 weights as a SELECT operand in fp32,
+  ``tests/test_rule_select_fp16.py``). ``GpuLog.invalid_program`` keeps the first such line.
 * A crash prints a glog fatal line (``F0000 ... model.cc:218] Check failed: !IsInput(consumer,
   value) Node 0 is already a consumer of the value 0``) and the process exits with status 1.
   ``Node``/``value`` are ids in the delegate's own graph, not TFLite op or tensor indices.
@@ -44,6 +49,8 @@ __all__ = [
 ]
 
 REJECTION_HEADER = "Following operations are not supported by GPU delegate:"
+#: How WebGPU's validation errors start, in the accelerator's error lines.
+VALIDATION_ERROR = "Validation error:"
 
 _GLOG = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+\d+ [^\]\s]+\] ?(.*)$")
 #: Lines the probe worker itself writes around the runtime's output.
@@ -127,6 +134,12 @@ class GpuLog:
     gpu_kernels: int = 0
     summaries: list[tuple[int, int]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+
+    @property
+    def invalid_program(self) -> str | None:
+        """The first WebGPU validation error (a shader or pipeline WebGPU rejected), or None:
+        when set, ops of the compiled model did not run and its outputs are not results."""
+        return next((e for e in self.errors if e.startswith(VALIDATION_ERROR)), None)
 
     @property
     def rejected_op_types(self) -> list[str]:

@@ -765,6 +765,12 @@ def _gpu_run(
             error = state.get("error") or log.fatal or done.last_line or done.how
             status = "compile_error" if state.get("stage") == "compile" else "run_error"
             return StepRun(name, status, error=error, executed=executed, seconds=seconds)
+        if log.invalid_program is not None:  # it "ran", but some ops never did
+            error = (
+                "WebGPU rejected a shader the accelerator built, so some ops never ran and the "
+                f"logits are not results ({log.invalid_program[:200]})"
+            )
+            return StepRun(name, "run_error", error=error, executed=executed, seconds=seconds)
         with np.load(folder / "logits.npz") as npz:
             logits = [npz[f"step_{k}"] for k in range(steps)]
     return StepRun(name, "ok", logits, state["tokens"], executed=executed, seconds=seconds)
