@@ -802,4 +802,78 @@ for _name, _op, _out, _cond, _then, _else, _ok in _SELECT_VALUE_CASES:
     case(_name, "WRONG_RESULT", _ok, about_values=True)(_select(_op, _out, _cond, _then, _else))
 
 
+# CONCATENATION, PACK (any input) and ONE_HOT (on/off values) reading fp16 weights: in fp32 the
+# CONCATENATION/PACK shader does not compile (as SELECT's) and the op writes nothing; fp16 is
+# right. ONE_HOT reads the fp16 bits as a float32 (fp32) or zeros (fp16): wrong in both.
+#: An operand: "x" (a runtime input) or a weights kind of :func:`_weights`.
+_JOIN_SHAPES = {"x": (1, 2, 3, 4), "w": (1, 2, 3, 5)}
+
+
+def _concat(shapes: Sequence[Sequence[int]], kinds: Sequence[str], axis: int) -> Callable:
+    """``CONCATENATION(...)`` of runtime inputs ("x") and weights of a kind, along ``axis``."""
+
+    def build(n: Net) -> ir.Tensor:
+        inputs = [
+            n.input(shape, name=f"x{i}") if kind == "x" else _weights(n, shape, kind, 3.0 - 9 * i)
+            for i, (shape, kind) in enumerate(zip(shapes, kinds, strict=True))
+        ]
+        out = list(shapes[0])
+        out[axis] = sum(s[axis] for s in shapes)
+        options = opts("ConcatenationOptionsT", axis=axis)
+        return n.op("CONCATENATION", *inputs, shape=tuple(out), dtype=F32, options=options)
+
+    return build
+
+
+def _pack(shape: Sequence[int], kinds: Sequence[str], axis: int) -> Callable:
+    """``PACK(...)`` of runtime inputs ("x") and weights of a kind, along ``axis``."""
+
+    def build(n: Net) -> ir.Tensor:
+        inputs = [
+            n.input(shape, name=f"x{i}") if kind == "x" else _weights(n, shape, kind, 3.0 - 9 * i)
+            for i, kind in enumerate(kinds)
+        ]
+        out = list(shape)
+        out.insert(axis, len(kinds))
+        options = opts("PackOptionsT", valuesCount=len(kinds), axis=axis)
+        return n.op("PACK", *inputs, shape=tuple(out), dtype=F32, options=options)
+
+    return build
+
+
+def _one_hot(on: str, off: str) -> Callable:
+    """``ONE_HOT(ids, 8, on=5, off=-2)``, on/off weights of a kind."""
+
+    def build(n: Net) -> ir.Tensor:
+        ids = n.input((1, 3), np.int32, name="ids")
+        depth = n.b.const(np.array(8, np.int32), "depth")
+        values = (_weights(n, (), kind, base) for kind, base in ((on, 5.0), (off, -2.0)))
+        options = opts("OneHotOptionsT", axis=-1)
+        return n.op("ONE_HOT", ids, depth, *values, shape=(1, 3, 8), dtype=F32, options=options)
+
+    return build
+
+
+#: (name, model, right on the GPU in fp32).
+_FP16_OPERAND_VALUE_CASES: tuple[tuple[str, Callable, bool], ...] = (
+    ("concat_fp16_channels", _concat([(1, 2, 3, 4), (1, 2, 3, 5)], ["x", "fp16"], 3), False),
+    ("concat_fp16_first_rank2", _concat([(3, 4), (2, 4)], ["fp16", "x"], 0), False),
+    (
+        "concat_fp16_between",
+        _concat([(1, 3, 4), (1, 2, 4), (1, 3, 4)], ["x", "fp16", "x"], 1),
+        False,
+    ),
+    ("concat_f32_channels", _concat([(1, 2, 3, 4), (1, 2, 3, 5)], ["x", "f32"], 3), True),
+    ("concat_int8_weights_channels", _concat([(1, 2, 3, 4), (1, 2, 3, 5)], ["x", "int8"], 3), True),
+    ("pack_fp16_axis0", _pack((2, 3, 4), ["x", "fp16"], 0), False),
+    ("pack_fp16_first_last_axis", _pack((3, 4), ["fp16", "x"], 2), False),
+    ("pack_f32_axis0", _pack((2, 3, 4), ["x", "f32"], 0), True),
+    ("pack_f32_first_last_axis", _pack((3, 4), ["f32", "x"], 2), True),
+    ("one_hot_fp16_on_off", _one_hot("fp16", "fp16"), False),
+    ("one_hot_fp16_off", _one_hot("f32", "fp16"), False),
+    ("one_hot_f32_on_off", _one_hot("f32", "f32"), True),
+)
+for _name, _build, _ok in _FP16_OPERAND_VALUE_CASES:
+    case(_name, "WRONG_RESULT", _ok, about_values=True)(_build)
+
 CASE_BY_NAME: dict[str, CompatCase] = {c.name: c for c in CASES}

@@ -23,8 +23,9 @@ Facts measured on ai-edge-litert 2.3.0 (WebGPU over Vulkan, Mesa lavapipe):
 * A shader WebGPU rejects logs ``E... environment.cc:105] Validation error: Error while parsing
   WGSL: ...`` (then "Invalid ShaderModule", "Invalid ComputePipeline"... for what depended on
   it), and the run goes on: the op never runs and its output keeps stale values, while the
-  job reports success (measured: fp16 weights as a SELECT operand in fp32,
-  ``tests/test_rule_select_fp16.py``). ``GpuLog.invalid_program`` keeps the first such line.
+  job reports success (measured: fp16 weights as a SELECT, CONCATENATION or PACK operand in
+  fp32, ``tests/test_rule_fp16_constant_operands.py``). ``GpuLog.invalid_program`` keeps the
+  first such line.
 * A crash prints a glog fatal line (``F0000 ... model.cc:218] Check failed: !IsInput(consumer,
   value) Node 0 is already a consumer of the value 0``) and the process exits with status 1.
   ``Node``/``value`` are ids in the delegate's own graph, not TFLite op or tensor indices.

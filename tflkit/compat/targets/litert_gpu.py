@@ -530,28 +530,70 @@ def select_operands(sig: OpSignature) -> Rejection | None:
             input_index=0,
             fatal=True,
         )
-    return select_fp16_weights(sig)
+    return fp16_weights_operand(sig)
 
 
-def select_fp16_weights(sig: OpSignature) -> Rejection | None:
-    """A then/else operand that is fp16 weights (a DEQUANTIZE of a FLOAT16 constant, which
-    the delegate reads directly): in fp32 (``enforce_f32``) LiteRT 2.3 builds a shader that
-    stores the operand's f16 texture read in an f32 variable (``var true_val : vec4<f32> =
-    vec4<f16>(...)``); WebGPU rejects it ("Error while parsing WGSL" on stderr), the op never
-    runs and its output keeps stale values (another tensor's, or zeros), with no error to the
-    app. Measured on lavapipe (``tests/test_rule_select_fp16.py``): SELECT and SELECT_V2,
-    outputs of rank 1 to 4, the operand a scalar, ``[1]`` or output-shaped, then, else or both,
-    the condition runtime, constant or broadcast: wrong in fp32, right in fp16. Right: float32
-    constants, runtime operands, int8 weights behind a DEQUANTIZE."""
-    for index in (1, 2):
+#: Operands LiteRT 2.3's GPU accelerator computes wrong when they are fp16 weights (a DEQUANTIZE
+#: of a FLOAT16 constant, which the delegate reads directly: TFLite's ``FP16GraphPartitionHelper``
+#: points the op at the fp16 constant): op -> operand positions, None for every input. Rule
+#: ``fp16_constant_operands`` (``rewriter/rules/fp16_operands.py``) reads the same table.
+FP16_WEIGHTS_WRONG: Mapping[str, tuple[int, ...] | None] = {
+    "CONCATENATION": None,
+    "ONE_HOT": (2, 3),
+    "PACK": None,
+    "SELECT": (1, 2),
+    "SELECT_V2": (1, 2),
+}
+
+
+def fp16_weights_positions(op_type: str, num_inputs: int) -> tuple[int, ...]:
+    """The positions of ``op_type``'s operands the accelerator reads wrong as fp16 weights."""
+    if op_type not in FP16_WEIGHTS_WRONG:
+        return ()
+    positions = FP16_WEIGHTS_WRONG[op_type]
+    return tuple(range(num_inputs)) if positions is None else positions
+
+
+def fp16_weights_operand(sig: OpSignature) -> Rejection | None:
+    """An operand of :data:`FP16_WEIGHTS_WRONG` that is fp16 weights. Measured on lavapipe
+    (``tests/test_rule_fp16_constant_operands.py``), every other operand runtime or a float32
+    constant:
+
+    * SELECT/SELECT_V2 (then/else), CONCATENATION and PACK (any input): in fp32
+      (``enforce_f32``) LiteRT 2.3 builds a shader that stores the operand's f16 texture read in
+      an f32 variable (``var true_val : vec4<f32> = vec4<f16>(...)``); WebGPU rejects it ("Error
+      while parsing WGSL" on stderr), the op never runs and its output keeps stale values
+      (another tensor's, or zeros), with no error to the app. SELECT: outputs of rank 1 to 4,
+      the operand a scalar, ``[1]`` or output-shaped, then, else or both, the condition
+      runtime, constant or broadcast. CONCATENATION: ranks 1 to 4, every axis, the weights
+      first, last or between runtime inputs, two of them, shared with another op, the graph
+      partly delegated. PACK: ranks 1 to 3, first, middle or last axis, the weights first or
+      last, stacked twice, two of three. All wrong in fp32, right in fp16. (A CONCATENATION of
+      fp16 weights only is as wrong, but the table counts it as folded while loading.)
+    * ONE_HOT (the on or off value, or both): the kernel reads the scalar's fp16 bits as a
+      float32 (-2.0 becomes 6.9e-41) in fp32, and zeros in fp16: wrong in both, no log line.
+
+    Right: float32 constants, runtime operands, int8 weights behind a DEQUANTIZE, and fp16
+    weights read by elementwise ops (ADD, SUB, MUL, DIV, POW, SQUARED_DIFFERENCE, MAXIMUM,
+    MINIMUM, ADD_N, comparisons: scalar, broadcast or full shape, either side), PRELU, PADV2's
+    value, FULLY_CONNECTED and BATCH_MATMUL weights, and RESHAPE/TRANSPOSE of them feeding an
+    ADD, MUL or CONCATENATION."""
+    for index in fp16_weights_positions(sig.op_type, len(sig.inputs)):
         t = sig.input(index)
-        if t is not None and t.fp16_weights:
-            why = (
-                f"Input {index} is fp16 weights (a DEQUANTIZE of a FLOAT16 constant): in fp32, "
-                "LiteRT 2.3's shader for it does not compile and the op writes nothing, so its "
-                "output holds stale values (measured; fp16 precision is right)."
+        if t is None or not t.fp16_weights:
+            continue
+        if sig.op_type == "ONE_HOT":
+            how = (
+                "LiteRT 2.3 reads its fp16 bits as a float32 (-2.0 becomes 6.9e-41) in fp32 and "
+                "zeros in fp16, so the output is wrong in both precisions (measured)."
             )
-            return reject(Reason.WRONG_RESULT, sig.op_type, why, input_index=index)
+        else:
+            how = (
+                "in fp32, LiteRT 2.3's shader for it does not compile and the op writes "
+                "nothing, so its output holds stale values (measured; fp16 precision is right)."
+            )
+        why = f"Input {index} is fp16 weights (a DEQUANTIZE of a FLOAT16 constant): {how}"
+        return reject(Reason.WRONG_RESULT, sig.op_type, why, input_index=index)
     return None
 
 
@@ -828,6 +870,7 @@ RULES: dict[str, OpRule] = {
         extra_in_dtypes=ALL_PRECISION,
         extra_out_dtypes=ALL_PRECISION,
         activation=_ACT,
+        checks=(fp16_weights_operand,),
     ),
     "CONV_2D": OpRule(
         max_version=6,
@@ -908,7 +951,9 @@ RULES: dict[str, OpRule] = {
         for op in ("PAD", "PADV2", "MIRROR_PAD")
     },
     "PACK": OpRule(
-        extra_in_dtypes=ALL_PRECISION, extra_out_dtypes=ALL_PRECISION, checks=(pack_inputs,)
+        extra_in_dtypes=ALL_PRECISION,
+        extra_out_dtypes=ALL_PRECISION,
+        checks=(pack_inputs, fp16_weights_operand),
     ),
     "PRELU": OpRule(max_version=1, checks=(runtime_input(0), prelu_alpha)),
     **{
@@ -982,7 +1027,7 @@ RULES: dict[str, OpRule] = {
     "ONE_HOT": OpRule(
         max_version=1,
         extra_in_dtypes=frozenset({"INT32"}),
-        checks=(input_count(4), runtime_input(0), one_hot_layout),
+        checks=(input_count(4), runtime_input(0), one_hot_layout, fp16_weights_operand),
     ),
     "CAST": OpRule(
         extra_in_dtypes=ALL_PRECISION,

@@ -30,9 +30,9 @@ from tflkit.rewriter.rules.constant import (
     FoldZerosLike,
 )
 from tflkit.rewriter.rules.conv import TransposeConvVersion
+from tflkit.rewriter.rules.fp16_operands import Fp16ConstantOperands
 from tflkit.rewriter.rules.gelu import ErfApprox, ErfGelu
 from tflkit.rewriter.rules.rank5 import Rank5Elementwise, Rank5Reduce, Rank5Transpose, ReshapeChain
-from tflkit.rewriter.rules.select_op import SelectFp16Constant
 from tflkit.rewriter.rules.shape import ExpandDimsToReshape, ReshapeStaticShape, SqueezeToReshape
 from tflkit.rewriter.rules.slicing import (
     GatherNdConstIndices,
@@ -79,7 +79,7 @@ RULES: tuple[Rule, ...] = (
     L2Normalization(),
     BatchMatMulConstLhs(),
     BatchMatMulBroadcast(),
-    SelectFp16Constant(),
+    Fp16ConstantOperands(),
     FullyConnectedConstInput(),
     ReshapeChain(),
     Rank5Elementwise(),

@@ -1,13 +1,16 @@
-"""SELECT / SELECT_V2 on the GPU: the broadcast forms are right; fp16 weights as an operand are
-not. The static table says so (``WRONG_RESULT``), rule ``select_fp16_constant`` fixes it, and
-BirdNET 2.4's fp16 metadata model, rewritten by default, agrees with the CPU on the GPU.
+"""fp16 weights (a FLOAT16 constant behind a DEQUANTIZE) read by SELECT / SELECT_V2 (then/else),
+CONCATENATION, PACK (any input) and ONE_HOT (on/off values) on the GPU: computed wrong. The
+static table says so (``WRONG_RESULT``), rule ``fp16_constant_operands`` fixes it, and BirdNET
+2.4's fp16 metadata model, rewritten by default, agrees with the CPU on the GPU.
 
-Measured on LiteRT 2.3's GPU accelerator (lavapipe): a then/else operand that is fp16 weights (a
-FLOAT16 constant behind a DEQUANTIZE) makes the fp32 SELECT shader invalid WGSL (``var true_val
-: vec4<f32> = vec4<f16>(...)``); the op never runs, the app gets stale values and no error.
-Broadcast conditions, scalar operands, float32 constants and int8 weights are right, and so is
-fp16 precision. ``tests/compat_models.py`` ``VALUE_CASES`` holds the wrong forms and their right
-neighbours (placement cannot judge them; this file compares values).
+Measured on LiteRT 2.3's GPU accelerator (lavapipe): such an operand of SELECT, CONCATENATION or
+PACK makes the fp32 shader invalid WGSL (``var true_val : vec4<f32> = vec4<f16>(...)``); the op
+never runs, the app gets stale values and no error; fp16 precision is right. ONE_HOT reads an
+fp16 on/off value's bits as a float32 in fp32 and zeros in fp16 (wrong in both, no log line).
+Broadcast conditions, scalar operands, float32 constants and int8 weights are right, and so are
+fp16 weights read by elementwise ops, PRELU, PADV2, FULLY_CONNECTED and BATCH_MATMUL.
+``tests/compat_models.py`` ``VALUE_CASES`` holds the wrong forms and their right neighbours
+(placement cannot judge them; this file compares values).
 """
 
 from __future__ import annotations
@@ -31,8 +34,13 @@ from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.run import checker_gate, rewrite_model
 from tflkit.rewriter.verify import run_cpu, verify
 
-RULE = next(r for r in catalog() if r.name == "select_fp16_constant")
-SELECTS = [c for c in VALUE_CASES if c.name.startswith("select")]
+RULE = next(r for r in catalog() if r.name == "fp16_constant_operands")
+#: This file's value cases (``VALUE_CASES`` holds other ops' too).
+FAMILIES = ("select", "concat", "pack", "one_hot")
+CASES = [c for c in VALUE_CASES if c.name.startswith(FAMILIES)]
+SELECTS = [c for c in CASES if c.name.startswith("select")]
+#: Wrong forms wrong in fp16 too, without a log line (ONE_HOT reads the fp16 bits as float32).
+BOTH_PRECISIONS = ("one_hot",)
 #: Relative error (of the output's peak) above which the GPU computed something else: the
 #: wrong forms are off by their whole peak (stale values), fp16 rounding is 1e-3 of it.
 WRONG = 0.05
@@ -44,7 +52,7 @@ BIRDNET = "BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16"
 # --- the static table -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", SELECTS, ids=[c.name for c in SELECTS])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_static_verdict_of_each_value_case(case: CompatCase) -> None:
     model = case.build()
     verdict = check(model, "litert-gpu").verdicts[case.target_op % len(model.main.ops)]
@@ -55,13 +63,19 @@ def test_static_verdict_of_each_value_case(case: CompatCase) -> None:
         assert "is fp16 weights" in rejection.message
 
 
-def test_check_advises_the_rule() -> None:
+@pytest.mark.parametrize(
+    "name",
+    ["select_v2_fp16_scalars", "concat_fp16_channels", "pack_fp16_axis0", "one_hot_fp16_off"],
+)
+def test_check_advises_the_rule(name: str) -> None:
     from tflkit.compat.check import check_model
     from tflkit.rewriter.advice import Advisor
 
-    case = next(c for c in SELECTS if c.name == "select_v2_fp16_scalars")
-    report = check_model(case.build(), advise=Advisor())
-    (op,) = [o for o in report.ops if o.type == "SELECT_V2"]
+    case = next(c for c in CASES if c.name == name)
+    model = case.build()
+    target = model.main.ops[-1].type
+    report = check_model(model, advise=Advisor())
+    (op,) = [o for o in report.ops if o.type == target]
     assert op.status == "rejected" and [r.code for r in op.reasons] == ["WRONG_RESULT"]
     assert op.fix is not None and (op.fix.rule, op.fix.kind) == (RULE.name, "rule"), op.fix
 
@@ -69,27 +83,53 @@ def test_check_advises_the_rule() -> None:
 # --- what the GPU computes ------------------------------------------------------------------
 
 
+def _parted(data: bytes, feed: dict, job) -> bool:
+    """The GPU's output parts from the CPU's by more than :data:`WRONG` of its peak."""
+    assert job.status == "ok" and job.fully_accelerated, (job.status, job.error)
+    assert job.outputs is not None
+    _, cpu = run_cpu(data, feed)
+    (want,) = cpu.values()
+    (got,) = job.outputs.values()
+    return float(np.abs(got.reshape(want.shape) - want).max()) > WRONG * float(np.abs(want).max())
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("enforce_f32", [True, False], ids=["fp32", "fp16"])
 def test_value_cases_on_the_gpu(gpu: str, enforce_f32: bool) -> None:
-    """Every form runs on the GPU (placed, not refused); in fp32 each wrong form's shader does
-    not compile and its output parts from the CPU's by its peak; its neighbours are right, and
-    so is every form in fp16. If a wrong form turns right, LiteRT fixed it: revisit the table."""
-    models = [ir.dumps(case.build()) for case in SELECTS]
+    """Every form runs on the GPU (placed, not refused); in fp32 each wrong SELECT,
+    CONCATENATION or PACK form's shader does not compile and its output parts from the CPU's by
+    its peak, and each wrong ONE_HOT form parts in both precisions without a log line; the
+    neighbours are right, and so is every other form in fp16. If a wrong form turns right,
+    LiteRT fixed it: revisit the table."""
+    models = [ir.dumps(case.build()) for case in CASES]
     feeds = [random_feed(ir.load(m).main.inputs, 0) for m in models]
     jobs = run_jobs(models, feeds, enforce_f32=enforce_f32)
-    seen = {}
-    for case, data, feed, job in zip(SELECTS, models, feeds, jobs, strict=True):
-        assert job.status == "ok" and job.fully_accelerated, (case.name, job.status, job.error)
-        assert job.outputs is not None
-        _, cpu = run_cpu(data, feed)
-        (want,) = cpu.values()
-        (got,) = job.outputs.values()
-        parted = float(np.abs(got.reshape(want.shape) - want).max())
-        seen[case.name] = (parted <= WRONG * float(np.abs(want).max()), WGSL_ERROR in job.log)
-    for case in SELECTS:
-        right = case.expect_ok or not enforce_f32
-        assert seen[case.name] == (right, not right), (case.name, seen)
+    seen, expected = {}, {}
+    for case, data, feed, job in zip(CASES, models, feeds, jobs, strict=True):
+        seen[case.name] = (not _parted(data, feed, job), WGSL_ERROR in job.log)
+        both = case.name.startswith(BOTH_PRECISIONS)
+        right = case.expect_ok or not (enforce_f32 or both)
+        expected[case.name] = (right, not right and not both)
+    assert seen == expected
+
+
+@pytest.mark.gpu
+def test_rewritten_value_cases_are_right_on_the_gpu(gpu: str) -> None:
+    """The default rewrite of every wrong form computes on the GPU what the CPU computes, in
+    fp32 and fp16 (ONE_HOT's too), with no shader rejected."""
+    wrong = [c for c in CASES if not c.expect_ok]
+    models = []
+    for case in wrong:
+        model = case.build()
+        result = run_passes(model, list(catalog().defaults()), gate=checker_gate("litert-gpu"))
+        assert [f.rule for f in result.fired] == [RULE.name], case.name
+        models.append(ir.dumps(model))
+    feeds = [random_feed(ir.load(m).main.inputs, 0) for m in models]
+    for enforce_f32 in (True, False):
+        jobs = run_jobs(models, feeds, enforce_f32=enforce_f32)
+        for case, data, feed, job in zip(wrong, models, feeds, jobs, strict=True):
+            assert not _parted(data, feed, job), (case.name, enforce_f32)
+            assert WGSL_ERROR not in job.log, (case.name, enforce_f32)
 
 
 # --- the rule: exact, non-finite values included ---------------------------------------------
@@ -122,6 +162,21 @@ def test_rewrite_is_bit_identical_for_inf_nan_and_signed_zero() -> None:
     (w,), (g,) = want.values(), got.values()
     assert w.tobytes() == g.tobytes() == values.astype(np.float16).astype(np.float32).tobytes()
     assert verify(before, ir.dumps(model), RULE.contract, seeds=(0, 1, 2)).ok
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_rule_fixes_exactly_the_wrong_value_cases(case: CompatCase) -> None:
+    """The default rewrite fires on each wrong form (once) and on none of its neighbours; the
+    result is bit-identical on the CPU and the checker accepts every op."""
+    model = case.build()
+    before = ir.dumps(model)
+    result = run_passes(model, list(catalog().defaults()), gate=checker_gate("litert-gpu"))
+    assert [f.rule for f in result.fired] == ([] if case.expect_ok else [RULE.name])
+    assert [v for v in check(model, "litert-gpu").verdicts if not v.ok] == []
+    if not case.expect_ok:
+        assert "DEQUANTIZE" not in [op.type for op in model.main.ops]
+    verdict = verify(before, ir.dumps(model), RULE.contract, seeds=(0, 1, 2))
+    assert verdict.ok and all(o.identical for o in verdict.outputs), verdict.problem
 
 
 def test_rule_leaves_large_fp16_operands_to_the_cpu() -> None:

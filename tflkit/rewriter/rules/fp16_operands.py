@@ -1,35 +1,39 @@
-"""SELECT / SELECT_V2 reading fp16 weights through a DEQUANTIZE, in a form the GPU computes
-right.
+"""SELECT / SELECT_V2, CONCATENATION, PACK and ONE_HOT reading fp16 weights through a
+DEQUANTIZE, in a form the GPU computes right.
 
 An fp16 model (``converter.target_spec.supported_types = [tf.float16]``) stores every float
-constant as FLOAT16 behind a DEQUANTIZE, the constant operands of a SELECT_V2 included
-(BirdNET 2.4's metadata model: ``SELECT_V2(lat > 0, 1.0, 0.0)``). The GPU accelerator reads
-such weights directly: TFLite's ``FP16GraphPartitionHelper`` points every delegated op's input
-at the fp16 constant, in partly delegated graphs too. In fp32 (``enforce_f32``), LiteRT 2.3
-then generates a SELECT shader that loads the fp16 operand into an f32 variable (``var
-true_val : vec4<f32> = vec4<f16>(...)``); WebGPU rejects it ("Error while parsing WGSL"), the
-op never runs and its output holds whatever the buffer held (another tensor's values, or
-zeros). No error reaches the app. fp16 precision, and float32 constants, are right (measured:
-the table's ``WRONG_RESULT``, ``compat/targets/litert_gpu.py``).
+constant as FLOAT16 behind a DEQUANTIZE, the constant operands of these ops included (BirdNET
+2.4's metadata model: ``SELECT_V2(lat > 0, 1.0, 0.0)``; a positional table concatenated to
+features). The GPU accelerator reads such weights directly: TFLite's
+``FP16GraphPartitionHelper`` points every delegated op's input at the fp16 constant, in partly
+delegated graphs too. In fp32 (``enforce_f32``), LiteRT 2.3 then generates a SELECT,
+CONCATENATION or PACK shader that loads the fp16 operand into an f32 variable (``var true_val :
+vec4<f32> = vec4<f16>(...)``); WebGPU rejects it ("Error while parsing WGSL"), the op never runs
+and its output holds whatever the buffer held (another tensor's values, or zeros). ONE_HOT reads
+an fp16 on/off scalar's bits as a float32 (fp32) or zeros (fp16). No error reaches the app.
+float32 constants are right in both precisions (measured: the table's ``WRONG_RESULT``,
+``fp16_weights_operand`` in ``compat/targets/litert_gpu.py``, whose operand table this rule
+reads).
 
 The rewrite reads the same values as a float32 constant: widening fp16 to fp32 is exact (as
 the CPU's DEQUANTIZE kernel does it), ``inf`` and NaN included, so the result is bit-identical.
-The DEQUANTIZE stays for its other readers, or goes when the select was its only one.
+The DEQUANTIZE stays for its other readers, or goes when the op was its only one.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from tflkit.compat.targets.litert_gpu import FP16_WEIGHTS_WRONG, fp16_weights_positions
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Tensor
-from tflkit.rewriter.example import graph_model, scale
-from tflkit.rewriter.rule import Example, Rule, fb, replace
+from tflkit.rewriter.example import graph_model, options, scale
+from tflkit.rewriter.rule import Example, Rule, fb, replace, well_formed
 from tflkit.rewriter.rules.constant import FOLD_MAX_BYTES
 
 F32 = np.float32
-#: Operand positions of SELECT / SELECT_V2 that hold values (0 is the condition).
-_VALUES = (1, 2)
+#: Inputs each op must have for the rule to look at it.
+_REQUIRED = {"SELECT": (0, 1, 2), "SELECT_V2": (0, 1, 2), "ONE_HOT": (0, 1, 2, 3)}
 
 
 def fp16_weights(tensor: Tensor | None) -> bool:
@@ -41,20 +45,22 @@ def fp16_weights(tensor: Tensor | None) -> bool:
     return src is not None and src.type == fb.TensorType.FLOAT16 and src.is_constant
 
 
-class SelectFp16Constant(Rule):
-    name = "select_fp16_constant"
+class Fp16ConstantOperands(Rule):
+    name = "fp16_constant_operands"
     summary = (
-        "SELECT/SELECT_V2 reading fp16 weights through a DEQUANTIZE -> the same select reading "
-        "them as a float32 constant (LiteRT 2.3's fp32 GPU shader for it does not compile and "
-        "the op writes nothing)"
+        "SELECT/SELECT_V2 then/else, CONCATENATION/PACK inputs and ONE_HOT on/off values "
+        "reading fp16 weights through a DEQUANTIZE -> the same op reading them as a float32 "
+        "constant (LiteRT 2.3's fp32 GPU shader for them does not compile and the op writes "
+        "nothing; ONE_HOT reads the fp16 bits as float32)"
     )
-    fixes = ("SELECT", "SELECT_V2")
+    fixes = tuple(sorted(FP16_WEIGHTS_WRONG))
     codes = ("WRONG_RESULT",)
     reasons = ("computes wrong values",)
-    required_inputs = (0, 1, 2)
 
     def pattern(self, op: Op) -> bool:
-        return super().pattern(op) and any(fp16_weights(op.inputs[i]) for i in _VALUES)
+        if op.type not in self.fixes or not well_formed(op, _REQUIRED.get(op.type, (0,)), 1):
+            return False
+        return bool(_operands(op))
 
     def check(self, op: Op) -> str | None:
         if op.outputs[0].type != fb.TensorType.FLOAT32:
@@ -72,7 +78,7 @@ class SelectFp16Constant(Rule):
 
     def rewrite(self, op: Op, b: OpBuilder) -> None:
         inputs: list[Tensor | None] = list(op.inputs)
-        copies: dict[int, Tensor] = {}  # one copy when then and else are one tensor
+        copies: dict[int, Tensor] = {}  # one copy when two operands are one tensor
         for i in _operands(op):
             source = _source(op.inputs[i])
             if id(source) not in copies:
@@ -86,7 +92,7 @@ class SelectFp16Constant(Rule):
             shape=list(out.shape),
             dtype=out.type,
             version=op.version,
-            name="select",
+            name=op.type.lower(),
         )
         replace(op, [new])
 
@@ -96,12 +102,19 @@ class SelectFp16Constant(Rule):
             Example("birdnet_scalar_flags", _birdnet_flags, no_int8=fp16),
             Example("full_shape_else", _full_shape_else, no_int8=fp16),
             Example("select_v1_both", _select_v1_both, no_int8=fp16),
+            Example("concat_positional_table", _concat_table, no_int8=fp16),
+            Example("pack_with_bias_plane", _pack_plane, no_int8=fp16),
+            Example("one_hot_fp16_on_off", _one_hot, no_int8=fp16),
         )
 
 
 def _operands(op: Op) -> list[int]:
-    """The value operands of ``op`` that are fp16 weights."""
-    return [i for i in _VALUES if fp16_weights(op.inputs[i])]
+    """The operands of ``op`` the accelerator reads wrong that are fp16 weights."""
+    return [i for i in fp16_weights_positions(op.type, len(op.inputs)) if _is_fp16(op, i)]
+
+
+def _is_fp16(op: Op, index: int) -> bool:
+    return index < len(op.inputs) and fp16_weights(op.inputs[index])
 
 
 def _source(tensor: Tensor) -> Tensor:
@@ -155,3 +168,55 @@ def _select_v1_both() -> Model:
         return scale(b, table)
 
     return graph_model([((2, 4), F32)], body)
+
+
+def _concat_table() -> Model:
+    """Features concatenated with an fp16 positional table on the channels."""
+    table = np.linspace(-3.0, 5.0, 48, dtype=F32).reshape(1, 2, 4, 6)
+
+    def body(b: OpBuilder, x: Tensor) -> Tensor:
+        joined = b.CONCATENATION(
+            scale(b, x),
+            _fp16(b, table, "positions"),
+            options=options("ConcatenationOptions", axis=3),
+            shape=[1, 2, 4, 14],
+            dtype=F32,
+        )
+        return scale(b, joined)
+
+    return graph_model([((1, 2, 4, 8), F32)], body)
+
+
+def _pack_plane() -> Model:
+    """A runtime plane stacked with an fp16 bias plane (the weights first)."""
+    plane = np.arange(12, dtype=F32).reshape(3, 4) * 0.75 - 4.0
+
+    def body(b: OpBuilder, x: Tensor) -> Tensor:
+        stacked = b.PACK(
+            _fp16(b, plane, "bias_plane"),
+            scale(b, x),
+            options=options("PackOptions", valuesCount=2, axis=0),
+            shape=[2, 3, 4],
+            dtype=F32,
+        )
+        return scale(b, stacked)
+
+    return graph_model([((3, 4), F32)], body)
+
+
+def _one_hot() -> Model:
+    """``one_hot(ids, 8, on=5, off=-2)`` with fp16 on/off values."""
+
+    def body(b: OpBuilder, ids: Tensor) -> Tensor:
+        hot = b.ONE_HOT(
+            ids,
+            np.array(8, np.int32),
+            _fp16(b, 5.0, "on"),
+            _fp16(b, -2.0, "off"),
+            options=options("OneHotOptions", axis=-1),
+            shape=[1, 3, 8],
+            dtype=F32,
+        )
+        return scale(b, hot)
+
+    return graph_model([((1, 3), np.int32)], body)
