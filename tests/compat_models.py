@@ -388,6 +388,18 @@ def _(n: Net) -> ir.Tensor:
     )
 
 
+@case("concat_relu", "FUSED_ACTIVATION", False)
+def _(n: Net) -> ir.Tensor:
+    # measured: any fused activation on CONCATENATION fails the whole graph
+    return n.op(
+        "CONCATENATION",
+        n.input((1, 4, 4, 8)),
+        n.input((1, 4, 4, 8), name="y"),
+        shape=(1, 4, 4, 16),
+        options=opts("ConcatenationOptionsT", axis=3, fusedActivationFunction=ACT.RELU),
+    )
+
+
 # --- broadcast ------------------------------------------------------------------------------------
 @case("add_broadcast_channel", "BROADCAST", True)
 def _(n: Net) -> ir.Tensor:

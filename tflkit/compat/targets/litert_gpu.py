@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from tflkit.compat.reasons import Reason, Rejection, reject
 from tflkit.compat.signature import OpSignature
 from tflkit.compat.targets.common import (
+    ACTIVATION_NAMES,
     FLOATS,
     INTS,
     UINTS,
@@ -826,6 +827,25 @@ def one_hot_layout(sig: OpSignature) -> Rejection | None:
     return None
 
 
+def concat_fused_activation(sig: OpSignature) -> Rejection | None:
+    """Measured (LiteRT 2.3, lavapipe): a CONCATENATION with any fused activation (RELU,
+    RELU_N1_TO_1, RELU6, TANH), of 2-D or 4-D runtime inputs, fails the whole graph ("Failed to
+    modify graph with delegate"), where the same op without it compiles. TFLite's CPU kernel
+    refuses it too ("params->activation != kTfLiteActNone"): no runtime here runs it."""
+    value = sig.option(_ACT, 0)
+    if not value:
+        return None
+    name = ACTIVATION_NAMES.get(value, str(value))
+    return reject(
+        Reason.FUSED_ACTIVATION,
+        sig.op_type,
+        f"Its fused {name} makes the accelerator fail to build the whole graph (measured: "
+        '"Failed to modify graph with delegate"), and TFLite\'s CPU kernel refuses it too: make '
+        "the activation an op of its own when converting.",
+        fatal=True,
+    )
+
+
 def composite_name(sig: OpSignature) -> Rejection | None:
     name = sig.option("name", b"")
     if isinstance(name, bytes):
@@ -869,8 +889,7 @@ RULES: dict[str, OpRule] = {
         max_version=6,
         extra_in_dtypes=ALL_PRECISION,
         extra_out_dtypes=ALL_PRECISION,
-        activation=_ACT,
-        checks=(fp16_weights_operand,),
+        checks=(concat_fused_activation, fp16_weights_operand),
     ),
     "CONV_2D": OpRule(
         max_version=6,
