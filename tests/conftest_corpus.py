@@ -191,6 +191,18 @@ def corpus_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def llm_corpus() -> Path:
+    """Directory of the tiny LLM graphs (``{arch}.tflite``, ``MANIFEST.json``), built once per
+    version of ``tests/corpus/llm_build.py`` in its own environment."""
+    from tests.corpus.llm_steps import corpus_dir as llm_corpus_dir
+
+    try:
+        return llm_corpus_dir()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
 def corpus(corpus_dir: Path) -> Corpus:
     """The generated models: ``corpus.path("conv_dense")``, ``corpus.names()``."""
     return Corpus(corpus_dir)

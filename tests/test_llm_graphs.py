@@ -14,17 +14,15 @@ composites on lavapipe, so the GPU figures are taken with the composites inlined
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest_corpus import REPO
+from tests.cli import run_tflkit
 from tests.corpus import llm_build
-from tests.corpus.llm_steps import corpus_dir, inlined
+from tests.corpus.llm_steps import inlined
 from tflkit import ir
 from tflkit.ir import schema
 from tflkit.ir.builder import OpBuilder
@@ -34,26 +32,6 @@ fb = schema.fb
 ARCHS = llm_build.ARCHS
 #: litert-torch 0.10 writes Phi-2's layer norm as odml.group_norm
 DECODE_COMPOSITES = {"odml.scaled_dot_product_attention", "odml.rms_norm", "odml.group_norm"}
-
-
-@pytest.fixture(scope="module")
-def llm_corpus() -> Path:
-    """``{arch}.tflite`` and ``MANIFEST.json``, built once per version of the builder."""
-    try:
-        return corpus_dir()
-    except RuntimeError as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-def _tflkit(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(REPO / ".venv/bin/tflkit"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")),
-    )
 
 
 def test_corpus_builds_small_prefill_decode_graphs(llm_corpus):
@@ -72,7 +50,7 @@ def test_corpus_builds_small_prefill_decode_graphs(llm_corpus):
 
 @pytest.mark.parametrize("arch", ["gemma", "phi2"])
 def test_check_names_composites_and_reports_decode_first(arch, llm_corpus):
-    done = _tflkit("check", str(llm_corpus / f"{arch}.tflite"), "--json")
+    done = run_tflkit("check", str(llm_corpus / f"{arch}.tflite"), "--json")
     report = json.loads(done.stdout)
     names = {s["index"]: s["name"] for s in report["subgraphs"]}
     decode = next(i for i, n in names.items() if n == "decode")
@@ -85,16 +63,16 @@ def test_check_names_composites_and_reports_decode_first(arch, llm_corpus):
     assert not any("composite ''" in json.dumps(o) for o in report["ops"])
     # the decode graph (the one that runs per token) comes first in the terminal report
     assert [s["name"] for s in report["subgraphs"]][:2] == ["decode", "prefill_8"]
-    text = _tflkit("check", str(llm_corpus / f"{arch}.tflite")).stdout
+    text = run_tflkit("check", str(llm_corpus / f"{arch}.tflite")).stdout
     assert "1 decode (signature)" in text
-    every = _tflkit("check", str(llm_corpus / f"{arch}.tflite"), "--all").stdout
+    every = run_tflkit("check", str(llm_corpus / f"{arch}.tflite"), "--all").stdout
     listed = re.findall(r"^\s+(\d+):\d+\s", every, re.M)  # "  1:0     RESHAPE v1 ..."
     assert listed[0] == str(decode) and "0" in listed, listed[:3]
     assert "odml.scaled_dot_product_attention (attention" in " ".join(every.split())
 
 
 def test_inspect_lists_both_signatures_and_composites(llm_corpus):
-    done = _tflkit("inspect", str(llm_corpus / "qwen.tflite"))
+    done = run_tflkit("inspect", str(llm_corpus / "qwen.tflite"))
     assert done.returncode == 0, done.stderr
     for word in ("prefill_8", "decode", "kv_cache_k_0", "logits", "STABLEHLO_COMPOSITE"):
         assert word in done.stdout
@@ -102,7 +80,7 @@ def test_inspect_lists_both_signatures_and_composites(llm_corpus):
 
 
 def test_validate_steps_reports_per_step_figures(llm_corpus):
-    done = _tflkit(
+    done = run_tflkit(
         "validate", str(llm_corpus / "tinyllama.tflite"), "--steps", "4", "-r", "cpu-fp16", "--json"
     )
     report = json.loads(done.stdout)

@@ -13,16 +13,13 @@ and the cache-length detection where the cache (6) is shorter than the head (8).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest_corpus import REPO
+from tests.cli import run_tflkit
 from tests.corpus import llm_build
-from tests.corpus.llm_steps import corpus_dir
 from tests.corpus.llm_torch_reference import reference_logits
 from tflkit import ir
 from tflkit.errors import UsageError
@@ -45,41 +42,22 @@ STEPS = 4
 F32_MIN = float(np.finfo(np.float32).min)
 
 
-@pytest.fixture(scope="module")
-def corpus() -> Path:
-    try:
-        return corpus_dir()
-    except RuntimeError as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-def _tflkit(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(REPO / ".venv/bin/tflkit"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")),
-    )
-
-
-def _variant(corpus: Path, name: str) -> dict:
+def _variant(llm_corpus: Path, name: str) -> dict:
     base = llm_build.VARIANTS[name][0]
-    return json.loads((corpus / "MANIFEST.json").read_text())[base]["variants"][name]
+    return json.loads((llm_corpus / "MANIFEST.json").read_text())[base]["variants"][name]
 
 
 # ------------------------------------------------------------------ the exported variants
 
 
 @pytest.mark.parametrize("name", VARIANTS)
-def test_kv_program_finds_mask_transposed_cache_and_prefill_or_none(name, corpus):
-    entry = _variant(corpus, name)
+def test_kv_program_finds_mask_transposed_cache_and_prefill_or_none(name, llm_corpus):
+    entry = _variant(llm_corpus, name)
     assert entry["export_config"] == {
         "mask_as_input": True,
         "kvcache_layout": "KV_LAYOUT_TRANSPOSED",
     }
-    program = kv_program(ir.load(corpus / entry["file"]))
+    program = kv_program(ir.load(llm_corpus / entry["file"]))
     s, heads, dim = entry["kv_cache_len"], entry["kv_heads"], entry["head_dim"]
     assert program.cache_len == s and program.cache_len_from == "the mask input's last axis"
     assert program.mask == "mask" and program.mask_specs["decode"] == (
@@ -100,15 +78,15 @@ def test_kv_program_finds_mask_transposed_cache_and_prefill_or_none(name, corpus
         assert s < dim == min(max(shape) for shape, _ in program.cache_specs.values())
 
 
-def test_variants_compute_what_tinyllama_and_pytorch_compute(corpus):
+def test_variants_compute_what_tinyllama_and_pytorch_compute(llm_corpus):
     """Same weights, another layout: the variants' CPU logits equal tinyllama.tflite's (measured
     bit-identical on XNNPACK) and PyTorch's (measured within 5.4e-7, logits up to ~1)."""
-    base = (corpus / "tinyllama.tflite").read_bytes()
+    base = (llm_corpus / "tinyllama.tflite").read_bytes()
     program = kv_program(ir.load(base))
     prompt = prompt_tokens(program)
     want, tokens = run_steps(cpu_call(base), program, prompt, STEPS)
     for name in VARIANTS:
-        data = (corpus / f"{name}.tflite").read_bytes()
+        data = (llm_corpus / f"{name}.tflite").read_bytes()
         variant = kv_program(ir.load(data))
         assert list(prompt_tokens(variant)) == list(prompt)
         got, own = run_steps(cpu_call(data), variant, prompt, STEPS, tokens)
@@ -120,10 +98,10 @@ def test_variants_compute_what_tinyllama_and_pytorch_compute(corpus):
 
 
 @pytest.mark.parametrize("name", VARIANTS)
-def test_validate_steps_cli_runs_the_variant_on_the_cpu(name, corpus):
-    done = _tflkit(
-        "validate", str(corpus / f"{name}.tflite"), "--steps", "4", "-r", "cpu", "-r", "cpu-ref",
-        "-r", "cpu-fp16", "--json",
+def test_validate_steps_cli_runs_the_variant_on_the_cpu(name, llm_corpus):
+    done = run_tflkit(
+        "validate", str(llm_corpus / f"{name}.tflite"), "--steps", "4",
+        "-r", "cpu", "-r", "cpu-ref", "-r", "cpu-fp16", "--json",
     )  # fmt: skip
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
     report = json.loads(done.stdout)
@@ -135,7 +113,8 @@ def test_validate_steps_cli_runs_the_variant_on_the_cpu(name, corpus):
         assert all(s["max_abs"] < bound and s["token"] == s["cpu_token"] for s in per), per
     # fp16 hazards: one list per decode step, the prompt's calls kept apart
     assert len(report["runs"]["cpu-fp16"]["executed"]["step_hazards"]) == 4
-    text = _tflkit("validate", str(corpus / f"{name}.tflite"), "--steps", "2", "-r", "cpu").stdout
+    path = str(llm_corpus / f"{name}.tflite")
+    text = run_tflkit("validate", path, "--steps", "2", "-r", "cpu").stdout
     assert "mask input 'mask'" in " ".join(text.split())
     if "decode_only" in name:
         assert "one token per call (no prefill signature" in " ".join(text.split())
@@ -143,14 +122,14 @@ def test_validate_steps_cli_runs_the_variant_on_the_cpu(name, corpus):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", VARIANTS)
-def test_validate_steps_cli_on_the_gpu_after_tflkit_rewrite(name, gpu, corpus, tmp_path):
+def test_validate_steps_cli_on_the_gpu_after_tflkit_rewrite(name, gpu, llm_corpus, tmp_path):
     """LiteRT 2.3 on lavapipe dies compiling odml.* composites; ``tflkit rewrite`` inlines them
     by default. Measured: gpu-fp32 within 6.3e-7 of the CPU, gpu-fp16 within 2.6e-3."""
     out = tmp_path / f"{name}_inlined.tflite"
-    done = _tflkit("rewrite", str(corpus / f"{name}.tflite"), "-o", str(out))
+    done = run_tflkit("rewrite", str(llm_corpus / f"{name}.tflite"), "-o", str(out))
     assert done.returncode == 0 and out.is_file(), done.stderr[-2000:]
     assert "STABLEHLO_COMPOSITE" not in {op.type for g in ir.load(out).subgraphs for op in g.ops}
-    done = _tflkit(
+    done = run_tflkit(
         "validate", str(out), "--steps", "4", "-r", "cpu", "-r", "gpu-fp16", "-r", "gpu-fp32",
         "--json",
     )  # fmt: skip
@@ -276,6 +255,6 @@ def test_inputs_it_cannot_feed_are_usage_errors_naming_them(kwargs, words, tmp_p
     assert all(w in str(caught.value) for w in words), str(caught.value)
     path = tmp_path / "tiny.tflite"
     path.write_bytes(data)
-    done = _tflkit("validate", str(path), "--steps", "1")
+    done = run_tflkit("validate", str(path), "--steps", "1")
     assert done.returncode == 2 and "Traceback" not in done.stderr + done.stdout
     assert words[0] in " ".join((done.stderr + done.stdout).split())

@@ -15,20 +15,19 @@ The PyTorch model llm_build.py exports is the ground truth (``tests/corpus/llm_t
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest_corpus import REPO
-from tests.corpus.llm_steps import corpus_dir, inline_composites
-from tests.corpus.llm_torch_reference import reference_logits, transpose_fix
+from tests.cli import run_tflkit
+from tests.corpus.llm_torch_reference import reference_logits
 from tflkit import ir
 from tflkit.gpu.probe import run_jobs
 from tflkit.ir import schema
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import SignatureDef
+from tflkit.rewriter.rules.composite import inline_all, repair_attention
 from tflkit.validation.localize import localize
 from tflkit.validation.steps import cpu_call, kv_program, prompt_tokens, run_steps, steps_report
 
@@ -37,17 +36,14 @@ STEPS = 2
 
 
 @pytest.fixture(scope="module")
-def gemma() -> bytes:
-    try:
-        return (corpus_dir() / "gemma.tflite").read_bytes()
-    except RuntimeError as exc:
-        pytest.fail(str(exc), pytrace=False)
+def gemma(llm_corpus: Path) -> bytes:
+    return (llm_corpus / "gemma.tflite").read_bytes()
 
 
 @pytest.fixture(scope="module")
 def gemma_inlined(gemma: bytes) -> bytes:
     model = ir.load(gemma)
-    assert inline_composites(model) > 0
+    assert inline_all(model) > 0
     return ir.dumps(model)
 
 
@@ -65,7 +61,7 @@ def test_pytorch_sides_with_xnnpack_and_the_decomposition_is_wrong(gemma):
     ref = run_steps(cpu_call(gemma, "reference"), program, prompt, STEPS, tokens)[0]
     assert min(_max_abs(ref, truth)) > 0.5  # measured 1.4 and 0.82 (logits up to 3.5)
     fixed = ir.load(gemma)
-    assert transpose_fix(fixed) == 3  # prefill's layer 0, decode's layers 0 and 1
+    assert repair_attention(fixed) == 3  # prefill's layer 0, decode's layers 0 and 1
     data = ir.dumps(fixed)
     ref = run_steps(cpu_call(data, "reference"), program, prompt, STEPS, tokens)[0]
     assert max(_max_abs(ref, truth)) < 1e-5  # measured 1.4e-6
@@ -190,8 +186,8 @@ def test_gemma_fixed_both_ways_agrees_on_the_gpu(gpu, gemma):
     """The two findings explain the whole difference: with the RESHAPE made a TRANSPOSE and the
     broadcast BATCH_MATMUL folded, the GPU agrees with the CPU, which agrees with PyTorch."""
     model = ir.load(gemma)
-    transpose_fix(model)
-    inline_composites(model)
+    repair_attention(model)
+    inline_all(model)
     assert fold_broadcast_batch_matmul(model) == 3
     report = steps_report(ir.dumps(model), "gemma fixed", STEPS, runners=("cpu", "gpu-fp32"))
     run = report.runs["gpu-fp32"]
@@ -199,22 +195,12 @@ def test_gemma_fixed_both_ways_agrees_on_the_gpu(gpu, gemma):
     assert all(s["max_abs"] < 1e-5 for s in run["per_step"])  # measured 1.2e-6
 
 
-def _tflkit(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(REPO / ".venv/bin/tflkit"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")),
-    )
-
-
-def test_validate_steps_localize_says_when_nothing_parted():
-    path = corpus_dir() / "qwen.tflite"
-    done = _tflkit("validate", str(path), "--steps", "2", "-r", "cpu-fp16", "--localize", "--json")
+def test_validate_steps_localize_says_when_nothing_parted(llm_corpus):
+    path = llm_corpus / "qwen.tflite"
+    args = ("validate", str(path), "--steps", "2", "-r", "cpu-fp16", "--localize", "--json")
+    done = run_tflkit(*args)
     report = json.loads(done.stdout)
     assert report["ok"], done.stdout[-2000:]
     assert "nothing to localize: no GPU runner ran" in report["localization"]["unavailable"]
-    done = _tflkit("validate", str(path), "--steps", "2", "--localize-on", "cpu-fp16")
+    done = run_tflkit("validate", str(path), "--steps", "2", "--localize-on", "cpu-fp16")
     assert done.returncode == 2 and "--localize-on with --steps works on gpu-fp32" in done.stderr

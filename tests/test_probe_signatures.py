@@ -5,35 +5,21 @@ within that signature's own subgraph (:func:`tflkit.gpu.probe.probe_signatures`)
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+from pathlib import Path
 
 import pytest
 
+from tests.cli import run_tflkit
 from tests.conftest_corpus import REPO
-from tests.corpus.llm_steps import corpus_dir, inline_composites
 from tflkit import ir
 from tflkit.compat.check import probe_each_signature
 from tflkit.gpu.probe import probe_signatures, signature_model, signature_order
+from tflkit.rewriter.rules.composite import inline_all
 
 
 @pytest.fixture(scope="module")
-def gemma_path():
-    try:
-        return corpus_dir() / "gemma.tflite"
-    except RuntimeError as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-def _tflkit(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(REPO / ".venv/bin/tflkit"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")),
-    )
+def gemma_path(llm_corpus: Path) -> Path:
+    return llm_corpus / "gemma.tflite"
 
 
 def test_signature_model_keeps_the_ops_and_names(gemma_path):
@@ -55,7 +41,7 @@ def test_signature_model_keeps_the_ops_and_names(gemma_path):
 def test_check_probe_reports_each_signature_decode_first(gpu, gemma_path, tmp_path):
     """Measured, LiteRT 2.3 on lavapipe: each signature alone crashes at its first
     odml.rms_norm composite, decode's at its op 20, prefill_8's at its op 21."""
-    done = _tflkit("check", str(gemma_path), "--probe", "--json")
+    done = run_tflkit("check", str(gemma_path), "--probe", "--json")
     report = json.loads(done.stdout)
     found = report["probe"]["signatures"]
     assert [s["signature"] for s in found] == ["decode", "prefill_8"]
@@ -72,7 +58,7 @@ def test_check_probe_reports_each_signature_decode_first(gpu, gemma_path, tmp_pa
     )
     assert report["gpu_ready"] is False
     page = tmp_path / "check.html"
-    text = _tflkit("check", str(gemma_path), "--probe", "--html", str(page)).stdout  # cached
+    text = run_tflkit("check", str(gemma_path), "--probe", "--html", str(page)).stdout  # cached
     table = page.read_text().split('id="probe-signatures"', 1)[1].split("</table>", 1)[0]
     assert table.index('<td class="l">decode</td>') < table.index("prefill_8"), table
     lines = [line for line in text.splitlines() if line.startswith("signature ")]
@@ -83,7 +69,7 @@ def test_check_probe_reports_each_signature_decode_first(gpu, gemma_path, tmp_pa
 @pytest.mark.gpu
 def test_each_signature_compiles_with_the_composites_inlined(gpu, gemma_path):
     model = ir.load(gemma_path)
-    inline_composites(model)
+    inline_all(model)
     found = probe_each_signature(model)
     assert [p.signature for p in found] == ["decode", "prefill_8"]
     for one in found:

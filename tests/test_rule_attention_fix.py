@@ -12,17 +12,15 @@ where XNNPACK has no kernel of its own to be the oracle.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest_corpus import REPO
-from tests.corpus.llm_steps import corpus_dir
+from tests.cli import run_tflkit
 from tflkit import ir
 from tflkit.ir.feeds import random_feed
+from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.passes import run_passes
 from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.rules import composite as composite_module
@@ -37,7 +35,7 @@ from tflkit.rewriter.rules.composite import (
     rms_norm_example,
 )
 from tflkit.rewriter.run import checker_gate, rewrite_model
-from tflkit.rewriter.verify import run_signature
+from tflkit.rewriter.verify import Verification, run_signature
 from tflkit.validation.steps import cpu_call, kv_program, prompt_tokens, run_steps, steps_report
 
 RULE = AttentionKeyTranspose()
@@ -171,43 +169,39 @@ def test_other_composites_are_not_its_business():
     assert not RULE.pattern(_composite(model))
 
 
-def test_proof_fails_without_a_kernel_of_xnnpacks_own(monkeypatch):
-    """A runtime whose XNNPACK runs the composite by its decomposition (simulated: every run
-    on the builtin kernels) has no oracle: the proof must fail, not pass vacuously."""
+def test_proof_fails_without_a_kernel_of_its_own():
+    """CPU kernels that run the composite by its decomposition are no oracle: asked to be one,
+    the proof fails instead of passing vacuously. The builtin kernels (what XNNPACK would be
+    without an attention kernel of its own) say so; LiteRT's reference kernels round
+    differently and fail on the values."""
     model = attention_example()
     before = ir.dumps(model)
     run_passes(model, list(catalog().defaults()), gate=checker_gate("litert-gpu"))
-    real = composite_module.run_signature
-    monkeypatch.setattr(
-        composite_module, "run_signature", lambda m, k, f, kernels="builtin": real(m, k, f)
-    )
-    verdict = RULE.verify_rewrite(before, ir.dumps(model), RULE.contract, (0, 1))
-    assert not verdict.ok and verdict.problem.startswith("no oracle: XNNPACK ran"), verdict
+    after = ir.dumps(model)
+
+    def proof(oracle: str) -> Verification:
+        return composite_module.verify_against_kernel(before, after, Contract(), (0, 1), oracle)
+
+    builtin = proof("builtin")
+    assert not builtin.ok and builtin.problem.startswith("no oracle: the builtin kernels ran")
+    reference = proof("reference")
+    assert not reference.ok and "differ beyond the contract" in reference.problem
+    assert proof("xnnpack").ok
 
 
 # --- gemma, end to end ---------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def gemma() -> Path:
-    try:
-        return corpus_dir() / "gemma.tflite"
-    except RuntimeError as exc:
-        pytest.fail(str(exc), pytrace=False)
+def gemma(llm_corpus: Path) -> Path:
+    return llm_corpus / "gemma.tflite"
 
 
 @pytest.fixture(scope="module")
 def gemma_rewrite(gemma, tmp_path_factory) -> tuple[bytes, dict]:
     """gemma as ``tflkit rewrite`` writes it by default (no --force), and its ``--json``."""
     out = tmp_path_factory.mktemp("attention") / "gemma.gpu.tflite"
-    done = subprocess.run(
-        [str(REPO / ".venv/bin/tflkit"), "rewrite", str(gemma), "-o", str(out), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")),
-    )
+    done = run_tflkit("rewrite", str(gemma), "-o", str(out), "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     return out.read_bytes(), json.loads(done.stdout)
 

@@ -11,16 +11,13 @@ not see them, this file compares values).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.cli import run_tflkit
 from tests.compat_models import VALUE_CASES, CompatCase
-from tests.conftest_corpus import REPO
-from tests.corpus.llm_steps import corpus_dir
 from tflkit import ir
 from tflkit.compat.static import check
 from tflkit.gpu.probe import run_jobs
@@ -161,28 +158,12 @@ def test_default_rules_fire_in_every_signature() -> None:
 # --- gemma, end to end through the CLI --------------------------------------------------------
 
 
-def _tflkit(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(REPO / ".venv/bin/tflkit"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")),
-    )
-
-
 @pytest.fixture(scope="module")
-def gemma_rewritten(tmp_path_factory) -> tuple[Path, dict]:
-    """``tflkit rewrite gemma.tflite`` with the default rules, written with ``--force``: its
-    verification compares XNNPACK's own attention kernel with the converter's decomposition,
-    which is wrong for one KV head (docs/llm.md; not this rule's doing)."""
-    try:
-        source = corpus_dir() / "gemma.tflite"
-    except RuntimeError as exc:
-        pytest.fail(str(exc), pytrace=False)
+def gemma_rewritten(llm_corpus: Path, tmp_path_factory) -> tuple[Path, dict]:
+    """``tflkit rewrite gemma.tflite`` with the default rules (attention_key_transpose repairs
+    the converter's one-KV-head attention first): written and proven."""
     out = tmp_path_factory.mktemp("gemma") / "gemma.gpu.tflite"
-    done = _tflkit("rewrite", str(source), "-o", str(out), "--force", "--json")
+    done = run_tflkit("rewrite", str(llm_corpus / "gemma.tflite"), "-o", str(out), "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     return out, json.loads(done.stdout)
 

@@ -16,15 +16,12 @@ writes it.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest_corpus import REPO
-from tests.corpus.llm_steps import corpus_dir
+from tests.cli import run_tflkit
 from tflkit import ir
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.feeds import random_feed
@@ -145,14 +142,6 @@ def test_entry_subgraph_as_decomposition_is_refused():
 
 
 @pytest.fixture(scope="module")
-def llm_corpus() -> Path:
-    try:
-        return corpus_dir()
-    except RuntimeError as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-@pytest.fixture(scope="module")
 def rewritten(llm_corpus, tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     """arch -> (the CLI's output model, its ``--json`` report) of ``--rule inline_composite``
     alone. Gemma's is refused (XNNPACK's own attention kernel and the converter's decomposition
@@ -163,26 +152,15 @@ def rewritten(llm_corpus, tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     for arch in ARCHS:
         out = folder / f"{arch}.tflite"
         args = ("rewrite", str(llm_corpus / f"{arch}.tflite"), "-o", str(out), "--json")
-        run = _tflkit(*args, "--rule", "inline_composite")
+        run = run_tflkit(*args, "--rule", "inline_composite")
         if arch == "gemma":
             assert run.returncode == 1 and not out.exists(), run.stderr[-2000:]
             assert "(use --force to write anyway)" in run.stderr
             assert "rule attention_key_transpose" in run.stderr  # the default run's repair
-            run = _tflkit(*args, "--rule", "inline_composite", "--force")
+            run = run_tflkit(*args, "--rule", "inline_composite", "--force")
         assert run.returncode == 0, run.stderr[-2000:]
         done[arch] = (out, json.loads(run.stdout))
     return done
-
-
-def _tflkit(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(REPO / ".venv/bin/tflkit"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")),
-    )
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -268,7 +246,7 @@ def test_run_cpu_of_the_example_matches_numpy():
 def test_check_advises_the_rule_for_a_composite_without_gpu_kernel(tmp_path):
     path = tmp_path / "composite.tflite"
     ir.save(rms_norm_example(), path)
-    report = json.loads(_tflkit("check", str(path), "--json").stdout)
+    report = json.loads(run_tflkit("check", str(path), "--json").stdout)
     (op,) = [o for o in report["ops"] if o["type"] == COMPOSITE and o["subgraph"] == 0]
     assert "has no GPU implementation" in op["why"], op
     assert op["fix"]["rule"] == "inline_composite" and op["fix"]["kind"] == "rule", op
@@ -277,7 +255,7 @@ def test_check_advises_the_rule_for_a_composite_without_gpu_kernel(tmp_path):
 def test_check_names_the_crash_at_an_odml_composite_and_its_default_fix(llm_corpus):
     """The static table knows LiteRT 2.3's accelerator dies on litert-torch's ``odml.*``
     composites: each is a fatal CRASH whose fix is the default rewrite."""
-    report = json.loads(_tflkit("check", str(llm_corpus / "qwen.tflite"), "--json").stdout)
+    report = json.loads(run_tflkit("check", str(llm_corpus / "qwen.tflite"), "--json").stdout)
     composites = [o for o in report["ops"] if o["type"] == COMPOSITE]
     assert composites and not report["compiles"]
     for op in composites:
@@ -289,7 +267,7 @@ def test_check_names_the_crash_at_an_odml_composite_and_its_default_fix(llm_corp
 def test_check_probe_agrees_the_accelerator_crashes_at_the_composite(gpu, llm_corpus):
     """The probe dies at qwen's first odml.rms_norm, as the table says, and names the rule."""
     report = json.loads(
-        _tflkit("check", str(llm_corpus / "qwen.tflite"), "--probe", "--json").stdout
+        run_tflkit("check", str(llm_corpus / "qwen.tflite"), "--probe", "--json").stdout
     )
     crash = report["probe"]["crash"]
     assert crash is not None and crash["op_type"] == "STABLEHLO_COMPOSITE odml.rms_norm", crash
@@ -318,7 +296,7 @@ def test_inline_composite_alone_on_gemma_is_refused_by_the_xnnpack_check(llm_cor
 def test_default_rewrite_inlines_the_odml_composites(tmp_path, llm_corpus):
     """No ``--rule`` needed: the default run, gated by the static verdicts, inlines them."""
     out = tmp_path / "phi2.inlined.tflite"
-    done = _tflkit("rewrite", str(llm_corpus / "phi2.tflite"), "-o", str(out), "--json")
+    done = run_tflkit("rewrite", str(llm_corpus / "phi2.tflite"), "-o", str(out), "--json")
     assert done.returncode == 0, done.stderr
     rewritten = ir.load(out)
     assert not [op for op in rewritten.iter_ops() if op.type == COMPOSITE]

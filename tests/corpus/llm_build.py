@@ -35,6 +35,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 #: The builder environment's pins (torch's CPU wheel; an unpinned torch pulls CUDA).
 PACKAGES = ("torch==2.13.0", "litert-torch==0.10.0", "tensorflow-cpu==2.21.0")
@@ -154,27 +155,37 @@ def _entry(model, config, target: Path) -> dict:
     }
 
 
-def _build_variant(name: str, outdir: Path) -> dict:
-    """Export variant ``name`` (:data:`VARIANTS`): mask as input, transposed KV layout."""
-    from litert_torch.generative.layers import kv_cache
-    from litert_torch.generative.utilities import converter, export_config
+def _export(
+    model: Any, config: Any, target: Path, prefill: Any, cache_len: int, layout: Any
+) -> Path:
+    """``model`` exported by litert-torch's own converter to ``target`` (fp32 weights)."""
+    from litert_torch.generative.utilities import converter
 
-    arch, prefill_lens, cache_len = VARIANTS[name]
-    model, config = _model(arch)
     written = converter.convert_to_tflite(
         model,
-        output_path=str(outdir),
-        output_name_prefix=name,
-        prefill_seq_len=prefill_lens,
+        output_path=str(target.parent),
+        output_name_prefix=target.stem,
+        prefill_seq_len=prefill,
         kv_cache_max_len=cache_len,
         quantize="none",
         config=config,
-        export_config=export_config.ExportConfig(
-            mask_as_input=True, kvcache_layout=kv_cache.KV_LAYOUT_TRANSPOSED
-        ),
+        export_config=layout,
     )
-    target = outdir / f"{name}.tflite"
     os.replace(written, target)
+    return target
+
+
+def _build_variant(name: str, outdir: Path) -> dict:
+    """Export variant ``name`` (:data:`VARIANTS`): mask as input, transposed KV layout."""
+    from litert_torch.generative.layers import kv_cache
+    from litert_torch.generative.utilities import export_config
+
+    arch, prefill_lens, cache_len = VARIANTS[name]
+    model, config = _model(arch)
+    layout = export_config.ExportConfig(
+        mask_as_input=True, kvcache_layout=kv_cache.KV_LAYOUT_TRANSPOSED
+    )
+    target = _export(model, config, outdir / f"{name}.tflite", prefill_lens, cache_len, layout)
     return {
         **_entry(model, config, target),
         "from": arch,
@@ -190,24 +201,16 @@ def _build_variant(name: str, outdir: Path) -> dict:
 
 def build(outdir: Path) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from litert_torch.generative.utilities import converter, export_config
+    from litert_torch.generative.utilities import export_config
 
+    default = export_config.ExportConfig()
     outdir.mkdir(parents=True, exist_ok=True)
     manifest = {}
     for arch in ARCHS:
         model, config = _model(arch)
-        written = converter.convert_to_tflite(
-            model,
-            output_path=str(outdir),
-            output_name_prefix=arch,
-            prefill_seq_len=PREFILL_LEN,
-            kv_cache_max_len=KV_CACHE_LEN,
-            quantize="none",
-            config=config,
-            export_config=export_config.ExportConfig(),
+        target = _export(
+            model, config, outdir / f"{arch}.tflite", PREFILL_LEN, KV_CACHE_LEN, default
         )
-        target = outdir / f"{arch}.tflite"
-        os.replace(written, target)
         manifest[arch] = {
             **_entry(model, config, target),
             "prefill_len": PREFILL_LEN,

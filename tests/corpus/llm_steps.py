@@ -23,7 +23,7 @@ from pathlib import Path
 from tests.conftest_corpus import REPO, cache_root
 from tests.corpus import llm_build
 
-__all__ = ["corpus_dir", "inline_composites", "inlined"]
+__all__ = ["corpus_dir", "inlined"]
 
 
 def corpus_dir() -> Path:
@@ -50,15 +50,6 @@ def corpus_dir() -> Path:
         shutil.copytree(tmp, staged)
         os.replace(staged, folder)
     return folder
-
-
-def inline_composites(model) -> int:
-    """Inline every STABLEHLO_COMPOSITE of ``model`` (an ``ir.Model``) in place with the rewrite
-    rule ``inline_composite``'s transform (every signature, nested composites too, orphaned
-    decomposition subgraphs removed); returns how many were inlined."""
-    from tflkit.rewriter.rules.composite import inline_all
-
-    return inline_all(model)
 
 
 def inlined(data: bytes) -> bytes:

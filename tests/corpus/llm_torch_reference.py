@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["compare", "reference_logits", "rewritten", "transpose_fix"]
+__all__ = ["compare", "reference_logits", "rewritten"]
 
 
 def reference_logits(
@@ -116,16 +116,6 @@ def _builder_main(argv: list[str]) -> int:
     return 0
 
 
-def transpose_fix(model) -> int:
-    """Make litert-torch 0.10's wrong RESHAPE in gemma's attention decomposition the TRANSPOSE
-    it stands for (K ``[1, T, 1, D]`` "transposed" to ``[1, 1, D, T]``): the transform of the
-    rewrite rule ``attention_key_transpose``; returns how many were replaced. ``model`` is an
-    ``ir.Model``."""
-    from tflkit.rewriter.rules.composite import repair_attention
-
-    return repair_attention(model)
-
-
 def rewritten(data: bytes) -> bytes:
     """``data`` as ``tflkit rewrite`` writes it by default (gemma: its attention repaired by
     ``attention_key_transpose``, the composites inlined, ...); raises RuntimeError when the
@@ -143,11 +133,12 @@ def compare(arch: str, steps: int) -> dict:
     """Max abs per decode step of the ``.tflite`` graph's logits on the CPU against PyTorch:
     XNNPACK (``cpu``) and the reference kernels (``cpu-ref``) as exported, XNNPACK with the
     composites inlined; ``tflkit rewrite``'s default result (:func:`rewritten`) on both; for
-    gemma also the reference kernels with :func:`transpose_fix` alone."""
+    gemma also the reference kernels with its attention repaired alone (``repair_attention``)."""
     import numpy as np
 
-    from tests.corpus.llm_steps import corpus_dir, inline_composites
+    from tests.corpus.llm_steps import corpus_dir
     from tflkit import ir
+    from tflkit.rewriter.rules.composite import inline_all, repair_attention
     from tflkit.validation.steps import cpu_call, kv_program, prompt_tokens, run_steps
 
     data = (corpus_dir() / f"{arch}.tflite").read_bytes()
@@ -156,12 +147,12 @@ def compare(arch: str, steps: int) -> dict:
     cpu, tokens = run_steps(cpu_call(data), program, prompt, steps)
     truth = reference_logits(arch, prompt, steps, tokens)
     inlined, fixed = ir.load(data), ir.load(data)
-    inline_composites(inlined)
+    inline_all(inlined)
     variants = {"cpu-ref": (data, "reference"), "cpu (inlined)": (ir.dumps(inlined), "xnnpack")}
     fixed_all = rewritten(data)
     variants["cpu (tflkit rewrite)"] = (fixed_all, "xnnpack")
     variants["cpu-ref (tflkit rewrite)"] = (fixed_all, "reference")
-    if transpose_fix(fixed):
+    if repair_attention(fixed):
         variants["cpu-ref (RESHAPE made TRANSPOSE)"] = (ir.dumps(fixed), "reference")
     rows = {"cpu": cpu}
     for name, (model, kernels) in variants.items():

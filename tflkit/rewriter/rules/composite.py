@@ -521,7 +521,11 @@ PROOF_KERNELS = ("xnnpack", "builtin")
 
 
 def verify_against_kernel(
-    original: bytes, rewritten: bytes, rest: Contract, seeds: Sequence[int]
+    original: bytes,
+    rewritten: bytes,
+    rest: Contract,
+    seeds: Sequence[int],
+    oracle: str = "xnnpack",
 ) -> Verification:
     """The proof of :class:`AttentionKeyTranspose`, in two parts, every signature, seeded
     random inputs.
@@ -534,6 +538,9 @@ def verify_against_kernel(
        :data:`KERNEL_AGREEMENT` of each output's peak. When XNNPACK ran the original's
        attention by its decomposition too (its outputs equal the builtin kernels' bit for bit)
        while the rewrite changed them, there is no oracle and the proof fails.
+
+    ``oracle`` names the CPU kernels asked for the composite's own kernel (``xnnpack``; the
+    builtin and reference kernels have none: the tests ask them, to see the proof fail).
     """
     from tflkit import ir
 
@@ -549,7 +556,7 @@ def verify_against_kernel(
         verdict.problem = f"the rewrite besides the attention repair: {verdict.problem}"
         return verdict
     worst = {check.name: check for check in verdict.outputs}
-    problem = _against_oracle(ir.load(original), original, rewritten, seeds, worst)
+    problem = _against_oracle(ir.load(original), original, rewritten, seeds, worst, oracle)
     if problem is not None:
         verdict.ok, verdict.problem = False, problem
         verdict.outputs = list(worst.values())
@@ -563,17 +570,19 @@ def _against_oracle(
     rewritten: bytes,
     seeds: Sequence[int],
     worst: dict[str, OutputCheck],
+    oracle: str,
 ) -> str | None:
     """Part 2 of :func:`verify_against_kernel`: keeps the worst check per output and kernels in
     ``worst``; returns why there is no proof (None: the checks decide)."""
+    who = "XNNPACK" if oracle == "xnnpack" else f"the {oracle} kernels"
     own_kernel = changed = False
     for key, feed in _signature_feeds(model, seeds):
         try:
-            oracle = run_signature(original, key, feed, kernels="xnnpack")
+            truth = run_signature(original, key, feed, kernels=oracle)
             decomposed = run_signature(original, key, feed)
         except (RuntimeError, ValueError) as exc:
-            return f"signature {key!r} of the original does not run on XNNPACK ({first_line(exc)})"
-        own_kernel |= any(not np.array_equal(oracle[k], decomposed[k]) for k in oracle)
+            return f"signature {key!r} of the original does not run on {who} ({first_line(exc)})"
+        own_kernel |= any(not np.array_equal(truth[k], decomposed[k]) for k in truth)
         for kernels in PROOF_KERNELS:
             try:
                 got = run_signature(rewritten, key, feed, kernels=kernels)
@@ -581,12 +590,12 @@ def _against_oracle(
                 return f"signature {key!r} of the rewritten model does not run ({first_line(exc)})"
             if kernels == "builtin":
                 changed |= any(not np.array_equal(decomposed[k], got[k]) for k in decomposed)
-            for name, expected in oracle.items():
-                label = f"{key}:{name} ({kernels} vs XNNPACK's kernel)"
+            for name, expected in truth.items():
+                label = f"{key}:{name} ({kernels} vs {who}'s kernel)"
                 keep_worst(worst, {label: expected}, {label: got[name]}, _peak_bound(expected))
     if changed and not own_kernel:
         return (
-            f"no oracle: XNNPACK ran the original's {SDPA} by its decomposition (bit-identical "
+            f"no oracle: {who} ran the original's {SDPA} by its decomposition (bit-identical "
             "to the builtin kernels), not with a kernel of its own, so nothing proves the "
             "repaired decomposition right"
         )

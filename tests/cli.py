@@ -1,0 +1,21 @@
+"""Running the installed ``tflkit`` command as a user does, from tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from tests.conftest_corpus import REPO
+
+
+def run_tflkit(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``tflkit ARGS`` from the project's virtualenv; output captured, never raising on the
+    exit code (``XDG_RUNTIME_DIR`` set, which the GPU accelerator needs)."""
+    return subprocess.run(
+        [str(REPO / ".venv/bin/tflkit"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")),
+    )
