@@ -27,7 +27,8 @@ from tflkit.gpu.probe import run_jobs
 from tflkit.ir import schema
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import SignatureDef
-from tflkit.rewriter.rules.composite import inline_all, repair_attention
+from tflkit.rewriter.rules.attention import repair_attention
+from tflkit.rewriter.rules.composite import inline_all
 from tflkit.validation.localize import localize
 from tflkit.validation.steps import cpu_call, kv_program, prompt_tokens, run_steps, steps_report
 

@@ -23,17 +23,16 @@ from tflkit.ir.feeds import random_feed
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.passes import run_passes
 from tflkit.rewriter.rules import catalog
-from tflkit.rewriter.rules import composite as composite_module
-from tflkit.rewriter.rules.composite import (
-    COMPOSITE,
+from tflkit.rewriter.rules.attention import (
     SDPA,
     AttentionKeyTranspose,
     attention_example,
     attention_reference,
     axis_permutation,
     repair_attention,
-    rms_norm_example,
+    verify_against_kernel,
 )
+from tflkit.rewriter.rules.composite import COMPOSITE, rms_norm_example
 from tflkit.rewriter.run import checker_gate, rewrite_model
 from tflkit.rewriter.verify import Verification, run_signature
 from tflkit.validation.steps import cpu_call, kv_program, prompt_tokens, run_steps, steps_report
@@ -180,7 +179,7 @@ def test_proof_fails_without_a_kernel_of_its_own():
     after = ir.dumps(model)
 
     def proof(oracle: str) -> Verification:
-        return composite_module.verify_against_kernel(before, after, Contract(), (0, 1), oracle)
+        return verify_against_kernel(before, after, Contract(), (0, 1), oracle)
 
     builtin = proof("builtin")
     assert not builtin.ok and builtin.problem.startswith("no oracle: the builtin kernels ran")

@@ -138,7 +138,8 @@ def compare(arch: str, steps: int) -> dict:
 
     from tests.corpus.llm_steps import corpus_dir
     from tflkit import ir
-    from tflkit.rewriter.rules.composite import inline_all, repair_attention
+    from tflkit.rewriter.rules.attention import repair_attention
+    from tflkit.rewriter.rules.composite import inline_all
     from tflkit.validation.steps import cpu_call, kv_program, prompt_tokens, run_steps
 
     data = (corpus_dir() / f"{arch}.tflite").read_bytes()

@@ -17,9 +17,10 @@ from tflkit.rewriter.rules.arith import (
     FullyConnectedConstInput,
     GatherInt64Indices,
 )
+from tflkit.rewriter.rules.attention import AttentionKeyTranspose
 from tflkit.rewriter.rules.batch_matmul import BatchMatMulBroadcast
 from tflkit.rewriter.rules.broadcast import BroadcastToTile
-from tflkit.rewriter.rules.composite import AttentionKeyTranspose, InlineComposite
+from tflkit.rewriter.rules.composite import InlineComposite
 from tflkit.rewriter.rules.constant import (
     FoldConstants,
     FoldDensify,
