@@ -44,7 +44,7 @@ def op_flops(op: Op) -> int:
             return 2 * out * weights[1]
     if kind == "BATCH_MATMUL" and len(inputs) >= 2 and inputs[0] is not None:
         lhs = inputs[0].shape
-        adj_x = bool(getattr(op.options, "adjX", False))
+        adj_x = bool(op.option_fields.get("adjX", False))
         if lhs:
             depth = lhs[-2] if adj_x and len(lhs) >= 2 else lhs[-1]
             return 2 * out * max(depth, 1)

@@ -7,14 +7,14 @@ paddings), which op produces each input and which ops read each output.
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
-from tflkit.ir import Op, Tensor
+from tflkit.ir import Op, Tensor, schema
 
 #: Constants up to this many elements keep their values in the signature.
 SMALL_CONSTANT = 64
@@ -55,7 +55,7 @@ class TensorSig:
 
     @property
     def num_elements(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return math.prod(self.shape)
 
     @property
     def is_dynamic(self) -> bool:
@@ -73,14 +73,8 @@ class TensorSig:
         fp16_weights = _is_fp16_weights(tensor)
         is_const = tensor.is_constant or fp16_weights or _is_empty_unfed(tensor)
         values = None
-        dtype = tensor.dtype
-        if is_const and tensor.sparsity is None and dtype is not None:
-            buffer = tensor.buffer
-            nbytes = buffer.nbytes if buffer is not None else 0
-            if nbytes <= SMALL_CONSTANT * dtype.itemsize:  # larger data is not even viewed
-                data = tensor.data
-                if data is not None and data.size <= SMALL_CONSTANT and data.dtype == dtype:
-                    values = tuple(np.asarray(data).reshape(-1).tolist())
+        if is_const and tensor.sparsity is None and tensor.buffer is not None:
+            values = _small_values(tensor.buffer.raw, tensor.type)
         producer = tensor.producer
         index = tensor.index if tensor.subgraph is not None else -1
         return cls(
@@ -101,6 +95,22 @@ class TensorSig:
             tensor_index=index,
             fp16_weights=fp16_weights,
         )
+
+
+def _small_values(raw: memoryview | None, tensor_type: int) -> tuple[Any, ...] | None:
+    """The elements of constant data of at most ``SMALL_CONSTANT`` elements (what numpy's
+    ``tolist`` gives: complex as ``complex``), else None; larger data is not even read."""
+    code = schema.struct_code(tensor_type)
+    if raw is None or code is None:
+        return None
+    size = struct.calcsize("<" + code)
+    count, rest = divmod(raw.nbytes, size)
+    if not count or rest or count > SMALL_CONSTANT:
+        return None
+    values = struct.unpack_from(f"<{count * len(code)}{code[0]}", raw)
+    if len(code) == 2:  # complex: (real, imaginary) pairs
+        return tuple(complex(r, i) for r, i in zip(values[::2], values[1::2], strict=True))
+    return values
 
 
 def _is_empty_unfed(tensor: Tensor) -> bool:
@@ -135,9 +145,7 @@ class OpSignature:
     version: int
     inputs: tuple[TensorSig | None, ...]
     outputs: tuple[TensorSig, ...]
-    #: The object-API options instance (``Conv2DOptionsT``...) or None.
-    options: Any = field(default=None, compare=False, hash=False, repr=False)
-    #: Read-only field view of ``options`` (schema names: ``fusedActivationFunction``...).
+    #: The op's option fields, read-only (``Op.option_fields``: ``fusedActivationFunction``...).
     option_fields: Mapping[str, Any] = field(
         default_factory=lambda: _EMPTY, compare=False, hash=False
     )
@@ -182,7 +190,6 @@ class OpSignature:
         """The signature of ``op``; ``tensors`` (by ``id``) memoizes tensor signatures for
         callers that sign many ops of one unchanged graph (a tensor is an output of one op and
         an input of others)."""
-        options = op.options
         opcode = op.opcode
         memo = {} if tensors is None else tensors
 
@@ -199,20 +206,7 @@ class OpSignature:
             version=opcode.version,
             inputs=tuple(None if t is None else sign(t) for t in op.inputs),
             outputs=tuple(sign(t) for t in op.outputs),
-            options=options,
-            option_fields=_fields(options, op.options2),
+            option_fields=op.option_fields,
             custom_options=op.custom_options,
         )
 
-
-def _fields(options: Any, options2: Any = None) -> Mapping[str, Any]:
-    """Option fields of ``options`` and of ``options2`` (``BuiltinOptions2``: StableHLO ops and
-    composites, whose ``name``, ``decompositionSubgraphIndex``, ``compositeAttributes`` and
-    ``version`` live there); ``options`` wins a clash."""
-    if options is None and options2 is None:
-        return _EMPTY
-    found: dict[str, Any] = {}
-    for table in (options2, options):
-        if table is not None:
-            found.update((k, v) for k, v in vars(table).items() if not k.startswith("_"))
-    return MappingProxyType(found)

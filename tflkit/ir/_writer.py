@@ -6,8 +6,8 @@ and its inline fields in one ``struct`` pack, children after their parents (uoff
 forward, as the format requires), each offset field patched once its target is placed.
 Sub-objects of the object API (builtin options, quantization, sparsity, variant types, external
 buffer groups) are packed by the flatbuffers builder into one blob appended after the tables.
-Slot numbers, scalar types and defaults come from the generated builder functions, like the
-structural verifier's (no hand-copied slot numbers). ``tests/test_ir_roundtrip.py`` and
+Slot numbers, scalar types and defaults come from ``schema_layout`` (generated from the schema,
+like the structural verifier's: no hand-copied slot numbers). ``tests/test_ir_roundtrip.py`` and
 ``tests/test_ir_differential.py`` check the output against the generated reader and LiteRT.
 """
 
@@ -20,23 +20,17 @@ from typing import Any
 
 import flatbuffers
 
-from tflkit.ir import structure
-
-#: ``Prepend<Type>Slot`` -> struct format code.
-_CODES = {
-    "Bool": "?", "Int8": "b", "Uint8": "B", "Int16": "h", "Uint16": "H", "Int32": "i",
-    "Uint32": "I", "Int64": "q", "Uint64": "Q", "Float32": "f", "Float64": "d",
-}  # fmt: skip
+from tflkit.ir import schema_layout
 
 
 @functools.cache
 def field(table: str, name: str) -> tuple[int, str, Any]:
     """(slot, struct code, default) of field ``name`` of ``table``; code "I" and default None
-    for offset fields."""
-    method, args = structure.builder_slot(table, name)
-    if method == "PrependUOffsetTRelativeSlot":
-        return int(args[0]), "I", None
-    return int(args[0]), _CODES[method[len("Prepend") : -len("Slot")]], args[2]
+    for offset fields; KeyError for an unknown field."""
+    for found, slot, kind, code, _attribute, default in schema_layout.TABLES[table]:
+        if found == name:
+            return (slot, code, default) if kind == "scalar" else (slot, "I", None)
+    raise KeyError(f"{table}.{name}")
 
 
 @functools.cache

@@ -15,15 +15,19 @@ import copy
 import functools
 import hashlib
 import heapq
+import math
+import numbers
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from tflkit.errors import InvalidModelError
-from tflkit.ir import schema
+from tflkit.ir import option_tables, schema
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _CONTROL_FLOW_OPTION_FIELDS = (
     "thenSubgraphIndex",
@@ -35,6 +39,7 @@ _CONTROL_FLOW_OPTION_FIELDS = (
     "decompositionSubgraphIndex",
 )
 _CONTROL_FLOW_FIELD_SET = frozenset(_CONTROL_FLOW_OPTION_FIELDS)
+_NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
 #: Ops kept by dead-code removal even when nothing reads their outputs.
 _SIDE_EFFECT_OPS = frozenset(
     {"ASSIGN_VARIABLE", "CALL_ONCE", "IF", "WHILE", "CALL", "VAR_HANDLE", "HASHTABLE_IMPORT"}
@@ -91,6 +96,8 @@ class QuantParams:
 
     def broadcast(self, ndim: int) -> tuple[np.ndarray, np.ndarray]:
         """Scales and zero points (float64) shaped to broadcast over a value of rank ``ndim``."""
+        import numpy as np
+
         scale = self.scales
         zero = self.zero_points.astype(np.float64)
         if scale.size > 1 and ndim:
@@ -101,19 +108,55 @@ class QuantParams:
 
 
 class Buffer:
-    """Raw bytes of a constant (or of metadata); ``data`` is a read-only uint8 view or None."""
+    """Raw bytes of a constant (or of metadata); ``data`` is a read-only uint8 view or None.
 
-    __slots__ = ("__weakref__", "data")
+    A loaded buffer holds a ``memoryview`` of the mapped file and becomes a numpy view when
+    ``data`` is first read (``raw`` reads the bytes without numpy).
+    """
+
+    __slots__ = ("__weakref__", "_data", "_mapped")
 
     def __init__(self, data: np.ndarray | bytes | None = None) -> None:
-        self.data = _as_bytes_view(data)
+        self._data = _as_bytes_view(data)
+        self._mapped: memoryview | None = None
+
+    @classmethod
+    def mapped(cls, view: memoryview) -> Buffer:
+        """A buffer over ``view`` (read-only bytes of a loaded file), not copied."""
+        buffer = cls(None)
+        buffer._mapped = view
+        return buffer
+
+    @property
+    def data(self) -> np.ndarray | None:
+        if self._mapped is not None:
+            import numpy as np
+
+            self._data = np.frombuffer(self._mapped, dtype=np.uint8)
+            self._mapped = None
+        return self._data
+
+    @data.setter
+    def data(self, value: np.ndarray | None) -> None:
+        self._mapped = None
+        self._data = value
+
+    @property
+    def raw(self) -> memoryview | None:
+        """The bytes, read-only, without numpy (None when the buffer holds no data)."""
+        if self._mapped is not None:
+            return self._mapped
+        return None if self._data is None else memoryview(self._data).cast("B")
 
     @property
     def nbytes(self) -> int:
-        return 0 if self.data is None else int(self.data.nbytes)
+        if self._mapped is not None:
+            return self._mapped.nbytes
+        return 0 if self._data is None else int(self._data.nbytes)
 
     def tobytes(self) -> bytes:
-        return b"" if self.data is None else self.data.tobytes()
+        raw = self.raw
+        return b"" if raw is None else raw.tobytes()
 
     def __repr__(self) -> str:
         return f"Buffer({self.nbytes} bytes)"
@@ -122,6 +165,8 @@ class Buffer:
 def _as_bytes_view(data: np.ndarray | bytes | bytearray | memoryview | None) -> np.ndarray | None:
     if data is None:
         return None
+    import numpy as np
+
     if isinstance(data, bytes | bytearray | memoryview):
         view = np.frombuffer(data, dtype=np.uint8)
     else:
@@ -154,8 +199,9 @@ class Tensor:
         self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
         self.type = int(type)
         self.buffer = buffer
-        #: ``schema.fb.QuantizationParametersT`` (scale, zeroPoint, quantizedDimension...) or None.
-        self.quantization = quantization
+        #: Unparsed (buffer, position) of a loaded tensor's quantization table.
+        self._lazy_quantization: tuple[Any, int] | None = None
+        self._quantization = quantization
         #: ``schema.fb.SparsityParametersT`` or None.
         self.sparsity = sparsity
         self.shape_signature: tuple[int, ...] | None = (
@@ -210,9 +256,33 @@ class Tensor:
         return tuple("?" if d < 0 else d for d in dims)
 
     @property
+    def quantization(self) -> Any:
+        """``schema.fb.QuantizationParametersT`` (scale, zeroPoint, quantizedDimension...) or
+        None; a loaded tensor's is decoded when first read."""
+        lazy = self._lazy_quantization
+        if lazy is not None:
+            self._lazy_quantization = None
+            self._quantization = schema.fb.QuantizationParametersT.InitFromBuf(*lazy)
+        return self._quantization
+
+    @quantization.setter
+    def quantization(self, value: Any) -> None:
+        self._lazy_quantization = None
+        self._quantization = value
+
+    @property
+    def scale_count(self) -> int:
+        """How many scales the quantization has: 0 unquantized, 1 per tensor, more per channel
+        (read from the file without decoding the table when it is untouched)."""
+        lazy = self._lazy_quantization
+        if lazy is not None:
+            return option_tables.vector_length(*lazy, "QuantizationParameters", "Scale")
+        q = self._quantization
+        return 0 if q is None or q.scale is None else len(q.scale)
+
+    @property
     def is_quantized(self) -> bool:
-        q = self.quantization
-        return q is not None and q.scale is not None and len(q.scale) > 0
+        return self.scale_count > 0
 
     @property
     def quant_params(self) -> QuantParams | None:
@@ -220,6 +290,8 @@ class Tensor:
         one reader of ``quantization`` for code that computes with it."""
         if not self.is_quantized:
             return None
+        import numpy as np
+
         q = self.quantization
         scales = np.asarray(q.scale, np.float64).reshape(-1)
         zeros = q.zeroPoint if q.zeroPoint is not None and len(q.zeroPoint) else [0]
@@ -235,10 +307,10 @@ class Tensor:
     @property
     def nbytes(self) -> int | None:
         """Bytes of one instance of this tensor, or None for dynamic or non-numeric types."""
-        dtype = self.dtype
-        if dtype is None or self.is_dynamic:
+        bits = schema.TYPE_BITS.get(self.type)
+        if schema.struct_code(self.type) is None or bits is None or self.is_dynamic:
             return None
-        return int(np.prod(self.shape, dtype=np.int64)) * dtype.itemsize
+        return math.prod(self.shape) * bits // 8
 
     # --- constant data --------------------------------------------------------------------
     @property
@@ -255,7 +327,7 @@ class Tensor:
         if dtype is None or self.sparsity is not None:
             return raw
         values = raw.view(dtype)
-        if values.size == int(np.prod(self.shape, dtype=np.int64)):
+        if values.size == math.prod(self.shape):
             return values.reshape(self.shape)
         return values
 
@@ -377,6 +449,26 @@ class Op:
             self._parse_options()
         self._options2 = value
 
+    @property
+    def option_fields(self) -> Mapping[str, Any]:
+        """Read-only fields of ``options`` and ``options2`` by attribute name
+        (``fusedActivationFunction``...; ``options`` wins a clash, ``options2`` holds the StableHLO
+        and composite ones: ``name``, ``decompositionSubgraphIndex``...). A loaded op's untouched
+        options are read straight from the file, without the object API."""
+        lazy = self._lazy_options
+        if lazy is not None:
+            found = option_tables.decode_options(*lazy, self._options_type, self.options2_type)
+            if found is not None:
+                return found
+        options, options2 = self.options, self.options2
+        if options is None and options2 is None:
+            return _NO_FIELDS
+        fields: dict[str, Any] = {}
+        for table in (options2, options):
+            if table is not None:
+                fields.update((k, v) for k, v in vars(table).items() if not k.startswith("_"))
+        return MappingProxyType(fields)
+
     def _parse_options(self) -> None:
         buf, position, position2 = self._lazy_options
         self._lazy_options = None
@@ -419,15 +511,16 @@ class Op:
     @property
     def referenced_subgraphs(self) -> dict[str, int]:
         """Subgraph indices named by control-flow options (IF, WHILE, CALL_ONCE, composites)."""
+        if not self.options_type and not self.options2_type:
+            return {}
+        fields = self.option_fields
+        if _CONTROL_FLOW_FIELD_SET.isdisjoint(fields):
+            return {}
         found: dict[str, int] = {}
-        for options in (self.options, self.options2):
-            fields = getattr(options, "__dict__", None)
-            if not fields or _CONTROL_FLOW_FIELD_SET.isdisjoint(fields):
-                continue
-            for attr in _CONTROL_FLOW_OPTION_FIELDS:
-                value = fields.get(attr)
-                if isinstance(value, int | np.integer):
-                    found[attr] = int(value)
+        for attr in _CONTROL_FLOW_OPTION_FIELDS:
+            value = fields.get(attr)
+            if isinstance(value, numbers.Integral):
+                found[attr] = int(value)
         return found
 
     def set_input(self, index: int, tensor: Tensor | None) -> None:
@@ -554,6 +647,8 @@ class Subgraph:
         self, array: np.ndarray, name: str = "const", *, quantization: Any = None
     ) -> Tensor:
         """Add a constant tensor holding ``array`` (its buffer is shared with equal constants)."""
+        import numpy as np
+
         array = np.asarray(array)
         if self.model is None:
             raise InvalidModelError("add_constant needs a subgraph that belongs to a model")
@@ -784,6 +879,8 @@ class Model:
     # --- buffers --------------------------------------------------------------------------
     def intern_buffer(self, array: np.ndarray) -> Buffer:
         """A buffer holding ``array``'s bytes, shared with an existing equal buffer if any."""
+        import numpy as np
+
         raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
         digests = self._buffer_index()
         key = (raw.nbytes, hashlib.blake2b(raw.data, digest_size=16).digest())

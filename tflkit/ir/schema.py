@@ -1,19 +1,27 @@
-"""The one module that imports the TFLite flatbuffer schema (generated code from ai_edge_litert).
+"""The TFLite flatbuffer schema: enums and names, and the generated code (``schema.fb``).
 
-Everything else in tflkit reaches the schema through this module, as ``schema.fb``.
+Reading a model needs only the enums and table layouts of ``schema_layout`` (generated from the
+schema, committed). The generated object API of ai_edge_litert (``schema.fb``: ``Conv2DOptionsT``,
+builders...) is imported on first use, with the numpy it imports: ``check`` never needs it.
+Everything else in tflkit reaches the generated code through this module, as ``schema.fb``.
 """
 
 from __future__ import annotations
 
 import functools
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from ai_edge_litert import schema_py_generated as fb
-from flatbuffers.table import Table
+from tflkit.ir import schema_layout
+
+if TYPE_CHECKING:
+    import numpy as np
+    from ai_edge_litert import schema_py_generated as fb
 
 __all__ = [
     "FILE_IDENTIFIER",
     "SCHEMA_VERSION",
+    "TYPE_BITS",
     "BuiltinOperator",
     "TensorType",
     "fb",
@@ -22,17 +30,32 @@ __all__ = [
     "op_name",
     "options_class",
     "options_type_for",
+    "struct_code",
     "tensor_type",
     "tensor_type_name",
 ]
 
 FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3
-#: Builtin codes below this value also live in the deprecated int8 ``deprecated_builtin_code``.
-PLACEHOLDER_FOR_GREATER_OP_CODES = fb.BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES
 
-BuiltinOperator = fb.BuiltinOperator
-TensorType = fb.TensorType
+BuiltinOperator = schema_layout.BuiltinOperator
+TensorType = schema_layout.TensorType
+#: Builtin codes below this value also live in the deprecated int8 ``deprecated_builtin_code``.
+PLACEHOLDER_FOR_GREATER_OP_CODES = BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES
+
+
+def __getattr__(name: str) -> Any:
+    """``schema.fb``: the generated schema module, imported when first asked for."""
+    if name == "fb":
+        return _generated()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _generated() -> ModuleType:
+    from ai_edge_litert import schema_py_generated
+
+    return schema_py_generated
 
 
 def _enum_names(enum_class: type) -> dict[int, str]:
@@ -45,7 +68,7 @@ def _enum_names(enum_class: type) -> dict[int, str]:
 
 @functools.cache
 def _op_names() -> dict[int, str]:
-    return _enum_names(fb.BuiltinOperator)
+    return _enum_names(BuiltinOperator)
 
 
 @functools.cache
@@ -55,30 +78,69 @@ def _op_codes() -> dict[str, int]:
 
 @functools.cache
 def _tensor_type_names() -> dict[int, str]:
-    return _enum_names(fb.TensorType)
+    return _enum_names(TensorType)
 
 
 @functools.cache
 def _options_names() -> dict[int, str]:
-    return _enum_names(fb.BuiltinOptions)
+    return _enum_names(schema_layout.BuiltinOptions)
 
 
-_NUMPY_DTYPES: dict[int, np.dtype] = {
-    fb.TensorType.FLOAT32: np.dtype(np.float32),
-    fb.TensorType.FLOAT16: np.dtype(np.float16),
-    fb.TensorType.FLOAT64: np.dtype(np.float64),
-    fb.TensorType.INT32: np.dtype(np.int32),
-    fb.TensorType.UINT8: np.dtype(np.uint8),
-    fb.TensorType.INT64: np.dtype(np.int64),
-    fb.TensorType.BOOL: np.dtype(np.bool_),
-    fb.TensorType.INT16: np.dtype(np.int16),
-    fb.TensorType.COMPLEX64: np.dtype(np.complex64),
-    fb.TensorType.COMPLEX128: np.dtype(np.complex128),
-    fb.TensorType.INT8: np.dtype(np.int8),
-    fb.TensorType.UINT64: np.dtype(np.uint64),
-    fb.TensorType.UINT32: np.dtype(np.uint32),
-    fb.TensorType.UINT16: np.dtype(np.uint16),
+#: Bits per element of each tensor type; None where the data has no fixed element size.
+TYPE_BITS: dict[int, int | None] = {
+    TensorType.FLOAT32: 32,
+    TensorType.FLOAT16: 16,
+    TensorType.INT32: 32,
+    TensorType.UINT8: 8,
+    TensorType.INT64: 64,
+    TensorType.STRING: None,
+    TensorType.BOOL: 8,
+    TensorType.INT16: 16,
+    TensorType.COMPLEX64: 64,
+    TensorType.INT8: 8,
+    TensorType.FLOAT64: 64,
+    TensorType.COMPLEX128: 128,
+    TensorType.UINT64: 64,
+    TensorType.RESOURCE: None,
+    TensorType.VARIANT: None,
+    TensorType.UINT32: 32,
+    TensorType.UINT16: 16,
+    TensorType.INT4: 4,
+    TensorType.BFLOAT16: 16,
+    TensorType.INT2: 2,
+    TensorType.UINT4: 4,
+    TensorType.FLOAT8_E4M3FN: 8,
+    TensorType.FLOAT8_E5M2: 8,
 }
+
+#: ``struct`` format of one element of each type numpy reads (complex: a pair of floats).
+_STRUCT_CODES: dict[int, str] = {
+    TensorType.FLOAT32: "f",
+    TensorType.FLOAT16: "e",
+    TensorType.FLOAT64: "d",
+    TensorType.INT32: "i",
+    TensorType.UINT8: "B",
+    TensorType.INT64: "q",
+    TensorType.BOOL: "?",
+    TensorType.INT16: "h",
+    TensorType.COMPLEX64: "ff",
+    TensorType.COMPLEX128: "dd",
+    TensorType.INT8: "b",
+    TensorType.UINT64: "Q",
+    TensorType.UINT32: "I",
+    TensorType.UINT16: "H",
+}
+
+
+@functools.cache
+def _numpy_dtypes() -> dict[int, np.dtype]:
+    import numpy as np
+
+    return {code: np.dtype("<" + _numpy_code(code)) for code in _STRUCT_CODES}
+
+
+def _numpy_code(code: int) -> str:
+    return {"ff": "c8", "dd": "c16", "?": "?"}.get(_STRUCT_CODES[code], _STRUCT_CODES[code])
 
 
 def op_name(builtin_code: int) -> str:
@@ -98,8 +160,10 @@ def tensor_type_name(tensor_type: int) -> str:
 
 def tensor_type(dtype: np.dtype | type | str) -> int:
     """The ``TensorType`` of a numpy dtype; raises KeyError when TFLite has no such type."""
+    import numpy as np
+
     wanted = np.dtype(dtype)
-    for code, candidate in _NUMPY_DTYPES.items():
+    for code, candidate in _numpy_dtypes().items():
         if candidate == wanted:
             return code
     raise KeyError(f"no TFLite tensor type for numpy dtype {wanted}")
@@ -107,7 +171,13 @@ def tensor_type(dtype: np.dtype | type | str) -> int:
 
 def numpy_dtype(tensor_type: int) -> np.dtype | None:
     """The numpy dtype of a ``TensorType``, or None (STRING, RESOURCE, VARIANT, INT4...)."""
-    return _NUMPY_DTYPES.get(tensor_type)
+    return _numpy_dtypes().get(tensor_type)
+
+
+def struct_code(tensor_type: int) -> str | None:
+    """The ``struct`` format of one element of a ``TensorType`` numpy reads ("f", "e" for
+    FLOAT16, "ff" for COMPLEX64...), or None: values read without numpy."""
+    return _STRUCT_CODES.get(tensor_type)
 
 
 def options_type_for(options: object) -> int:
@@ -124,9 +194,11 @@ def options_class(options_type: int) -> type | None:
     name = _options_names().get(options_type)
     if not name or name == "NONE":
         return None
-    return getattr(fb, f"{name}T", None)
+    return getattr(_generated(), f"{name}T", None)
 
 
-def flatbuffer_table(buf: object, position: int) -> Table:
+def flatbuffer_table(buf: object, position: int) -> Any:
     """A generic flatbuffer table at ``position`` (what union creators expect)."""
+    from flatbuffers.table import Table
+
     return Table(buf, position)

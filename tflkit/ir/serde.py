@@ -1,6 +1,7 @@
 """Bytes <-> IR: the only place that turns tensors and ops into flatbuffer indices and back.
 
-Loading keeps constant data as read-only numpy views of the file's bytes (no copy). A model
+Loading keeps constant data as read-only views of the file's bytes (no copy; numpy views once
+read as arrays). A model
 loaded from a path maps the file read-only: only the tables are read, and weights are paged in
 when something uses them (like LiteRT's own ``BuildFromFile``). As with any mapping, changing
 the file in place while the model is in use is not supported; tflkit itself never does (its
@@ -26,17 +27,16 @@ import mmap
 import os
 import struct
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tflkit.errors import InvalidModelError, ModelLoadError, TflkitError
 from tflkit.fsio import write_atomic
-from tflkit.ir import _writer, schema, structure
+from tflkit.ir import schema, structure
 from tflkit.ir._tables import Fields
 from tflkit.ir.graph import Buffer, Metadata, Model, Op, OpCode, SignatureDef, Subgraph, Tensor
 
-fb = schema.fb
+if TYPE_CHECKING:
+    import numpy as np
 
 ModelSource = str | os.PathLike[str] | bytes | bytearray | memoryview | mmap.mmap
 #: What a model's bytes are held in: in memory, or a read-only map of its file.
@@ -120,8 +120,8 @@ def load(source: ModelSource, *, label: str | None = None) -> Model:
     check_header(data, label)
     structure.verify_bytes(data, label)  # before anything else reads it (one pass over tables)
     try:
-        root = fb.Model.GetRootAs(data, 0)
-        version = root.Version()
+        root = Fields.root(data)
+        version = root.u32(0)  # Model: version=0
         if version != schema.SCHEMA_VERSION:
             raise ModelLoadError(
                 f"{label}: unsupported TFLite schema version {version} "
@@ -156,23 +156,26 @@ def check_header(data: ModelBytes, label: str) -> None:
 
 
 class _Reader:
-    """Turns a parsed flatbuffer into IR objects."""
+    """Turns a verified flatbuffer into IR objects.
+
+    Tables are read by slot number (``Fields``), following the schema's field order
+    (``schema_layout.TABLES``); constant data stays a read-only view of the bytes.
+    """
 
     def __init__(self, data: ModelBytes) -> None:
         self.data = data
         #: Whether a buffer keeps its data after the flatbuffer (``Buffer.offset`` > 1).
         self.appended = False
-        self.file_view = np.frombuffer(data, dtype=np.uint8)
-        if self.file_view.flags.writeable:
-            self.file_view = self.file_view.view()
-            self.file_view.flags.writeable = False
+        self.file_view = memoryview(data).toreadonly()
 
-    def read(self, root: Any) -> Model:
+    def read(self, root: Fields) -> Model:
+        # Model: version=0, operator_codes=1, subgraphs=2, description=3, buffers=4,
+        # metadata_buffer=5, metadata=6, signature_defs=7, external_buffer_groups=8,
+        # external_buffers=9
         model = Model(description=None)
-        model.version = root.Version()
-        description = root.Description()
-        model.description = description.decode("utf-8", "replace") if description else None
-        buffers = [self._buffer(p) for p in Fields(self.data, root._tab.Pos).table_vector(4)]
+        model.version = root.u32(0)
+        model.description = root.string(3) or None
+        buffers = [self._buffer(p) for p in root.table_vector(4)]
         sentinel = buffers[0] if buffers and buffers[0].nbytes == 0 else None
         model.buffers = [b for b in buffers if b is not sentinel]
         model.appended_buffers = self.appended
@@ -184,34 +187,34 @@ class _Reader:
                 raise ValueError(f"buffer index {index} out of range ({len(buffers)} buffers)")
             return buffers[index]
 
-        opcodes = [self._opcode(root.OperatorCodes(i)) for i in range(root.OperatorCodesLength())]
+        opcodes = [self._opcode(Fields(self.data, p)) for p in root.table_vector(1)]
         model.opcode_order = list(dict.fromkeys(opcodes))
-        for i in range(root.SubgraphsLength()):
-            model.subgraphs.append(self._subgraph(root.Subgraphs(i), model, opcodes, buffer_at))
-        for i in range(root.MetadataLength()):
-            entry = root.Metadata(i)
-            name = entry.Name()
-            buffer = buffer_at(entry.Buffer()) or Buffer(b"")
-            model.metadata.append(Metadata(name.decode() if name else "", buffer))
-        if not root.MetadataBufferIsNone():
+        for position in root.table_vector(2):
+            model.subgraphs.append(
+                self._subgraph(Fields(self.data, position), model, opcodes, buffer_at)
+            )
+        for position in root.table_vector(6):
+            entry = Fields(self.data, position)  # Metadata: name=0, buffer=1
+            buffer = buffer_at(entry.u32(1)) or Buffer(b"")
+            model.metadata.append(Metadata(entry.string(0) or "", buffer))
+        metadata_buffer = root.ints(5)
+        if metadata_buffer is not None:
             # Deprecated and ignored by LiteRT; flatbuffer_utils.write_model renumbers buffers
             # without updating it, so entries naming no buffer are dropped, not an error.
             model.metadata_buffer = [
-                buffer_at(i) or Buffer(b"")
-                for i in root.MetadataBufferAsNumpy().tolist()
-                if 0 <= i < len(buffers)
+                buffer_at(i) or Buffer(b"") for i in metadata_buffer if 0 <= i < len(buffers)
             ]
-        for i in range(root.SignatureDefsLength()):
-            model.signatures.append(self._signature(root.SignatureDefs(i), model.subgraphs))
-        if not root.ExternalBufferGroupsIsNone():
+        for position in root.table_vector(7):
+            model.signatures.append(self._signature(Fields(self.data, position), model.subgraphs))
+        # external_buffer_groups=8, external_buffers=9 (rare: read by the object API)
+        if root.has(8):
             model.external_buffer_groups = [
-                fb.ExternalBufferGroupT.InitFromObj(root.ExternalBufferGroups(i))
-                for i in range(root.ExternalBufferGroupsLength())
+                schema.fb.ExternalBufferGroupT.InitFromBuf(self.data, p)
+                for p in root.table_vector(8)
             ]
-        if not root.ExternalBuffersIsNone():
+        if root.has(9):
             model.external_buffers = [
-                fb.ExternalBufferT.InitFromObj(root.ExternalBuffers(i))
-                for i in range(root.ExternalBuffersLength())
+                schema.fb.ExternalBufferT.InitFromBuf(self.data, p) for p in root.table_vector(9)
             ]
         return model
 
@@ -223,25 +226,25 @@ class _Reader:
             self.appended = True
             if offset + size > len(self.file_view):
                 raise ValueError(f"buffer data [{offset}, {offset + size}) beyond end of file")
-            return _buffer_from_view(self.file_view[offset : offset + size])
+            return Buffer.mapped(self.file_view[offset : offset + size])
         found = fields.vector(0)
         if found is None:
             return Buffer(None)
         start, length = found
         if start + length > len(self.file_view):
             raise ValueError("buffer data beyond end of file")
-        return _buffer_from_view(self.file_view[start : start + length])
+        return Buffer.mapped(self.file_view[start : start + length])
 
     @staticmethod
-    def _opcode(table: Any) -> OpCode:
-        builtin = max(table.BuiltinCode(), table.DeprecatedBuiltinCode())
-        custom = table.CustomCode()
-        return OpCode(builtin, custom.decode() if custom is not None else None, table.Version())
+    def _opcode(fields: Fields) -> OpCode:
+        # OperatorCode: deprecated_builtin_code=0, custom_code=1, version=2, builtin_code=3
+        builtin = max(fields.i32(3), fields.i8(0))
+        custom = fields.raw(1)
+        return OpCode(builtin, custom.decode() if custom is not None else None, fields.i32(2, 1))
 
     def _subgraph(
-        self, table: Any, model: Model, opcodes: list[OpCode], buffer_at: Any
+        self, fields: Fields, model: Model, opcodes: list[OpCode], buffer_at: Any
     ) -> Subgraph:
-        fields = Fields(self.data, table._tab.Pos)
         subgraph = Subgraph(fields.string(4) or "", model)
         subgraph.debug_metadata_index = fields.i32(5, -1)
         tensors = [self._tensor(Fields(self.data, p), buffer_at) for p in fields.table_vector(0)]
@@ -270,19 +273,18 @@ class _Reader:
         variants = None
         if fields.has(9):
             variants = [
-                fb.VariantSubTypeT.InitFromBuf(self.data, p) for p in fields.table_vector(9)
+                schema.fb.VariantSubTypeT.InitFromBuf(self.data, p) for p in fields.table_vector(9)
             ]
         shape = fields.ints(0)
-        return Tensor(
+        tensor = Tensor(
             fields.string(3) or "",
             shape or (),
             fields.i8(1),
             buffer=buffer_at(fields.u32(2)),
-            quantization=None if quantization is None else self._quantization(quantization),
             sparsity=(
                 None
                 if sparsity is None
-                else fb.SparsityParametersT.InitFromBuf(self.data, sparsity)
+                else schema.fb.SparsityParametersT.InitFromBuf(self.data, sparsity)
             ),
             shape_signature=fields.ints(7),
             is_variable=bool(fields.u8(5)),
@@ -290,11 +292,9 @@ class _Reader:
             variant_tensors=variants,
             external_buffer=fields.u32(10),
         )
-
-    def _quantization(self, position: int) -> Any:
-        if not any(Fields(self.data, position).slots):
-            return fb.QuantizationParametersT()
-        return fb.QuantizationParametersT.InitFromBuf(self.data, position)
+        if quantization is not None:  # decoded when first read (Tensor.quantization)
+            tensor._lazy_quantization = (self.data, quantization)
+        return tensor
 
     def _op(self, fields: Fields, opcodes: list[OpCode], tensor_at: Any) -> Op:
         opcode_index = fields.u32(0)
@@ -328,30 +328,24 @@ class _Reader:
             op._lazy_options = (self.data, options_position, options2_position)
         return op
 
-    @staticmethod
-    def _signature(table: Any, subgraphs: list[Subgraph]) -> SignatureDef:
-        index = table.SubgraphIndex()
+    def _signature(self, fields: Fields, subgraphs: list[Subgraph]) -> SignatureDef:
+        # SignatureDef: inputs=0, outputs=1, signature_key=2, subgraph_index=4
+        index = fields.u32(4)
         if not 0 <= index < len(subgraphs):
             raise ValueError(f"signature names subgraph {index} of {len(subgraphs)}")
         subgraph = subgraphs[index]
 
-        def tensor_map(entries: Any, count: int) -> dict[str, Tensor]:
+        def tensor_map(slot: int) -> dict[str, Tensor]:
             mapping = {}
-            for i in range(count):
-                entry = entries(i)
-                position = entry.TensorIndex()
-                if not 0 <= position < len(subgraph.tensors):
-                    raise ValueError(f"signature tensor index {position} out of range")
-                mapping[(entry.Name() or b"").decode()] = subgraph.tensors[position]
+            for position in fields.table_vector(slot):
+                entry = Fields(self.data, position)  # TensorMap: name=0, tensor_index=1
+                at = entry.u32(1)
+                if not 0 <= at < len(subgraph.tensors):
+                    raise ValueError(f"signature tensor index {at} out of range")
+                mapping[entry.string(0) or ""] = subgraph.tensors[at]
             return mapping
 
-        key = table.SignatureKey()
-        return SignatureDef(
-            key.decode() if key else "",
-            subgraph,
-            tensor_map(table.Inputs, table.InputsLength()),
-            tensor_map(table.Outputs, table.OutputsLength()),
-        )
+        return SignatureDef(fields.string(2) or "", subgraph, tensor_map(0), tensor_map(1))
 
 
 def _required(tensor: Tensor | None, index: int) -> Tensor:
@@ -372,12 +366,6 @@ def _check_table(data: Any, position: int) -> None:
     (size,) = struct.unpack_from("<H", data, vtable + 2)  # the table's inline size
     if position + size > len(data):
         raise ValueError("options table beyond end of file")
-
-
-def _buffer_from_view(view: np.ndarray) -> Buffer:
-    buffer = Buffer(None)
-    buffer.data = view
-    return buffer
 
 
 # --------------------------------------------------------------------------------------------
@@ -472,6 +460,8 @@ def _appended_file(
             f"the flatbuffer part alone is {size / 2**30:.2f} GiB, over the 2 GiB a flatbuffer "
             "can hold"
         )
+    from tflkit.ir import _writer
+
     offset_at = _writer.scalar_at("Buffer", _APPENDED_SCALARS, "Offset")
     size_at = _writer.scalar_at("Buffer", _APPENDED_SCALARS, "Size")
     written = size
@@ -499,6 +489,8 @@ class _Writer:
         self.buffers: list[Buffer] = []
         self.buffer_index: dict[int, int] = {}
         self.opcode_index: dict[OpCode, int] = {}
+        from tflkit.ir import _writer
+
         self.out = _writer.Writer()
         #: (Buffer.data field position, data) of every buffer with data, in buffer order.
         self.data_fields: list[tuple[int, np.ndarray]] = []

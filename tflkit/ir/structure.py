@@ -25,49 +25,19 @@ from collections.abc import Callable
 from typing import Any
 
 from tflkit.errors import ModelLoadError
-from tflkit.ir import schema
+from tflkit.ir import schema, schema_layout
 
-__all__ = ["StructureError", "builder_slot", "max_tensor_bytes", "verify_bytes"]
-
-fb = schema.fb
+__all__ = ["StructureError", "max_tensor_bytes", "verify_bytes"]
 
 _I32 = struct.Struct("<i").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 _U16 = struct.Struct("<H").unpack_from
+_CUSTOM = schema.BuiltinOperator.CUSTOM
 
 
 @functools.cache
 def _format(code: str, count: int) -> Callable[..., tuple[int, ...]]:
     return struct.Struct(f"<{count}{code}").unpack_from
-
-
-#: Bits per element of each tensor type; None where the data has no fixed element size.
-_BITS: dict[int, int | None] = {
-    fb.TensorType.FLOAT32: 32,
-    fb.TensorType.FLOAT16: 16,
-    fb.TensorType.INT32: 32,
-    fb.TensorType.UINT8: 8,
-    fb.TensorType.INT64: 64,
-    fb.TensorType.STRING: None,
-    fb.TensorType.BOOL: 8,
-    fb.TensorType.INT16: 16,
-    fb.TensorType.COMPLEX64: 64,
-    fb.TensorType.INT8: 8,
-    fb.TensorType.FLOAT64: 64,
-    fb.TensorType.COMPLEX128: 128,
-    fb.TensorType.UINT64: 64,
-    fb.TensorType.RESOURCE: None,
-    fb.TensorType.VARIANT: None,
-    fb.TensorType.UINT32: 32,
-    fb.TensorType.UINT16: 16,
-    fb.TensorType.INT4: 4,
-    fb.TensorType.BFLOAT16: 16,
-    fb.TensorType.INT2: 2,
-    fb.TensorType.UINT4: 4,
-    fb.TensorType.FLOAT8_E4M3FN: 8,
-    fb.TensorType.FLOAT8_E5M2: 8,
-}
-_CUSTOM = fb.BuiltinOperator.CUSTOM
 
 
 class StructureError(ModelLoadError):
@@ -129,78 +99,30 @@ def verify_bytes(data: bytes | bytearray | memoryview, label: str = "<bytes>") -
 
 
 # --------------------------------------------------------------------------------------------
-# schema facts derived from the generated builder functions (no hand-copied slot numbers)
+# schema facts, from the generated ``schema_layout`` (no hand-copied slot numbers)
 # --------------------------------------------------------------------------------------------
-class _Recorder:
-    """A stand-in flatbuffers builder that records which ``Prepend*Slot`` a field uses."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
-
-    def __getattr__(self, name: str) -> Callable[..., int]:
-        def record(*args: Any) -> int:
-            self.calls.append((name, args))
-            return 0
-
-        return record
+#: Element size of each ``struct`` code of ``schema_layout``.
+_SIZES = {"?": 1, "b": 1, "B": 1, "h": 2, "H": 2, "i": 4, "I": 4, "f": 4, "q": 8, "Q": 8, "d": 8}
 
 
 @functools.cache
 def _fields(table: str) -> dict[str, tuple[int, str, int]]:
     """Field name -> (slot, kind, element size) of schema table ``table``.
 
-    kind is ``scalar`` (size in bytes), ``struct``, ``offset`` (string, table or union) or
-    ``vector`` (element size in bytes).
+    kind is ``scalar`` (size in bytes), ``struct``, ``string``, ``offset`` (table or union) or
+    ``vector`` (element size in bytes; 4 for vectors of tables or strings).
     """
     found: dict[str, tuple[int, str, int]] = {}
-    for field, function in _adders().get(table, ()):
-        recorder = _Recorder()
-        function(recorder, 0)
-        method, args = recorder.calls[0]
-        slot = int(args[0])
-        if method == "PrependUOffsetTRelativeSlot":
-            start = getattr(fb, f"{table}Start{field}Vector", None)
-            if start is not None:
-                vector = _Recorder()
-                start(vector, 0)
-                found[field] = (slot, "vector", int(vector.calls[0][1][0]))
-            else:
-                found[field] = (slot, "offset", 4)
-        elif method == "PrependStructSlot":
+    for field, slot, kind, code, _attribute, _default in schema_layout.TABLES.get(table, ()):
+        if kind in ("table", "union"):
+            found[field] = (slot, "offset", 4)
+        elif kind == "string":
+            found[field] = (slot, "string", 1)
+        elif kind == "struct":
             found[field] = (slot, "struct", 0)
         else:
-            size = {"Bool": 1, "Int8": 1, "Uint8": 1, "Int16": 2, "Uint16": 2}.get(
-                method[len("Prepend") : -len("Slot")], 8 if "64" in method else 4
-            )
-            found[field] = (slot, "scalar", size)
+            found[field] = (slot, kind, _SIZES.get(code, 4))
     return found
-
-
-@functools.cache
-def _adders() -> dict[str, list[tuple[str, Callable[..., Any]]]]:
-    """Table name -> [(field, ``<Table>Add<Field>`` builder function)], in one pass."""
-    names = vars(fb)
-    found: dict[str, list[tuple[str, Callable[..., Any]]]] = {}
-    for name, function in names.items():
-        at = name.find("Add", 1)
-        while at > 0 and callable(function):
-            if isinstance(names.get(name[:at]), type):
-                found.setdefault(name[:at], []).append((name[at + 3 :], function))
-                break
-            at = name.find("Add", at + 1)
-    return found
-
-
-@functools.cache
-def builder_slot(table: str, field: str) -> tuple[str, tuple[Any, ...]]:
-    """The ``Prepend*Slot`` method the generated ``<table>Add<field>`` calls, and its
-    arguments (slot, value, default for scalars); KeyError for an unknown field."""
-    for name, function in _adders().get(table, ()):
-        if name == field:
-            recorder = _Recorder()
-            function(recorder, 0)
-            return recorder.calls[0]
-    raise KeyError(f"{table}.{field}")
 
 
 def _slot(table: str, field: str) -> int:
@@ -209,7 +131,7 @@ def _slot(table: str, field: str) -> int:
 
 @functools.cache
 def _union_members(union: str) -> dict[int, str]:
-    enum = getattr(fb, union)
+    enum = getattr(schema_layout, union)
     return {v: k for k, v in vars(enum).items() if isinstance(v, int) and not k.startswith("_")}
 
 
@@ -557,6 +479,8 @@ class _Walker:
         for field, (fslot, fkind, size) in _fields(name).items():
             if fkind == "vector":
                 self.vector(table, fslot, size, ("{} {}.{}", where, name, field))
+            elif fkind == "string":
+                self.string(table, fslot, ("{} {}.{}", where, name, field))
             elif fkind == "offset":
                 self.target(table, fslot, ("{} {}.{}", where, name, field))
             elif fkind == "scalar" and fslot < len(table[2]) and table[2][fslot] + size > table[1]:
@@ -580,7 +504,7 @@ class _Walker:
         shape = self.ints(t, s.Tensor_Shape, ("{} shape", where))
         signature = self.ints(t, s.Tensor_ShapeSignature, ("{} shape_signature", where))
         kind = self.scalar(t, s.Tensor_Type, "b")
-        bits = _BITS.get(kind, 0)
+        bits = schema.TYPE_BITS.get(kind, 0)
         if bits == 0:
             raise _Fail(f"{_w(where)}: unknown tensor type {kind}")
         buffer = self.scalar(t, s.Tensor_Buffer, "I")

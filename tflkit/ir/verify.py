@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from tflkit.errors import InvalidModelError
+from tflkit.ir import schema
 from tflkit.ir.graph import Model, Subgraph, Tensor
 
 
@@ -100,14 +101,14 @@ def _verify_subgraph(subgraph: Subgraph, position: int, subgraph_count: int) -> 
 
 
 def _verify_buffer(tensor: Tensor, where: str) -> list[str]:
-    data = tensor.buffer.data if tensor.buffer is not None else None
-    dtype = tensor.dtype
-    if data is None or data.nbytes == 0 or dtype is None or tensor.sparsity is not None:
+    nbytes = tensor.buffer.nbytes if tensor.buffer is not None else 0
+    bits = schema.TYPE_BITS.get(tensor.type)
+    if not nbytes or schema.struct_code(tensor.type) is None or tensor.sparsity is not None:
         return []
-    expected = int(np.prod(tensor.shape, dtype=np.int64)) * dtype.itemsize
-    if data.nbytes != expected:
+    expected = math.prod(tensor.shape) * (bits or 0) // 8
+    if nbytes != expected:
         return [
-            f"{where}: constant {tensor.name!r} holds {data.nbytes} bytes, its shape "
+            f"{where}: constant {tensor.name!r} holds {nbytes} bytes, its shape "
             f"{list(tensor.shape)} of {tensor.type_name} needs {expected}"
         ]
     return []

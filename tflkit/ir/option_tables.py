@@ -1,0 +1,120 @@
+"""Option tables read straight from a loaded file, without the generated object API.
+
+:func:`decode_options` gives an op's builtin options by the object API's attribute names
+(``fusedActivationFunction``...), laid out by ``schema_layout``: scalars, strings (bytes, as the
+object API gives them) and vectors of scalars (lists; the object API gives numpy arrays). A
+table holding a sub-table, a union or a struct is left to the object API (None). The structural
+verifier has bounds-checked every field of these tables before anything reads them;
+``tests/test_ir_differential.py`` checks the fields against the object API on the corpus.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from tflkit.ir import schema_layout
+
+_I32 = struct.Struct("<i").unpack_from
+_U16 = struct.Struct("<H").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+
+_SCALAR, _STRING, _VECTOR = 0, 1, 2
+#: (slot, attribute, kind, scalar reader or vector element code, default)
+_Plan = tuple[tuple[int, str, int, Any, Any], ...]
+
+
+@functools.cache
+def _plan(table: str) -> _Plan | None:
+    """How to read ``table``'s fields; None when one of them needs the object API."""
+    plan = []
+    for _field, slot, kind, code, attribute, default in schema_layout.TABLES.get(table, ()):
+        if kind == "scalar":
+            reader: Callable[..., tuple[Any, ...]] = struct.Struct("<" + code).unpack_from
+            plan.append((slot, attribute, _SCALAR, reader, default))
+        elif kind == "string":
+            plan.append((slot, attribute, _STRING, None, None))
+        elif kind == "vector" and code not in ("", "s"):
+            plan.append((slot, attribute, _VECTOR, code, None))
+        else:
+            return None
+    return tuple(plan)
+
+
+def _slots(buf: Any, position: int) -> tuple[int, ...]:
+    vtable = position - _I32(buf, position)[0]
+    count = (_U16(buf, vtable)[0] - 4) // 2
+    return struct.unpack_from(f"<{count}H", buf, vtable + 4) if count > 0 else ()
+
+
+def decode_table(buf: Any, position: int, table: str) -> dict[str, Any] | None:
+    """The fields of the ``table`` at ``position`` by attribute name (absent ones at their
+    defaults, as the object API has them); None when the table needs the object API."""
+    plan = _plan(table)
+    if plan is None:
+        return None
+    slots = _slots(buf, position)
+    count = len(slots)
+    found: dict[str, Any] = {}
+    for slot, attribute, kind, reader, default in plan:
+        offset = slots[slot] if slot < count else 0
+        if kind == _SCALAR:
+            found[attribute] = reader(buf, position + offset)[0] if offset else default
+            continue
+        if not offset:
+            found[attribute] = None
+            continue
+        at = position + offset
+        at += _U32(buf, at)[0]
+        length = _U32(buf, at)[0]
+        if kind == _STRING:
+            found[attribute] = bytes(buf[at + 4 : at + 4 + length])
+        else:
+            found[attribute] = list(struct.unpack_from(f"<{length}{reader}", buf, at + 4))
+    return found
+
+
+@functools.cache
+def _union_tables(union: str) -> dict[int, str]:
+    members = vars(getattr(schema_layout, union))
+    return {v: k for k, v in members.items() if isinstance(v, int) and not k.startswith("_")}
+
+
+def decode_options(
+    buf: Any, position: int | None, position2: int | None, kind: int | None, kind2: int
+) -> Mapping[str, Any] | None:
+    """The fields of an op's ``BuiltinOptions`` (type ``kind`` at ``position``) and
+    ``BuiltinOptions2`` (``kind2`` at ``position2``), the first winning a clash; None when
+    either table needs the object API."""
+    found: dict[str, Any] = {}
+    for at, tag, union in (
+        (position2, kind2, "BuiltinOptions2"),
+        (position, kind, "BuiltinOptions"),
+    ):
+        if at is None:
+            continue
+        table = _union_tables(union).get(tag or 0)
+        fields = None if table is None else decode_table(buf, at, table)
+        if fields is None:
+            return None
+        found.update(fields)
+    return MappingProxyType(found)
+
+
+@functools.cache
+def _slot(table: str, field: str) -> int:
+    return next(f[1] for f in schema_layout.TABLES[table] if f[0] == field)
+
+
+def vector_length(buf: Any, position: int, table: str, field: str) -> int:
+    """The length of vector ``field`` of the ``table`` at ``position`` (0 when absent)."""
+    slots = _slots(buf, position)
+    slot = _slot(table, field)
+    offset = slots[slot] if slot < len(slots) else 0
+    if not offset:
+        return 0
+    at = position + offset
+    return _U32(buf, at + _U32(buf, at)[0])[0]
