@@ -8,6 +8,8 @@ every default written explicitly, and buffer data after the flatbuffer named by 
 Both sides become the plain values of ``tests.ir_compare.normalize`` (buffer and opcode indices
 resolved to bytes and ``(builtin, custom, version)``); the tflkit side is built from the IR
 objects, never from ``ir.dumps``, so a misread field cannot hide behind a symmetric writer bug.
+What the IR reads straight from the file without the object API (option fields, quantization
+scale counts) is checked against the object API too.
 """
 
 from __future__ import annotations
@@ -158,7 +160,33 @@ def _opcode_table(data: bytes) -> list[tuple[int, int, str | None, int]]:
     return table
 
 
+def _lists(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+def _assert_lazy_reads_agree(data: bytes, label: str) -> None:
+    """What a loaded model reads without the object API (``Op.option_fields``,
+    ``Tensor.scale_count``, read before anything decodes a table) against the object API."""
+    lazy = ir.load(data, label=label)
+    fields = [op.option_fields for op in lazy.iter_ops()]
+    counts = [t.scale_count for sg in lazy.subgraphs for t in sg.tensors]
+    decoded = ir.load(data, label=label)
+    for op, got in zip(decoded.iter_ops(), fields, strict=True):
+        expected: dict[str, Any] = {}
+        for table in (op.options2, op.options):
+            if table is not None:
+                expected.update((k, _lists(v)) for k, v in vars(table).items())
+        assert {k: _lists(v) for k, v in got.items()} == expected, f"{label}: {op!r} options"
+    expected_counts = [
+        0 if t.quantization is None or t.quantization.scale is None else len(t.quantization.scale)
+        for sg in decoded.subgraphs
+        for t in sg.tensors
+    ]
+    assert counts == expected_counts, f"{label}: quantization scale counts"
+
+
 def _assert_same(data: bytes, label: str) -> ir.Model:
+    _assert_lazy_reads_agree(data, label)
     model = ir.load(data, label=label)
     diff: list[str] = []
     walk(file_normal(data), ir_normal(model), "model", diff)

@@ -6,6 +6,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from tflkit import ir
+from tflkit.digest import sha256_of
 from tflkit.report.inspect_report import (
     InspectReport,
     ModelWarning,
@@ -25,9 +26,7 @@ def inspect_path(path: str | Path) -> InspectReport:
     """Load ``path`` and describe it."""
     data, label = ir.serde.read_model_bytes(path, mapped=True)  # weights stay on disk
     model = ir.load(data, label=label)
-    return inspect_model(
-        model, path=label, size_bytes=len(data), sha256=ir.serde.model_sha256(data)
-    )
+    return inspect_model(model, path=label, size_bytes=len(data), sha256=sha256_of(data))
 
 
 def inspect_model(

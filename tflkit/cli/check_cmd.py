@@ -69,6 +69,9 @@ def check(
     ] = None,
 ) -> None:
     """Per-op GPU verdicts with reasons and fixes, partitions, CPU<->GPU copies, FLOP share."""
+    from tflkit.digest import Sha256Job
+
+    sha256 = Sha256Job(model)  # first: on a large model it takes as long as the check
     if html is not None and html.resolve() == model.resolve():
         from tflkit.errors import UsageError
 
@@ -89,6 +92,7 @@ def check(
         progress=spinner,
         native_log=echo_native_log,
         browser=probe_browser,
+        sha256=sha256,
     )
     if repro is not None:
         _write_crash_repro(report, loaded, repro, model, timeout)

@@ -68,8 +68,7 @@ class TensorSig:
 
     @classmethod
     def from_tensor(cls, tensor: Tensor) -> TensorSig:
-        quant = tensor.quantization
-        scales = getattr(quant, "scale", None) if quant is not None else None
+        scales = tensor.scale_count
         fp16_weights = _is_fp16_weights(tensor)
         is_const = tensor.is_constant or fp16_weights or _is_empty_unfed(tensor)
         values = None
@@ -83,8 +82,8 @@ class TensorSig:
             shape=tuple(tensor.shape),
             shape_signature=tensor.shape_signature,
             is_const=is_const,
-            quantized=tensor.is_quantized,
-            per_channel=scales is not None and len(scales) > 1,
+            quantized=scales > 0,
+            per_channel=scales > 1,
             is_variable=tensor.is_variable,
             sparse=tensor.sparsity is not None,
             values=values,
@@ -209,4 +208,3 @@ class OpSignature:
             option_fields=op.option_fields,
             custom_options=op.custom_options,
         )
-

@@ -33,6 +33,13 @@ class Fields:
         """The root table of a flatbuffer."""
         return cls(buf, _U32(buf, 0)[0])
 
+    @classmethod
+    def of(cls, buf: Any, pos: int, slots: tuple[int, ...]) -> Fields:
+        """The fields of the table at ``pos`` whose vtable slots are already read."""
+        fields = cls.__new__(cls)
+        fields.buf, fields.pos, fields.slots = buf, pos, slots
+        return fields
+
     __slots__ = ("buf", "pos", "slots")
 
     def __init__(self, buf: Any, pos: int) -> None:

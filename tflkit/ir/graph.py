@@ -29,15 +29,7 @@ from tflkit.ir import option_tables, schema
 if TYPE_CHECKING:
     import numpy as np
 
-_CONTROL_FLOW_OPTION_FIELDS = (
-    "thenSubgraphIndex",
-    "elseSubgraphIndex",
-    "condSubgraphIndex",
-    "bodySubgraphIndex",
-    "initSubgraphIndex",
-    "subgraph",
-    "decompositionSubgraphIndex",
-)
+_CONTROL_FLOW_OPTION_FIELDS = option_tables.SUBGRAPH_FIELDS
 _CONTROL_FLOW_FIELD_SET = frozenset(_CONTROL_FLOW_OPTION_FIELDS)
 _NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
 #: Ops kept by dead-code removal even when nothing reads their outputs.
@@ -393,6 +385,8 @@ class Op:
         self.options2_type = options2_type
         #: Unparsed (buffer, options position, options2 position) of a loaded op.
         self._lazy_options: tuple[Any, int | None, int | None] | None = None
+        #: ``option_fields`` of the unparsed options, once read.
+        self._lazy_fields: Mapping[str, Any] | None = None
         self.custom_options = custom_options
         self.custom_options_format = custom_options_format
         self.mutating_variable_inputs = (
@@ -457,9 +451,12 @@ class Op:
         options are read straight from the file, without the object API."""
         lazy = self._lazy_options
         if lazy is not None:
-            found = option_tables.decode_options(*lazy, self._options_type, self.options2_type)
-            if found is not None:
-                return found
+            if self._lazy_fields is None:
+                self._lazy_fields = option_tables.decode_options(
+                    *lazy, self._options_type, self.options2_type
+                )
+            if self._lazy_fields is not None:
+                return self._lazy_fields
         options, options2 = self.options, self.options2
         if options is None and options2 is None:
             return _NO_FIELDS
@@ -471,7 +468,7 @@ class Op:
 
     def _parse_options(self) -> None:
         buf, position, position2 = self._lazy_options
-        self._lazy_options = None
+        self._lazy_options = self._lazy_fields = None
         try:
             if position is not None:
                 table = schema.flatbuffer_table(buf, position)
@@ -511,7 +508,7 @@ class Op:
     @property
     def referenced_subgraphs(self) -> dict[str, int]:
         """Subgraph indices named by control-flow options (IF, WHILE, CALL_ONCE, composites)."""
-        if not self.options_type and not self.options2_type:
+        if not option_tables.may_name_subgraphs(self.options_type, self.options2_type):
             return {}
         fields = self.option_fields
         if _CONTROL_FLOW_FIELD_SET.isdisjoint(fields):

@@ -22,6 +22,17 @@ _I32 = struct.Struct("<i").unpack_from
 _U16 = struct.Struct("<H").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 
+#: Option fields naming a subgraph (control flow, composites' decompositions).
+SUBGRAPH_FIELDS = (
+    "thenSubgraphIndex",
+    "elseSubgraphIndex",
+    "condSubgraphIndex",
+    "bodySubgraphIndex",
+    "initSubgraphIndex",
+    "subgraph",
+    "decompositionSubgraphIndex",
+)
+
 _SCALAR, _STRING, _VECTOR = 0, 1, 2
 #: (slot, attribute, kind, scalar reader or vector element code, default)
 _Plan = tuple[tuple[int, str, int, Any, Any], ...]
@@ -102,6 +113,22 @@ def decode_options(
             return None
         found.update(fields)
     return MappingProxyType(found)
+
+
+@functools.cache
+def _tags_naming_subgraphs(union: str) -> frozenset[int]:
+    return frozenset(
+        tag
+        for tag, table in _union_tables(union).items()
+        if any(f[4] in SUBGRAPH_FIELDS for f in schema_layout.TABLES.get(table, ()))
+    )
+
+
+def may_name_subgraphs(kind: int, kind2: int) -> bool:
+    """Whether options of union types ``kind`` / ``kind2`` have a field in SUBGRAPH_FIELDS."""
+    return (kind in _tags_naming_subgraphs("BuiltinOptions")) or (
+        kind2 in _tags_naming_subgraphs("BuiltinOptions2")
+    )
 
 
 @functools.cache

@@ -22,7 +22,6 @@ when it would not fit in 2 GB otherwise.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import mmap
 import os
 import struct
@@ -85,30 +84,6 @@ def read_model_bytes(source: ModelSource, *, mapped: bool = False) -> tuple[Mode
         raise ModelLoadError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-#: Span of a map hashed at once by :func:`model_sha256`: each span is one call that releases
-#: the GIL, and a thread hashing beside Python work waits for the GIL after each (up to the
-#: 5 ms switch interval): 8 MiB spans made ``check`` on a 211 MB model 25% slower than 64 MiB.
-_HASH_SPAN = 64 << 20
-
-
-def model_sha256(data: ModelBytes) -> str:
-    """The sha256 of a model's bytes from :func:`read_model_bytes`.
-
-    A map is hashed span by span, each span's pages dropped from the process once hashed
-    (``MADV_DONTNEED``: they stay in the page cache), so hashing a file of gigabytes raises the
-    resident memory by one span, not by the file.
-    """
-    if not isinstance(data, mmap.mmap):
-        return hashlib.sha256(data).hexdigest()
-    digest = hashlib.sha256()
-    with memoryview(data) as view:
-        for start in range(0, len(data), _HASH_SPAN):
-            digest.update(view[start : start + _HASH_SPAN])
-            with contextlib.suppress(OSError, AttributeError):  # no madvise: pages stay mapped
-                data.madvise(mmap.MADV_DONTNEED, start, min(_HASH_SPAN, len(data) - start))
-    return digest.hexdigest()
-
-
 def load(source: ModelSource, *, label: str | None = None) -> Model:
     """Load a ``.tflite`` model from a path or bytes into the IR.
 
@@ -118,7 +93,7 @@ def load(source: ModelSource, *, label: str | None = None) -> Model:
     data, default_label = read_model_bytes(source, mapped=True)
     label = label or default_label
     check_header(data, label)
-    structure.verify_bytes(data, label)  # before anything else reads it (one pass over tables)
+    walk = structure.verify_bytes(data, label)  # before anything else reads the tables
     try:
         root = Fields.root(data)
         version = root.u32(0)  # Model: version=0
@@ -127,7 +102,7 @@ def load(source: ModelSource, *, label: str | None = None) -> Model:
                 f"{label}: unsupported TFLite schema version {version} "
                 f"(tflkit reads version {schema.SCHEMA_VERSION})"
             )
-        return _Reader(data).read(root)
+        return _Reader(data, walk).read(root)
     except InvalidModelError as exc:
         raise ModelLoadError(f"{label}: invalid TFLite model ({exc})") from None
     except (IndexError, struct.error, ValueError, TypeError, OverflowError, UnicodeError) as exc:
@@ -162,8 +137,10 @@ class _Reader:
     (``schema_layout.TABLES``); constant data stays a read-only view of the bytes.
     """
 
-    def __init__(self, data: ModelBytes) -> None:
+    def __init__(self, data: ModelBytes, walk: structure.Walk) -> None:
         self.data = data
+        #: What the verifier read of tensors and ops: they are built from it.
+        self.walk = walk
         #: Whether a buffer keeps its data after the flatbuffer (``Buffer.offset`` > 1).
         self.appended = False
         self.file_view = memoryview(data).toreadonly()
@@ -189,9 +166,9 @@ class _Reader:
 
         opcodes = [self._opcode(Fields(self.data, p)) for p in root.table_vector(1)]
         model.opcode_order = list(dict.fromkeys(opcodes))
-        for position in root.table_vector(2):
+        for index, position in enumerate(root.table_vector(2)):
             model.subgraphs.append(
-                self._subgraph(Fields(self.data, position), model, opcodes, buffer_at)
+                self._subgraph(Fields(self.data, position), index, model, opcodes, buffer_at)
             )
         for position in root.table_vector(6):
             entry = Fields(self.data, position)  # Metadata: name=0, buffer=1
@@ -243,11 +220,11 @@ class _Reader:
         return OpCode(builtin, custom.decode() if custom is not None else None, fields.i32(2, 1))
 
     def _subgraph(
-        self, fields: Fields, model: Model, opcodes: list[OpCode], buffer_at: Any
+        self, fields: Fields, index: int, model: Model, opcodes: list[OpCode], buffer_at: Any
     ) -> Subgraph:
         subgraph = Subgraph(fields.string(4) or "", model)
         subgraph.debug_metadata_index = fields.i32(5, -1)
-        tensors = [self._tensor(Fields(self.data, p), buffer_at) for p in fields.table_vector(0)]
+        tensors = [self._tensor(facts, buffer_at) for facts in self.walk.tensors[index]]
         for tensor in tensors:
             tensor.subgraph = subgraph
         subgraph.tensors = tensors
@@ -261,67 +238,64 @@ class _Reader:
 
         subgraph.inputs = [_required(tensor_at(i), i) for i in fields.ints(1) or ()]
         subgraph.outputs = [_required(tensor_at(i), i) for i in fields.ints(2) or ()]
-        for position in fields.table_vector(3):
-            op = self._op(Fields(self.data, position), opcodes, tensor_at)
+        for facts in self.walk.ops[index]:
+            op = self._op(facts, opcodes, tensor_at)
             op.subgraph = subgraph
             subgraph.ops.append(op)
         return subgraph
 
-    def _tensor(self, fields: Fields, buffer_at: Any) -> Tensor:
-        quantization = fields.table(4)
-        sparsity = fields.table(6)
-        variants = None
+    def _tensor(self, facts: structure.TensorFacts, buffer_at: Any) -> Tensor:
+        (position, _size, slots), shape, signature, kind, buffer, name, sparsity, quant = facts
+        fields = Fields.of(self.data, position, slots)  # Tensor: is_variable=5, has_rank=8,
+        variants = None  # variant_tensors=9, external_buffer=10
         if fields.has(9):
             variants = [
                 schema.fb.VariantSubTypeT.InitFromBuf(self.data, p) for p in fields.table_vector(9)
             ]
-        shape = fields.ints(0)
         tensor = Tensor(
-            fields.string(3) or "",
-            shape or (),
-            fields.i8(1),
-            buffer=buffer_at(fields.u32(2)),
+            name,
+            shape,
+            kind,
+            buffer=buffer_at(buffer),
             sparsity=(
                 None
                 if sparsity is None
                 else schema.fb.SparsityParametersT.InitFromBuf(self.data, sparsity)
             ),
-            shape_signature=fields.ints(7),
+            shape_signature=signature,
             is_variable=bool(fields.u8(5)),
             has_rank=bool(fields.u8(8)),
             variant_tensors=variants,
             external_buffer=fields.u32(10),
         )
-        if quantization is not None:  # decoded when first read (Tensor.quantization)
-            tensor._lazy_quantization = (self.data, quantization)
+        if quant is not None:  # decoded when first read (Tensor.quantization)
+            tensor._lazy_quantization = (self.data, quant)
         return tensor
 
-    def _op(self, fields: Fields, opcodes: list[OpCode], tensor_at: Any) -> Op:
-        opcode_index = fields.u32(0)
-        if not 0 <= opcode_index < len(opcodes):
-            raise ValueError(f"opcode index {opcode_index} out of range ({len(opcodes)} opcodes)")
-        custom_options = fields.raw(5)
+    def _op(self, facts: structure.OpFacts, opcodes: list[OpCode], tensor_at: Any) -> Op:
+        (position, _size, slots), opcode_index, inputs, outputs, intermediates, custom = facts[:6]
+        (options_type, options_position), (options2_type, options2_position) = facts[6:]
+        # Operator: custom_options_format=6, mutating_variable_inputs=7,
+        # large_custom_options_offset=9, large_custom_options_size=10, debug_metadata_index=13
+        fields = Fields.of(self.data, position, slots)
+        custom_options = None
+        if custom is not None:
+            custom_options = bytes(self.file_view[custom[0] : custom[0] + custom[1]])
         large_offset, large_size = fields.u64(9), fields.u64(10)
         if large_offset > 1:
             if large_offset + large_size > len(self.file_view):
                 raise ValueError("custom options beyond end of file")
             custom_options = self.file_view[large_offset : large_offset + large_size].tobytes()
-        options_type, options2_type = fields.u8(3), fields.u8(11)
-        options_position = fields.table(4) if options_type else None
-        options2_position = fields.table(12) if options2_type else None
-        for position in (options_position, options2_position):
-            if position is not None:
-                _check_table(self.data, position)
         op = Op(
             opcodes[opcode_index],
-            [tensor_at(i) for i in fields.ints(1) or ()],
-            [_required(tensor_at(i), i) for i in fields.ints(2) or ()],
+            [tensor_at(i) for i in inputs],
+            [_required(tensor_at(i), i) for i in outputs],
             options_type=options_type,
             options2_type=options2_type,
             custom_options=custom_options,
             custom_options_format=fields.i8(6),
             mutating_variable_inputs=fields.bools(7),
-            intermediates=[t for t in map(tensor_at, fields.ints(8) or ()) if t is not None],
+            intermediates=[t for t in map(tensor_at, intermediates) if t is not None],
             debug_metadata_index=fields.i32(13, -1),
         )
         if options_position is not None or options2_position is not None:
@@ -354,18 +328,6 @@ def _required(tensor: Tensor | None, index: int) -> Tensor:
             f"tensor index {index} where a tensor is required (only op inputs may be omitted)"
         )
     return tensor
-
-
-def _check_table(data: Any, position: int) -> None:
-    """Raise ValueError unless the table at ``position`` and its vtable lie inside ``data``."""
-    if position < 0 or position + 4 > len(data):
-        raise ValueError("options table beyond end of file")
-    vtable = position - struct.unpack_from("<i", data, position)[0]
-    if vtable < 0 or vtable + 4 > len(data):
-        raise ValueError("options table beyond end of file")
-    (size,) = struct.unpack_from("<H", data, vtable + 2)  # the table's inline size
-    if position + size > len(data):
-        raise ValueError("options table beyond end of file")
 
 
 # --------------------------------------------------------------------------------------------

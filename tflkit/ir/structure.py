@@ -18,6 +18,7 @@ wrong and where. The walk is O(tables + index vectors), never O(bytes of weights
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import struct
@@ -27,7 +28,7 @@ from typing import Any
 from tflkit.errors import ModelLoadError
 from tflkit.ir import schema, schema_layout
 
-__all__ = ["StructureError", "max_tensor_bytes", "verify_bytes"]
+__all__ = ["StructureError", "Walk", "max_tensor_bytes", "verify_bytes"]
 
 _I32 = struct.Struct("<i").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -82,11 +83,32 @@ def _past_file(message: str) -> _Fail:
     return failure
 
 
-def verify_bytes(data: bytes | bytearray | memoryview, label: str = "<bytes>") -> None:
-    """Raise :class:`StructureError` unless ``data`` is a structurally sound TFLite model."""
+#: A table as the walk holds it: (position, inline size, vtable slots).
+Table = tuple[int, int, tuple[int, ...]]
+#: What the walk read of a tensor: (table, shape, shape signature or None, type, buffer index,
+#: name, sparsity table position or None, quantization table position or None).
+TensorFacts = tuple[Table, tuple[int, ...], "tuple[int, ...] | None", int, int, str, Any, Any]
+#: What the walk read of an op: (table, opcode index, inputs, outputs, intermediates,
+#: custom options (start, length) or None, builtin options (type, position or None),
+#: builtin options 2 (type, position or None)).
+OpFacts = tuple[Table, int, tuple[int, ...], tuple[int, ...], tuple[int, ...], Any, Any, Any]
+
+
+@dataclasses.dataclass
+class Walk:
+    """What the verifying walk read of each subgraph's tensors and ops (bounds-checked): the
+    reader (``serde``) builds the IR from it instead of reading those tables again."""
+
+    tensors: list[list[TensorFacts]] = dataclasses.field(default_factory=list)
+    ops: list[list[OpFacts]] = dataclasses.field(default_factory=list)
+
+
+def verify_bytes(data: bytes | bytearray | memoryview, label: str = "<bytes>") -> Walk:
+    """Raise :class:`StructureError` unless ``data`` is a structurally sound TFLite model;
+    returns what the walk read of the tensors and ops."""
     walker = _Walker(data)
     try:
-        walker.model()
+        return walker.model()
     except _Fail as exc:
         truncated = getattr(exc, "truncated", False)
         message = str(exc)
@@ -289,15 +311,15 @@ class _Walker:
             return ()
         return _format("i", found[1])(self.buf, found[0])
 
-    def string(self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where) -> int:
-        """Checks the string in ``slot``; returns its length (-1 when absent)."""
+    def string(self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where) -> str | None:
+        """Checks the string in ``slot``; returns it (None when absent; bad UTF-8 replaced)."""
         found = self.vector(t, slot, 1, where)
         if found is None:
-            return -1
+            return None
         start, length = found
         if start + length >= self.n or self.buf[start + length] != 0:
             raise _Fail(f"{_w(where)}: string at byte {start - 4} is not NUL-terminated")
-        return length
+        return str(self.buf[start : start + length], "utf-8", "replace")
 
     def tables(
         self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where
@@ -312,7 +334,7 @@ class _Walker:
         ]
 
     # -- the model -----------------------------------------------------------------------------
-    def model(self) -> None:
+    def model(self) -> Walk:
         if self.n < 8:
             raise _Fail(f"file of {self.n} bytes is too small for a flatbuffer")
         s = self.s
@@ -330,8 +352,12 @@ class _Walker:
             raise _Fail("the model has no subgraph")
         sizes = [0] * len(subgraph_tables)
         calls: dict[int, set[int]] = {}
+        walk = Walk()
         for i, t in enumerate(subgraph_tables):
-            sizes[i], calls[i] = self.subgraph(t, i, opcodes, buffers, len(subgraph_tables))
+            tensors, ops, calls[i] = self.subgraph(t, i, opcodes, buffers, len(subgraph_tables))
+            sizes[i] = len(tensors)
+            walk.tensors.append(tensors)
+            walk.ops.append(ops)
         self.call_cycles(calls)
         for i, t in enumerate(self.tables(root, s.Model_Metadata, "metadata")):
             where = f"metadata {i}"
@@ -342,6 +368,7 @@ class _Walker:
         self.ints(root, s.Model_MetadataBuffer, "metadata_buffer")
         for i, t in enumerate(self.tables(root, s.Model_SignatureDefs, "signature_defs")):
             self.signature(t, i, sizes)
+        return walk
 
     def appended_start(self, root: tuple[int, int, tuple[int, ...]]) -> None:
         """Limit the walk to the flatbuffer part: it ends where the first buffer stored
@@ -379,8 +406,8 @@ class _Walker:
         )
         if code not in _enum_values("BuiltinOperator"):
             raise _Fail(f"{_w(where)}: unknown builtin operator code {code}")
-        length = self.string(t, s.OperatorCode_CustomCode, where)
-        if code == _CUSTOM and length <= 0:
+        name = self.string(t, s.OperatorCode_CustomCode, where)
+        if code == _CUSTOM and not name:
             raise _Fail(f"{_w(where)}: custom operator without a name")
         return code
 
@@ -406,20 +433,23 @@ class _Walker:
         opcodes: list[int],
         buffers: list[int],
         subgraph_count: int,
-    ) -> tuple[int, set[int]]:
+    ) -> tuple[list[TensorFacts], list[OpFacts], set[int]]:
         where = f"subgraph {sg}"
         s = self.s
         self.string(t, s.SubGraph_Name, where)
-        tensors = self.tables(t, s.SubGraph_Tensors, f"{where} tensors")
-        count = len(tensors)
-        for i, tensor in enumerate(tensors):
+        tensor_tables = self.tables(t, s.SubGraph_Tensors, f"{where} tensors")
+        count = len(tensor_tables)
+        tensors = [
             self.tensor(tensor, ("{} tensor {}", where, i), buffers)
+            for i, tensor in enumerate(tensor_tables)
+        ]
         for slot, kind in ((s.SubGraph_Inputs, "inputs"), (s.SubGraph_Outputs, "outputs")):
             for index in self.ints(t, slot, f"{where} {kind}"):
                 self.index(index, count, f"{where} {kind}", "tensor")
         producer: dict[int, int] = {}
         consumers: list[tuple[int, ...]] = []
         calls: set[int] = set()
+        ops: list[OpFacts] = []
         for k, op in enumerate(self.tables(t, s.SubGraph_Operators, f"{where} operators")):
             here: Where = ("{} op {}", where, k)
             opcode = self.scalar(op, s.Operator_OpcodeIndex, "I")
@@ -429,9 +459,11 @@ class _Walker:
             for slot, index in enumerate(inputs):
                 if not -1 <= index < count:
                     self.index(index, count, ("{} input {}", here, slot), "tensor")
-            for index in self.ints(op, s.Operator_Intermediates, ("{} intermediates", here)):
+            intermediates = self.ints(op, s.Operator_Intermediates, ("{} intermediates", here))
+            for index in intermediates:
                 self.index(index, count, ("{} intermediates", here), "tensor")
-            for slot, index in enumerate(self.ints(op, s.Operator_Outputs, ("{} outputs", here))):
+            outputs = self.ints(op, s.Operator_Outputs, ("{} outputs", here))
+            for slot, index in enumerate(outputs):
                 self.index(index, count, ("{} output {}", here, slot), "tensor")
                 if index in producer:
                     raise _Fail(
@@ -440,20 +472,22 @@ class _Walker:
                     )
                 producer[index] = k
             consumers.append(inputs)
-            self.vector(op, s.Operator_CustomOptions, 1, ("{} custom_options", here))
+            custom = self.vector(op, s.Operator_CustomOptions, 1, ("{} custom_options", here))
             self.vector(op, s.Operator_MutatingVariableInputs, 1, ("{} mutating inputs", here))
             large = self.scalar(op, s.Operator_LargeCustomOptionsOffset, "Q")
             if large > 1:
                 size = self.scalar(op, s.Operator_LargeCustomOptionsSize, "Q")
                 if large + size > self.size:
                     raise _past_file(f"{_w(here)}: custom options lie past the end of the file")
+            unions: list[tuple[int, int | None]] = []
             for type_slot, slot, union in (
                 (s.Operator_BuiltinOptionsType, s.Operator_BuiltinOptions, "BuiltinOptions"),
                 (s.Operator_BuiltinOptions2Type, s.Operator_BuiltinOptions2, "BuiltinOptions2"),
             ):
                 kind = self.scalar(op, type_slot, "B")
+                options = self.union(op, slot, kind, union, here) if kind else None
+                unions.append((kind, None if options is None else options[0][0]))
                 if kind:
-                    options = self.union(op, slot, kind, union, here)
                     expected = _own_options(opcodes[opcode], union)
                     if expected is not None and expected != kind:
                         members = _union_members(union)
@@ -463,8 +497,9 @@ class _Walker:
                         )
                     if options is not None and _subgraph_fields(options[1]):
                         calls |= self.subgraph_refs(*options, here, subgraph_count)
+            ops.append((op, opcode, inputs, outputs, intermediates, custom, *unions))
         self.op_order(consumers, producer, where)
-        return count, calls
+        return tensors, ops, calls
 
     def union(
         self, t: tuple[int, int, tuple[int, ...]], slot: int, kind: int, union: str, where: Where
@@ -499,10 +534,13 @@ class _Walker:
                 found.add(value)
         return found
 
-    def tensor(self, t: tuple[int, int, tuple[int, ...]], where: Where, buffers: list[int]) -> None:
+    def tensor(
+        self, t: tuple[int, int, tuple[int, ...]], where: Where, buffers: list[int]
+    ) -> TensorFacts:
         s = self.s
         shape = self.ints(t, s.Tensor_Shape, ("{} shape", where))
-        signature = self.ints(t, s.Tensor_ShapeSignature, ("{} shape_signature", where))
+        found = self.vector(t, s.Tensor_ShapeSignature, 4, ("{} shape_signature", where))
+        signature = None if found is None else _format("i", found[1])(self.buf, found[0])
         kind = self.scalar(t, s.Tensor_Type, "b")
         bits = schema.TYPE_BITS.get(kind, 0)
         if bits == 0:
@@ -510,7 +548,7 @@ class _Walker:
         buffer = self.scalar(t, s.Tensor_Buffer, "I")
         if buffer >= len(buffers):
             self.index(buffer, len(buffers), where, "buffer")
-        self.string(t, s.Tensor_Name, where)
+        name = self.string(t, s.Tensor_Name, where) or ""
         if (shape and min(shape) < 0) or (signature and min(signature) < -1):
             raise _Fail(f"{_w(where)}: shape {list(shape)} has a negative dimension")
         sparse = self.target(t, s.Tensor_Sparsity, ("{} sparsity", where))
@@ -519,8 +557,9 @@ class _Walker:
         quant = self.target(t, s.Tensor_Quantization, ("{} quantization", where))
         if quant is not None:
             self.quantization(self.table(quant, ("{} quantization", where)), where)
+        facts = (t, shape, signature, kind, buffer, name, sparse, quant)
         if bits is None:
-            return
+            return facts
         elements = 1
         for d in shape:
             elements *= d
@@ -536,6 +575,7 @@ class _Walker:
                 f"{_w(where)}: constant data of {held} bytes does not fit its shape "
                 f"{list(shape)} ({nbytes} bytes)"
             )
+        return facts
 
     def sparsity(self, t: tuple[int, int, tuple[int, ...]], rank: int, where: Where) -> None:
         """Traversal order covers the tensor's dims plus its block dims, one metadata each."""

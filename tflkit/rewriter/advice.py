@@ -9,7 +9,6 @@ The verdicts are :mod:`tflkit.compat`'s alone; this module adds what only the re
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +23,7 @@ from tflkit.compat.check import (
     probe_each_signature,
 )
 from tflkit.compat.targets import DEFAULT_TARGET
+from tflkit.digest import Sha256Job, sha256_of
 from tflkit.report.check_report import CheckReport, FixHint, ReasonInfo
 
 if TYPE_CHECKING:
@@ -103,6 +103,7 @@ def check_path(
     progress: Progress | None = None,
     native_log: Callable[[str], None] | None = None,
     browser: str | None = None,
+    sha256: Sha256Job | None = None,
 ) -> tuple[CheckReport, ir.Model]:
     """Check the model at ``path``; returns the report and the loaded model.
 
@@ -111,10 +112,11 @@ def check_path(
     wraps the probe (e.g. a spinner: it compiles shaders for seconds); ``native_log`` gets the
     accelerator's own log (``--verbose``). ``browser`` (a WebGPU adapter of the browser harness:
     ``swiftshader`` or ``lavapipe``) also runs the model in LiteRT.js and says which ops it
-    leaves to the CPU, and where that differs from the native accelerator.
+    leaves to the CPU, and where that differs from the native accelerator. ``sha256``: the
+    file's hash, already started (else it starts once the file is read).
     """
     data, label = ir.serde.read_model_bytes(path, mapped=True)
-    digest = _Sha256(data)
+    digest = sha256 if sha256 is not None else Sha256Job(data)
     model = ir.load(data, label=label)
     if input_shapes:
         from tflkit.rewriter.shapes import fix_input_shapes
@@ -124,7 +126,7 @@ def check_path(
     report = check_model(
         model, target=target, max_partitions=max_partitions, path=label, advise=advisor
     )
-    report.sha256 = digest.hexdigest()
+    report.sha256 = digest.hexdigest() or sha256_of(data)
     report.input_shapes = {k: list(v) for k, v in (input_shapes or {}).items()}
     if with_probe:
         from tflkit.gpu.probe import probe
@@ -150,25 +152,6 @@ def check_path(
             outcome = probe_in_browser(probed, model, browser, timeout=probe_timeout)
         attach_browser_probe(report, browser, outcome)
     return report, model
-
-
-class _Sha256:
-    """The file's sha256 (the report's ``sha256``), computed on a second thread while the model
-    is checked: hashing releases the GIL, and a large file takes as long to hash as to check.
-    A map is hashed span by span (:func:`tflkit.ir.serde.model_sha256`), so a model of
-    gigabytes does not fill the process's resident memory."""
-
-    def __init__(self, data: ir.serde.ModelBytes) -> None:
-        self._digest = ""
-        self._thread = threading.Thread(target=self._run, args=(data,), daemon=True)
-        self._thread.start()
-
-    def _run(self, data: ir.serde.ModelBytes) -> None:
-        self._digest = ir.serde.model_sha256(data)
-
-    def hexdigest(self) -> str:
-        self._thread.join()
-        return self._digest
 
 
 def check(
