@@ -62,26 +62,6 @@ class _TflkitGroup(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-app = typer.Typer(
-    name="tflkit",
-    cls=_TflkitGroup,
-    help="Take a model to the TFLite / LiteRT GPU delegate and prove it works there.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-app.command("inspect")(inspect_cmd.inspect)
-app.command("check")(check_cmd.check)
-app.command("convert")(convert_cmd.convert)
-app.command("validate")(validate_cmd.validate)
-app.command("rewrite")(rewrite_cmd.rewrite)
-app.add_typer(converters_cmd.app, name="converters")
-app.add_typer(device_cmd.app, name="device")
-app.add_typer(harness_cmd.app, name="harness")
-app.add_typer(regress_cmd.app, name="regress")
-
-
-@app.callback()
 def _global_options(
     ctx: typer.Context,
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
@@ -94,6 +74,56 @@ def _global_options(
     options = ctx.ensure_object(GlobalOptions)
     options.debug, options.verbose = debug, verbose
     ctx.with_resource(native_log(verbose))
+
+
+#: The commands and command groups, by name.
+COMMANDS = {
+    "inspect": inspect_cmd.inspect,
+    "check": check_cmd.check,
+    "convert": convert_cmd.convert,
+    "validate": validate_cmd.validate,
+    "rewrite": rewrite_cmd.rewrite,
+}
+GROUPS = {
+    "converters": converters_cmd.app,
+    "device": device_cmd.app,
+    "harness": harness_cmd.app,
+    "regress": regress_cmd.app,
+}
+_GLOBAL_FLAGS = ("--debug", "--verbose")
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The Typer app: every command, or only the command or group named ``only``.
+
+    Typer turns each command's signature into a click command on every start (15 ms for all
+    of them here), so :func:`main` builds only the one the line names (its help and errors are
+    the same); a line naming none (``tflkit``, ``--help``, a mistyped name) gets every command.
+    """
+    app = typer.Typer(
+        name="tflkit",
+        cls=_TflkitGroup,
+        help="Take a model to the TFLite / LiteRT GPU delegate and prove it works there.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    for name, command in COMMANDS.items():
+        if only in (None, name):
+            app.command(name)(command)
+    for name, group in GROUPS.items():
+        if only in (None, name):
+            app.add_typer(group, name=name)
+    app.callback()(_global_options)
+    return app
+
+
+def _named_command(args: Sequence[str]) -> str | None:
+    """The command or group a command line names (after the global flags), if it is one."""
+    for arg in args:
+        if arg not in _GLOBAL_FLAGS:
+            return arg if arg in COMMANDS or arg in GROUPS else None
+    return None
 
 
 def _error(message: str) -> None:
@@ -116,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     options = GlobalOptions()  # filled by the callback once the line is parsed
     try:
-        app(args=args, prog_name="tflkit", obj=options)
+        build_app(_named_command(args))(args=args, prog_name="tflkit", obj=options)
     except SystemExit as exc:
         interrupt = interrupted_by(exc)  # Typer turns Ctrl-C/SIGTERM into a bare Exit(130)
         if interrupt is not None:

@@ -7,6 +7,7 @@ paddings), which op produces each input and which ops read each output.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Mapping
@@ -171,18 +172,18 @@ class OpSignature:
         value = self.option_fields.get(name)
         return default if value is None else value
 
-    @property
-    def present_inputs(self) -> list[tuple[int, TensorSig]]:
-        return [(i, t) for i, t in enumerate(self.inputs) if t is not None]
+    @functools.cached_property
+    def present_inputs(self) -> tuple[tuple[int, TensorSig], ...]:
+        return tuple((i, t) for i, t in enumerate(self.inputs) if t is not None)
 
-    @property
-    def runtime_inputs(self) -> list[tuple[int, TensorSig]]:
+    @functools.cached_property
+    def runtime_inputs(self) -> tuple[tuple[int, TensorSig], ...]:
         """Inputs computed at runtime (what TFLite calls runtime inputs: not constant)."""
-        return [(i, t) for i, t in self.present_inputs if not t.is_const]
+        return tuple((i, t) for i, t in self.present_inputs if not t.is_const)
 
-    @property
-    def const_inputs(self) -> list[tuple[int, TensorSig]]:
-        return [(i, t) for i, t in self.present_inputs if t.is_const]
+    @functools.cached_property
+    def const_inputs(self) -> tuple[tuple[int, TensorSig], ...]:
+        return tuple((i, t) for i, t in self.present_inputs if t.is_const)
 
     @classmethod
     def from_op(cls, op: Op, tensors: dict[int, TensorSig] | None = None) -> OpSignature:

@@ -188,7 +188,7 @@ class Tensor:
         external_buffer: int = 0,
     ) -> None:
         self.name = name
-        self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
+        self.shape: tuple[int, ...] = tuple(map(int, shape))
         self.type = int(type)
         self.buffer = buffer
         #: Unparsed (buffer, position) of a loaded tensor's quantization table.
@@ -197,7 +197,7 @@ class Tensor:
         #: ``schema.fb.SparsityParametersT`` or None.
         self.sparsity = sparsity
         self.shape_signature: tuple[int, ...] | None = (
-            None if shape_signature is None else tuple(int(d) for d in shape_signature)
+            None if shape_signature is None else tuple(map(int, shape_signature))
         )
         self.is_variable = is_variable
         self.has_rank = has_rank
@@ -340,11 +340,11 @@ class Tensor:
 
     @property
     def is_graph_input(self) -> bool:
-        return self.subgraph is not None and any(t is self for t in self.subgraph.inputs)
+        return self.subgraph is not None and self in self.subgraph.inputs  # identity: no __eq__
 
     @property
     def is_graph_output(self) -> bool:
-        return self.subgraph is not None and any(t is self for t in self.subgraph.outputs)
+        return self.subgraph is not None and self in self.subgraph.outputs
 
     @property
     def index(self) -> int:

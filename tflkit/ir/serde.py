@@ -239,65 +239,55 @@ class _Reader:
         subgraph.inputs = [_required(tensor_at(i), i) for i in fields.ints(1) or ()]
         subgraph.outputs = [_required(tensor_at(i), i) for i in fields.ints(2) or ()]
         for facts in self.walk.ops[index]:
-            op = self._op(facts, opcodes, tensor_at)
+            op = self._op(facts, opcodes, tensors)
             op.subgraph = subgraph
             subgraph.ops.append(op)
         return subgraph
 
     def _tensor(self, facts: structure.TensorFacts, buffer_at: Any) -> Tensor:
         (position, _size, slots), shape, signature, kind, buffer, name, sparsity, quant = facts
-        fields = Fields.of(self.data, position, slots)  # Tensor: is_variable=5, has_rank=8,
-        variants = None  # variant_tensors=9, external_buffer=10
-        if fields.has(9):
-            variants = [
-                schema.fb.VariantSubTypeT.InitFromBuf(self.data, p) for p in fields.table_vector(9)
-            ]
-        tensor = Tensor(
-            name,
-            shape,
-            kind,
-            buffer=buffer_at(buffer),
-            sparsity=(
-                None
-                if sparsity is None
-                else schema.fb.SparsityParametersT.InitFromBuf(self.data, sparsity)
-            ),
-            shape_signature=signature,
-            is_variable=bool(fields.u8(5)),
-            has_rank=bool(fields.u8(8)),
-            variant_tensors=variants,
-            external_buffer=fields.u32(10),
-        )
+        tensor = Tensor(name, shape, kind, buffer=buffer_at(buffer), shape_signature=signature)
+        if len(slots) > 5:  # Tensor: is_variable=5, has_rank=8, variant_tensors=9,
+            fields = Fields.of(self.data, position, slots)  # external_buffer=10
+            tensor.is_variable = bool(fields.u8(5))
+            tensor.has_rank = bool(fields.u8(8))
+            tensor.external_buffer = fields.u32(10)
+            if fields.has(9):
+                tensor.variant_tensors = [
+                    schema.fb.VariantSubTypeT.InitFromBuf(self.data, p)
+                    for p in fields.table_vector(9)
+                ]
+        if sparsity is not None:
+            tensor.sparsity = schema.fb.SparsityParametersT.InitFromBuf(self.data, sparsity)
         if quant is not None:  # decoded when first read (Tensor.quantization)
             tensor._lazy_quantization = (self.data, quant)
         return tensor
 
-    def _op(self, facts: structure.OpFacts, opcodes: list[OpCode], tensor_at: Any) -> Op:
+    def _op(self, facts: structure.OpFacts, opcodes: list[OpCode], tensors: list[Tensor]) -> Op:
+        """The op the walk read (its tensor indices are checked: -1 only among inputs)."""
         (position, _size, slots), opcode_index, inputs, outputs, intermediates, custom = facts[:6]
         (options_type, options_position), (options2_type, options2_position) = facts[6:]
-        # Operator: custom_options_format=6, mutating_variable_inputs=7,
-        # large_custom_options_offset=9, large_custom_options_size=10, debug_metadata_index=13
-        fields = Fields.of(self.data, position, slots)
-        custom_options = None
-        if custom is not None:
-            custom_options = bytes(self.file_view[custom[0] : custom[0] + custom[1]])
-        large_offset, large_size = fields.u64(9), fields.u64(10)
-        if large_offset > 1:
-            if large_offset + large_size > len(self.file_view):
-                raise ValueError("custom options beyond end of file")
-            custom_options = self.file_view[large_offset : large_offset + large_size].tobytes()
         op = Op(
             opcodes[opcode_index],
-            [tensor_at(i) for i in inputs],
-            [_required(tensor_at(i), i) for i in outputs],
+            [None if i == -1 else tensors[i] for i in inputs],
+            [tensors[i] for i in outputs],
             options_type=options_type,
             options2_type=options2_type,
-            custom_options=custom_options,
-            custom_options_format=fields.i8(6),
-            mutating_variable_inputs=fields.bools(7),
-            intermediates=[t for t in map(tensor_at, intermediates) if t is not None],
-            debug_metadata_index=fields.i32(13, -1),
+            intermediates=[tensors[i] for i in intermediates],
         )
+        if custom is not None:
+            op.custom_options = bytes(self.file_view[custom[0] : custom[0] + custom[1]])
+        if len(slots) > 6:  # Operator: custom_options_format=6, mutating_variable_inputs=7,
+            fields = Fields.of(self.data, position, slots)  # large_custom_options_offset=9,
+            op.custom_options_format = fields.i8(6)  # large_custom_options_size=10,
+            op.mutating_variable_inputs = fields.bools(7)  # debug_metadata_index=13
+            op.debug_metadata_index = fields.i32(13, -1)
+            large_offset, large_size = fields.u64(9), fields.u64(10)
+            if large_offset > 1:
+                if large_offset + large_size > len(self.file_view):
+                    raise ValueError("custom options beyond end of file")
+                end = large_offset + large_size
+                op.custom_options = self.file_view[large_offset:end].tobytes()
         if options_position is not None or options2_position is not None:
             op._lazy_options = (self.data, options_position, options2_position)
         return op

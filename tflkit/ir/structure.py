@@ -123,8 +123,9 @@ def verify_bytes(data: bytes | bytearray | memoryview, label: str = "<bytes>") -
 # --------------------------------------------------------------------------------------------
 # schema facts, from the generated ``schema_layout`` (no hand-copied slot numbers)
 # --------------------------------------------------------------------------------------------
-#: Element size of each ``struct`` code of ``schema_layout``.
+#: Element size of each ``struct`` code of ``schema_layout``, and its little-endian reader.
 _SIZES = {"?": 1, "b": 1, "B": 1, "h": 2, "H": 2, "i": 4, "I": 4, "f": 4, "q": 8, "Q": 8, "d": 8}
+_SCALARS = {code: struct.Struct("<" + code).unpack_from for code in _SIZES}
 
 
 @functools.cache
@@ -269,10 +270,9 @@ class _Walker:
         offset = slots[slot] if slot < len(slots) else 0
         if not offset:
             return 0
-        size = struct.calcsize(code)
-        if offset + size > t[1]:
+        if offset + _SIZES[code] > t[1]:
             raise _Fail(f"field {slot} of the table at byte {t[0]} runs past its table")
-        return _format(code, 1)(self.buf, t[0] + offset)[0]
+        return _SCALARS[code](self.buf, t[0] + offset)[0]
 
     def target(self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where) -> int | None:
         """Where the offset field in ``slot`` points, or None when absent."""
@@ -294,16 +294,23 @@ class _Walker:
         self, t: tuple[int, int, tuple[int, ...]], slot: int, size: int, where: Where
     ) -> tuple[int, int] | None:
         """(start, length) of a vector of ``size``-byte elements, bounds-checked."""
-        to = self.target(t, slot, where)
-        if to is None:
+        slots = t[2]
+        offset = slots[slot] if slot < len(slots) else 0
+        if not offset:
             return None
-        length = _U32(self.buf, to)[0]
-        if to + 4 + length * size > self.n:
-            raise _past_end(
-                f"{_w(where)}: vector of {length} elements at byte {to} runs past the end of "
-                f"the file ({self.n} bytes)"
-            )
-        return to + 4, length
+        at = t[0] + offset
+        if offset + 4 <= t[1]:  # the checks of target(), inline: this runs for every field
+            to = at + _U32(self.buf, at)[0]
+            if to + 4 <= self.n:
+                length = _U32(self.buf, to)[0]
+                if to + 4 + length * size <= self.n:
+                    return to + 4, length
+                raise _past_end(
+                    f"{_w(where)}: vector of {length} elements at byte {to} runs past the end "
+                    f"of the file ({self.n} bytes)"
+                )
+        self.target(t, slot, where)  # raises with the message
+        raise AssertionError("unreachable")
 
     def ints(self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where) -> tuple[int, ...]:
         found = self.vector(t, slot, 4, where)
