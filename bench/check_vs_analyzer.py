@@ -97,6 +97,14 @@ PROCESSES = (
         ],
     ),
     ("tflkit check --json", [sys.executable, "-m", "tflkit", "check", "--json"]),
+    (
+        "sha256 of the file alone",
+        [
+            sys.executable,
+            "-c",
+            "import hashlib, sys; hashlib.file_digest(open(sys.argv[1], 'rb'), 'sha256')",
+        ],
+    ),
 )
 
 

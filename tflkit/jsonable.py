@@ -11,7 +11,8 @@ kind of value:
   numpy arrays: nested lists;
 - enums: their value; paths (``os.PathLike``): ``str``;
 - lists, tuples and other sequences: lists; dicts and other mappings: dicts, values converted;
-- an object with a ``to_json()`` method: what that returns (its own layout), converted;
+- an object with a ``to_json()`` method: what that returns (its own layout, already JSON-ready:
+  a ``to_json`` returns :func:`plain` or :func:`plain_fields` of it, so it is not walked again);
 - any other dataclass: a dict of its fields in declaration order (:func:`plain_fields`);
 - anything else: ``str(value)``.
 
@@ -74,7 +75,7 @@ def plain(value: Any) -> Any:
         return {key: plain(item) for key, item in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if _has_to_json(kind):
-            return plain(value.to_json())
+            return value.to_json()
         return plain_fields(value)
     np = sys.modules.get("numpy")  # no numpy value without numpy imported: never import it here
     if np is not None and isinstance(value, np.ndarray | np.generic):
@@ -96,7 +97,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
         return [plain(item) for item in value]
     if _has_to_json(kind):
-        return plain(value.to_json())
+        return value.to_json()
     return str(value)
 
 

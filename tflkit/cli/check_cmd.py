@@ -105,7 +105,7 @@ def check(
 
         write_html(report, html, model=loaded)
     if json_output:
-        print_json(report.to_json())
+        print_json(report)
     else:
         from tflkit.report.check_terminal import render_check
 

@@ -13,6 +13,6 @@ def inspect(model: ModelArgument, json_output: JsonOption = False) -> None:
 
     report = inspect_path(model)
     if json_output:
-        print_json(report.to_json())
+        print_json(report)
     else:
         render_inspect(report, console())

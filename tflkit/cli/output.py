@@ -147,7 +147,7 @@ def show_report(
 
         write_html(report, html)
     if json_output:
-        print_json(report.to_json())
+        print_json(report)
     else:
         render(report, console())
 
@@ -158,7 +158,7 @@ def show_steps_report(report: Any, *, json_output: bool) -> None:
     import typer
 
     if json_output:
-        print_json(report.to_json())
+        print_json(report)
     else:
         out = console()
         for line in report.lines():

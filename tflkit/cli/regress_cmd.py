@@ -112,7 +112,7 @@ def record(
         if json_output:
             from tflkit.cli.output import print_json
 
-            print_json(report.to_json())
+            print_json(report)
         else:
             from tflkit.report.regress_report import suite_record_lines
 

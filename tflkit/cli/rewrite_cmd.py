@@ -59,7 +59,7 @@ def rewrite(
 
         write_html(report, html)
     if json_output:
-        print_json(report.to_json())
+        print_json(report)
     else:
         render_rewrite(report, console())
     if not written and outcome.changed:  # nothing to do is a success (exit 0), not a refusal

@@ -7,7 +7,6 @@ paddings), which op produces each input and which ops read each output.
 
 from __future__ import annotations
 
-import functools
 import math
 import struct
 from collections.abc import Mapping
@@ -172,16 +171,16 @@ class OpSignature:
         value = self.option_fields.get(name)
         return default if value is None else value
 
-    @functools.cached_property
+    @property
     def present_inputs(self) -> tuple[tuple[int, TensorSig], ...]:
         return tuple((i, t) for i, t in enumerate(self.inputs) if t is not None)
 
-    @functools.cached_property
+    @property
     def runtime_inputs(self) -> tuple[tuple[int, TensorSig], ...]:
         """Inputs computed at runtime (what TFLite calls runtime inputs: not constant)."""
         return tuple((i, t) for i, t in self.present_inputs if not t.is_const)
 
-    @functools.cached_property
+    @property
     def const_inputs(self) -> tuple[tuple[int, TensorSig], ...]:
         return tuple((i, t) for i, t in self.present_inputs if t.is_const)
 
