@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from tflkit import ir
-from tflkit.digest import sha256_of
+from tflkit.fsio import sha256_of
 from tflkit.report.inspect_report import (
     InspectReport,
     ModelWarning,

@@ -69,7 +69,7 @@ def check(
     ] = None,
 ) -> None:
     """Per-op GPU verdicts with reasons and fixes, partitions, CPU<->GPU copies, FLOP share."""
-    from tflkit.digest import Sha256Job
+    from tflkit.fsio import Sha256Job
 
     sha256 = Sha256Job(model)  # first: on a large model it takes as long as the check
     if html is not None and html.resolve() == model.resolve():

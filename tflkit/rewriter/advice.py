@@ -23,7 +23,7 @@ from tflkit.compat.check import (
     probe_each_signature,
 )
 from tflkit.compat.targets import DEFAULT_TARGET
-from tflkit.digest import Sha256Job, sha256_of
+from tflkit.fsio import Sha256Job, sha256_of
 from tflkit.report.check_report import CheckReport, FixHint, ReasonInfo
 
 if TYPE_CHECKING:
