@@ -72,7 +72,14 @@ def _prepare(task: str, model: Path) -> Callable[[Path], Any]:
         data = model.read_bytes()
         return lambda _out: verify_bytes(data)
     if task.startswith("ir."):
+        # Imports stay untimed: reading a model no longer imports numpy and the generated
+        # schema, but touching its data and saving it do.
+        import numpy  # noqa: F401
+
         from tflkit import ir
+        from tflkit.ir import _writer  # noqa: F401
+
+        assert ir.schema.fb is not None
 
         if task == "ir.load":
             return lambda _out: ir.load(model)
