@@ -50,14 +50,14 @@ def composite_of(op: Any) -> CompositeInfo | None:
     """The composite an ``ir.Op`` is, or None when it is no ``STABLEHLO_COMPOSITE``."""
     if op.type != "STABLEHLO_COMPOSITE":
         return None
-    options = op.options2
-    name = getattr(options, "name", None) or b""
+    fields = op.option_fields  # StableHLOCompositeOptions, in BuiltinOptions2
+    name = fields.get("name") or b""
     if isinstance(name, bytes):
         name = name.decode("utf-8", "replace")
-    index = getattr(options, "decompositionSubgraphIndex", None)
+    index = fields.get("decompositionSubgraphIndex")
     return CompositeInfo(
         name=name or "(unnamed)",
         decomposition_subgraph=None if index is None else int(index),
-        version=int(getattr(options, "version", 0) or 0),
+        version=int(fields.get("version") or 0),
         meaning=MEANINGS.get(name, "not a composite tflkit knows"),
     )

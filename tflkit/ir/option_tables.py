@@ -17,9 +17,8 @@ from types import MappingProxyType
 from typing import Any
 
 from tflkit.ir import schema_layout
+from tflkit.ir._tables import Fields
 
-_I32 = struct.Struct("<i").unpack_from
-_U16 = struct.Struct("<H").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 
 #: Option fields naming a subgraph (control flow, composites' decompositions).
@@ -55,19 +54,13 @@ def _plan(table: str) -> _Plan | None:
     return tuple(plan)
 
 
-def _slots(buf: Any, position: int) -> tuple[int, ...]:
-    vtable = position - _I32(buf, position)[0]
-    count = (_U16(buf, vtable)[0] - 4) // 2
-    return struct.unpack_from(f"<{count}H", buf, vtable + 4) if count > 0 else ()
-
-
 def decode_table(buf: Any, position: int, table: str) -> dict[str, Any] | None:
     """The fields of the ``table`` at ``position`` by attribute name (absent ones at their
     defaults, as the object API has them); None when the table needs the object API."""
     plan = _plan(table)
     if plan is None:
         return None
-    slots = _slots(buf, position)
+    slots = Fields(buf, position).slots
     count = len(slots)
     found: dict[str, Any] = {}
     for slot, attribute, kind, reader, default in plan:
@@ -138,10 +131,5 @@ def _slot(table: str, field: str) -> int:
 
 def vector_length(buf: Any, position: int, table: str, field: str) -> int:
     """The length of vector ``field`` of the ``table`` at ``position`` (0 when absent)."""
-    slots = _slots(buf, position)
-    slot = _slot(table, field)
-    offset = slots[slot] if slot < len(slots) else 0
-    if not offset:
-        return 0
-    at = position + offset
-    return _U32(buf, at + _U32(buf, at)[0])[0]
+    found = Fields(buf, position).vector(_slot(table, field))
+    return 0 if found is None else found[1]
