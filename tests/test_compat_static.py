@@ -8,15 +8,17 @@ The expected verdicts are what the real LiteRT accelerator did with the same one
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.conftest_corpus import Corpus
 from tflkit import ir
 from tflkit.compat.reasons import Reason
-from tflkit.compat.signature import OpSignature
+from tflkit.compat.signature import OpSignature, TensorSig
 from tflkit.compat.static import check, check_model, check_op, model_issues
 from tflkit.compat.targets import TARGETS, get_target
 from tflkit.errors import UsageError
@@ -104,6 +106,22 @@ def test_signature_describes_op_and_survives_a_round_trip() -> None:
 
     reloaded = ir.load(ir.dumps(model))
     assert OpSignature.from_op(reloaded.main.ops[0]) == sig
+
+
+def test_signatures_equal_what_their_constructors_make(corpus: Corpus) -> None:
+    """``from_op`` builds signatures without the frozen ``__init__`` (speed): on real graphs
+    they equal, and hash like, the dataclasses built field by field."""
+    for name in ("conv_dense", "full_int8", "fp16_weights"):
+        for op in ir.load(corpus.path(name)).iter_ops():
+            sig = OpSignature.from_op(op)
+            rebuilt = OpSignature(
+                **{f.name: getattr(sig, f.name) for f in dataclasses.fields(OpSignature)}
+            )
+            assert rebuilt == sig and hash(rebuilt) == hash(sig) and repr(rebuilt) == repr(sig)
+            for tensor in (*sig.inputs, *sig.outputs):
+                if tensor is not None:
+                    fields = {f.name: getattr(tensor, f.name) for f in dataclasses.fields(tensor)}
+                    assert TensorSig(**fields) == tensor and vars(tensor) == fields
 
 
 def test_signature_treats_fp16_weights_behind_dequantize_as_constant() -> None:

@@ -457,21 +457,26 @@ class _Walker:
         consumers: list[tuple[int, ...]] = []
         calls: set[int] = set()
         ops: list[OpFacts] = []
+        names = [schema.op_name(code) for code in opcodes]
         for k, op in enumerate(self.tables(t, s.SubGraph_Operators, f"{where} operators")):
-            here: Where = ("{} op {}", where, k)
             opcode = self.scalar(op, s.Operator_OpcodeIndex, "I")
-            self.index(opcode, len(opcodes), here, "opcode")
-            here = ("{} op {} ({})", where, k, schema.op_name(opcodes[opcode]))
+            if opcode >= len(names):
+                self.index(opcode, len(names), ("{} op {}", where, k), "opcode")
+            here: Where = ("{} op {} ({})", where, k, names[opcode])
+            # each index list is checked by its extremes; the loops name the culprit
             inputs = self.ints(op, s.Operator_Inputs, ("{} inputs", here))
-            for slot, index in enumerate(inputs):
-                if not -1 <= index < count:
-                    self.index(index, count, ("{} input {}", here, slot), "tensor")
+            if inputs and (min(inputs) < -1 or max(inputs) >= count):
+                for slot, index in enumerate(inputs):
+                    if not -1 <= index < count:
+                        self.index(index, count, ("{} input {}", here, slot), "tensor")
             intermediates = self.ints(op, s.Operator_Intermediates, ("{} intermediates", here))
             for index in intermediates:
                 self.index(index, count, ("{} intermediates", here), "tensor")
             outputs = self.ints(op, s.Operator_Outputs, ("{} outputs", here))
+            if outputs and (min(outputs) < 0 or max(outputs) >= count):
+                for slot, index in enumerate(outputs):
+                    self.index(index, count, ("{} output {}", here, slot), "tensor")
             for slot, index in enumerate(outputs):
-                self.index(index, count, ("{} output {}", here, slot), "tensor")
                 if index in producer:
                     raise _Fail(
                         f"{_w(here)} output {slot}: tensor {index} is also produced by op "
