@@ -19,12 +19,14 @@ import contextlib
 import hashlib
 import mmap
 import os
-import tarfile
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import tarfile
 
 __all__ = [
     "Sha256Job",
@@ -158,6 +160,8 @@ def extract_tar(
 ) -> None:
     """Extract ``members`` (default: all, checked by the caller) into ``dest`` with the ``data``
     filter where this Python has it (3.11.4+, 3.12): Debian 12's 3.11.2 lacks it."""
+    import tarfile  # here: ``check`` imports this module first, before it reads anything
+
     safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
     tar.extractall(dest, members=members, **safe)  # type: ignore[arg-type]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from tflkit.compat.flops import op_flops
-from tflkit.ir import Op, Subgraph, Tensor
+from tflkit.ir import Op, Subgraph, Tensor, schema
 
 
 @dataclass
@@ -87,6 +87,7 @@ class PartitionPlan:
 #: Ops the runtime treats as having side effects whatever their tensors
 #: (``Subgraph::OpMightHaveSideEffect``): control flow may run stateful ops in its subgraphs.
 SIDE_EFFECT_OPS = frozenset({"IF", "WHILE", "CALL_ONCE"})
+_RESOURCE = schema.TensorType.RESOURCE
 
 
 def has_side_effect(op: Op) -> bool:
@@ -95,7 +96,7 @@ def has_side_effect(op: Op) -> bool:
     if op.type in SIDE_EFFECT_OPS:
         return True
     tensors = (*op.inputs, *op.outputs)
-    return any(t is not None and t.type_name == "RESOURCE" for t in tensors)
+    return any(t is not None and t.type == _RESOURCE for t in tensors)
 
 
 def side_effect_ops(ops: list[Op]) -> list[Op]:
