@@ -18,6 +18,7 @@ import pytest
 from rich.console import Console
 
 from tflkit.cli.main import EXIT_OK, main
+from tflkit.jsonable import plain_fields
 from tflkit.report.check_report import group_cpu_ops, index_ranges
 from tflkit.report.check_terminal import MAX_LINES, render_check
 from tflkit.rewriter.advice import check_path
@@ -66,6 +67,9 @@ def test_every_corpus_model_fits_in_40_lines(world_models: dict[str, Path], corp
         assert grouped == sorted((o.subgraph, o.index) for o in report.offending_ops), name
         assert all(g.why.strip() for g in groups), name
         assert all(op.why.strip() for op in report.ops), name
+        # OpCheck.to_json is written out for speed: the fields, in order, then why
+        assert all(op.to_json() == {**plain_fields(op), "why": op.why} for op in report.ops)
+        assert all(list(op.to_json()) == [*plain_fields(op), "why"] for op in report.ops)
         if report.total_ops <= 120:  # rendering every op of the big ones takes seconds
             full = _render(report, all_ops=True)
             assert all(f"{op.subgraph}:{op.index} " in full for op in report.ops), name

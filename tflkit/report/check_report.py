@@ -104,6 +104,27 @@ class OpCheck:
             text = f"{self.composite.name} ({self.composite.meaning}): {text}"
         return text
 
+    def to_json(self) -> dict[str, Any]:
+        """Field for field, then ``why``; written out because a report holds an entry per op
+        (``tests/test_check_report.py`` checks it against ``plain_fields``)."""
+        return {
+            "subgraph": self.subgraph,
+            "index": self.index,
+            "type": self.type,
+            "version": self.version,
+            "role": self.role,
+            "supported": self.supported,
+            "on_gpu": self.on_gpu,
+            "reasons": [plain_fields(r) for r in self.reasons],
+            "fix": None if self.fix is None else plain_fields(self.fix),
+            "not_taken": self.not_taken,
+            "probe_on_gpu": self.probe_on_gpu,
+            "probe_reasons": list(self.probe_reasons),
+            "status": self.status,
+            "composite": None if self.composite is None else plain_fields(self.composite),
+            "why": self.why,
+        }
+
 
 @dataclass
 class SubgraphInfo:
@@ -271,8 +292,6 @@ class CheckReport:
         data = plain_fields(self)
         data["cpu_ops"] = self.cpu_ops
         data["gpu_flops_share"] = self.flops_gpu / self.flops_total if self.flops_total else None
-        for op, entry in zip(self.ops, data["ops"], strict=True):
-            entry["why"] = op.why
         if self.probe is not None:
             data["probe"]["agreement_rate"] = self.probe.agreement_rate
         return {"schema": CHECK_SCHEMA, **data}
