@@ -148,6 +148,18 @@ def _fields(table: str) -> dict[str, tuple[int, str, int]]:
     return found
 
 
+@functools.cache
+def _field_checks(
+    table: str,
+) -> tuple[tuple[tuple[str, int, int], ...], tuple[tuple[str, int, str, int], ...]]:
+    """The fields of ``table`` to check: scalars (field, slot, size), then the rest (field,
+    slot, kind, element size)."""
+    fields = _fields(table).items()
+    scalars = tuple((f, slot, size) for f, (slot, kind, size) in fields if kind == "scalar")
+    others = tuple((f, slot, kind, size) for f, (slot, kind, size) in fields if kind != "scalar")
+    return scalars, others
+
+
 def _slot(table: str, field: str) -> int:
     return _fields(table)[field][0]
 
@@ -523,15 +535,18 @@ class _Walker:
         if to is None:
             return None
         table = self.table(to, ("{} {}", where, name))
-        for field, (fslot, fkind, size) in _fields(name).items():
+        scalars, others = _field_checks(name)
+        slots, size = table[2], table[1]
+        for field, fslot, width in scalars:
+            if fslot < len(slots) and slots[fslot] + width > size:
+                raise _Fail(f"{_w(where)} {name}.{field}: runs past its table")
+        for field, fslot, fkind, width in others:
             if fkind == "vector":
-                self.vector(table, fslot, size, ("{} {}.{}", where, name, field))
+                self.vector(table, fslot, width, ("{} {}.{}", where, name, field))
             elif fkind == "string":
                 self.string(table, fslot, ("{} {}.{}", where, name, field))
             elif fkind == "offset":
                 self.target(table, fslot, ("{} {}.{}", where, name, field))
-            elif fkind == "scalar" and fslot < len(table[2]) and table[2][fslot] + size > table[1]:
-                raise _Fail(f"{_w(where)} {name}.{field}: runs past its table")
         return table, name
 
     def subgraph_refs(
