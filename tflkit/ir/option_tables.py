@@ -82,6 +82,19 @@ def decode_table(buf: Any, position: int, table: str) -> dict[str, Any] | None:
 
 
 @functools.cache
+def scalar_fields(table: str) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """``table``'s scalar fields as (field, attribute), and the attributes of the others."""
+    fields = schema_layout.TABLES.get(table, ())
+    scalars = tuple((f[0], f[4]) for f in fields if f[2] == "scalar")
+    return scalars, tuple(f[4] for f in fields if f[2] != "scalar")
+
+
+def union_table(union: str, tag: int) -> str | None:
+    """The table a ``union`` (``BuiltinOptions``, ``BuiltinOptions2``) tag names."""
+    return _union_tables(union).get(tag)
+
+
+@functools.cache
 def _union_tables(union: str) -> dict[int, str]:
     members = vars(getattr(schema_layout, union))
     return {v: k for k, v in members.items() if isinstance(v, int) and not k.startswith("_")}

@@ -25,12 +25,13 @@ import contextlib
 import mmap
 import os
 import struct
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tflkit.errors import InvalidModelError, ModelLoadError, TflkitError
 from tflkit.fsio import write_atomic
-from tflkit.ir import schema, structure
+from tflkit.ir import option_tables, schema, structure
 from tflkit.ir._tables import Fields
 from tflkit.ir.graph import Buffer, Metadata, Model, Op, OpCode, SignatureDef, Subgraph, Tensor
 
@@ -310,6 +311,40 @@ class _Reader:
             return mapping
 
         return SignatureDef(fields.string(2) or "", subgraph, tensor_map(0), tensor_map(1))
+
+
+def _scalar_options(op: Op) -> list[tuple[str, str, list[tuple[str, Any]]]] | None:
+    """An op's options (``BuiltinOptions`` and ``BuiltinOptions2``) as (union field, table,
+    [(field, value)]) for the table writer, when each table sets only scalars (most ops); None
+    otherwise: the object API packs them. A loaded op nothing touched is read from the file
+    (no object API); one the same values as objects is written to the same bytes."""
+    found: list[tuple[str, str, Mapping[str, Any]]] = []
+    lazy = op._lazy_options
+    if lazy is not None:
+        buf, position, position2 = lazy
+        for at, tag, union in (
+            (position, op.options_type, "BuiltinOptions"),
+            (position2, op.options2_type, "BuiltinOptions2"),
+        ):
+            table = None if at is None else option_tables.union_table(union, tag)
+            if at is not None:
+                values = None if table is None else option_tables.decode_table(buf, at, table)
+                if table is None or values is None:
+                    return None
+                found.append((union, table, values))
+    else:
+        for value, union in ((op.options, "BuiltinOptions"), (op.options2, "BuiltinOptions2")):
+            if value is not None:
+                found.append((union, type(value).__name__.removesuffix("T"), vars(value)))
+    result = []
+    for union, table, values in found:
+        scalars, others = option_tables.scalar_fields(table)
+        if not scalars and not others:
+            return None  # no such table: let the object API say so
+        if any(values.get(attribute) is not None for attribute in others):
+            return None  # a vector or string is set (QuantSpec, a composite's name...)
+        result.append((union, table, [(field, values[attribute]) for field, attribute in scalars]))
+    return result
 
 
 def _required(tensor: Tensor | None, index: int) -> Tensor:
@@ -614,25 +649,34 @@ class _Writer:
 
     def _op(self, op: Op, index_of: Any) -> int:
         out = self.out
-        options, options2 = op.options, op.options2
+        stored = _scalar_options(op)
+        if stored is not None:  # the table writer's, not the object API's
+            options = options2 = None
+            present = {name for name, _table, _fields in stored}
+        else:
+            options, options2 = op.options, op.options2
+            given = (("BuiltinOptions", options), ("BuiltinOptions2", options2))
+            present = {name for name, value in given if value is not None}
         scalars = [
             ("OpcodeIndex", self.opcode_index[op.opcode]),
             ("BuiltinOptionsType", op.options_type),
             ("CustomOptionsFormat", op.custom_options_format),
-            ("BuiltinOptions2Type", op.options2_type if options2 is not None else 0),
+            ("BuiltinOptions2Type", op.options2_type if "BuiltinOptions2" in present else 0),
             ("DebugMetadataIndex", op.debug_metadata_index),
         ]
         offsets = ["Inputs", "Outputs"]
         for name, value in (
-            ("BuiltinOptions", options),
+            ("BuiltinOptions", "BuiltinOptions" in present or None),
             ("CustomOptions", op.custom_options),
             ("MutatingVariableInputs", op.mutating_variable_inputs),
             ("Intermediates", op.intermediates or None),
-            ("BuiltinOptions2", options2),
+            ("BuiltinOptions2", "BuiltinOptions2" in present or None),
         ):
             if value is not None:
                 offsets.append(name)
         pos, at = out.table("Operator", scalars, offsets)
+        for name, table, fields in stored or ():
+            out.patch(at[name], out.table(table, fields, ())[0])
         out.patch(at["Inputs"], out.vector("i", map(index_of, op.inputs)))
         out.patch(at["Outputs"], out.vector("i", map(index_of, op.outputs)))
         if options is not None:
