@@ -87,11 +87,22 @@ def _past_file(message: str) -> _Fail:
 Table = tuple[int, int, tuple[int, ...]]
 #: What the walk read of a tensor: (table, shape, shape signature or None, type, buffer index,
 #: name, sparsity table position or None, quantization table position or None).
-TensorFacts = tuple[Table, tuple[int, ...], "tuple[int, ...] | None", int, int, str, Any, Any]
+TensorFacts = tuple[
+    Table, tuple[int, ...], tuple[int, ...] | None, int, int, str, int | None, int | None
+]
 #: What the walk read of an op: (table, opcode index, inputs, outputs, intermediates,
 #: custom options (start, length) or None, builtin options (type, position or None),
 #: builtin options 2 (type, position or None)).
-OpFacts = tuple[Table, int, tuple[int, ...], tuple[int, ...], tuple[int, ...], Any, Any, Any]
+OpFacts = tuple[
+    Table,
+    int,
+    tuple[int, ...],
+    tuple[int, ...],
+    tuple[int, ...],
+    tuple[int, int] | None,
+    tuple[int, int | None],
+    tuple[int, int | None],
+]
 
 
 @dataclasses.dataclass
