@@ -592,6 +592,36 @@ def _(n: Net) -> ir.Tensor:
     )
 
 
+@case("pack_int8_constant", "CRASH", False, crashes=True)
+def _(n: Net) -> ir.Tensor:
+    # measured: SIGSEGV for unquantized INT8 and UINT8 constants, rank 1 to 3
+    x = n.input((3, 4), np.int8)
+    return n.op(
+        "PACK",
+        x,
+        np.ones((3, 4), np.int8),
+        shape=(2, 3, 4),
+        dtype=np.int8,
+        options=opts("PackOptionsT", valuesCount=2, axis=0),
+    )
+
+
+@case("pack_quantized_int8_constant", "CRASH", True)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((3, 4), np.int8)
+    out = n.op(
+        "PACK",
+        x,
+        np.ones((3, 4), np.int8),
+        shape=(2, 3, 4),
+        dtype=np.int8,
+        options=opts("PackOptionsT", valuesCount=2, axis=0),
+    )
+    for tensor in (*n.sg.ops[-1].inputs, out):
+        tensor.quantization = opts("QuantizationParametersT", scale=[0.1], zeroPoint=[0])
+    return out
+
+
 @case("pack_same_constant_twice", "CRASH", True)
 def _(n: Net) -> ir.Tensor:
     # litert-torch's KV-cache graphs stack int32 scalars, one constant three times, into the
@@ -704,6 +734,27 @@ def _(n: Net) -> ir.Tensor:
     x = n.input((1, 4, 4, 8))
     cond = n.op("GREATER", x, np.zeros((1, 1, 1, 8), F32), dtype=np.bool_)
     return n.op("SELECT_V2", cond, x, n.input((1, 4, 4, 8), name="y"))
+
+
+@case("select_v2_float_constant_cond", "KERNEL_FAILURE", False)
+def _(n: Net) -> ir.Tensor:
+    # measured: "SELECT_V2 failed to prepare", and the whole graph stays on the CPU
+    x = n.input((1, 4, 4, 8))
+    return n.op("SELECT_V2", np.ones((1, 4, 4, 8), F32), x, n.input((1, 4, 4, 8), name="y"))
+
+
+@case("select_v2_bool_constant_cond", "KERNEL_FAILURE", True)
+def _(n: Net) -> ir.Tensor:
+    x = n.input((1, 4, 4, 8))
+    return n.op("SELECT_V2", np.ones((1, 4, 4, 8), np.bool_), x, n.input((1, 4, 4, 8), name="y"))
+
+
+@case("gather_fp16_weights", "DTYPE", False)
+def _(n: Net) -> ir.Tensor:
+    # measured: "Input / output dtype mismatch" (the delegate reads the FLOAT16 constant)
+    table = n.op("DEQUANTIZE", np.ones((16, 8), np.float16), dtype=F32)
+    index = n.input((4,), np.int32, name="index")
+    return n.op("GATHER", table, index, shape=(4, 8), options=opts("GatherOptionsT", axis=0))
 
 
 @case("batch_matmul_runtime", "NON_CONST_INPUT", True)

@@ -384,6 +384,11 @@ def gather_operands(sig: OpSignature) -> Rejection | None:
         return reject(
             Reason.DTYPE, sig.op_type, f"Indices are {indices.dtype}; INT32 only.", input_index=1
         )
+    if data.fp16_weights:
+        # Measured: the delegate reads the FLOAT16 constant behind the DEQUANTIZE and refuses
+        # the op ("Input / output dtype mismatch"); both stay on the CPU.
+        why = "Its data are fp16 weights: the delegate reads them as FLOAT16, not FLOAT32."
+        return reject(Reason.DTYPE, sig.op_type, why, input_index=0)
     return None
 
 
@@ -465,6 +470,18 @@ def pack_inputs(sig: OpSignature) -> Rejection | None:
             input_index=present[0][0],
             fatal=True,
         )
+    for index, t in present:
+        # Measured (SIGSEGV): INT8 and UINT8 constants, rank 1 to 3, unquantized; quantized
+        # int8 and INT32 constants compile.
+        if t.is_const and t.dtype in ("INT8", "UINT8") and not t.quantized:
+            return reject(
+                Reason.CRASH,
+                sig.op_type,
+                f"Input {index} ({t.name}) is an unquantized {t.dtype} constant (the "
+                "accelerator dies while building it).",
+                input_index=index,
+                fatal=True,
+            )
     out = sig.output(0)
     if out is None:
         return no_output(sig)
@@ -510,6 +527,17 @@ def select_operands(sig: OpSignature) -> Rejection | None:
     assert cond is not None
     if cond.dtype not in ("BOOL", "FLOAT16", "FLOAT32"):
         return reject(Reason.DTYPE, sig.op_type, f"The condition is {cond.dtype}.", input_index=0)
+    if cond.dtype == "FLOAT32" and cond.is_const and not cond.fp16_weights:
+        # Measured: "failed to prepare", and the whole graph stays on the CPU; a runtime
+        # float condition and a BOOL constant compile.
+        return reject(
+            Reason.KERNEL_FAILURE,
+            sig.op_type,
+            "The condition is a FLOAT32 constant: the delegate fails to prepare the op, and the "
+            "whole graph with it; make it a BOOL constant.",
+            input_index=0,
+            fatal=True,
+        )
     for index in (1, 2):
         t = sig.inputs[index]
         assert t is not None
