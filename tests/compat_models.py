@@ -592,31 +592,26 @@ def _(n: Net) -> ir.Tensor:
     )
 
 
-@case("pack_int8_constant", "CRASH", False, crashes=True)
-def _(n: Net) -> ir.Tensor:
-    # measured: SIGSEGV for unquantized INT8 and UINT8 constants, rank 1 to 3
-    x = n.input((3, 4), np.int8)
+def _pack_int8_constant(n: Net) -> ir.Tensor:
     return n.op(
         "PACK",
-        x,
+        n.input((3, 4), np.int8),
         np.ones((3, 4), np.int8),
         shape=(2, 3, 4),
         dtype=np.int8,
         options=opts("PackOptionsT", valuesCount=2, axis=0),
     )
+
+
+@case("pack_int8_constant", "CRASH", False, crashes=True)
+def _(n: Net) -> ir.Tensor:
+    # measured: SIGSEGV for unquantized INT8 and UINT8 constants, rank 1 to 3
+    return _pack_int8_constant(n)
 
 
 @case("pack_quantized_int8_constant", "CRASH", True)
 def _(n: Net) -> ir.Tensor:
-    x = n.input((3, 4), np.int8)
-    out = n.op(
-        "PACK",
-        x,
-        np.ones((3, 4), np.int8),
-        shape=(2, 3, 4),
-        dtype=np.int8,
-        options=opts("PackOptionsT", valuesCount=2, axis=0),
-    )
+    out = _pack_int8_constant(n)
     for tensor in (*n.sg.ops[-1].inputs, out):
         tensor.quantization = opts("QuantizationParametersT", scale=[0.1], zeroPoint=[0])
     return out

@@ -18,8 +18,6 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-import flatbuffers
-
 from tflkit.ir import schema_layout
 
 
@@ -75,7 +73,7 @@ class Writer:
         self._vtables: dict[bytes, int] = {}
         #: (field position, target's offset from the end of the builder) into the blob.
         self._late: list[tuple[int, int]] = []
-        self._builder = flatbuffers.Builder(1 << 16)
+        self._builder: Any = None  # the flatbuffers builder, made when first needed
 
     # -- primitives -------------------------------------------------------------------------
     def pad(self, alignment: int, extra: int = 0) -> None:
@@ -142,6 +140,10 @@ class Writer:
     # -- object-API sub-objects (packed by the flatbuffers builder, placed after the tables) -
     def later(self, at: int, obj: Any) -> None:
         """Point the offset field at ``at`` to ``obj`` packed by the builder."""
+        if self._builder is None:
+            import flatbuffers  # imports numpy: only a model with such objects pays for it
+
+            self._builder = flatbuffers.Builder(1 << 16)
         self._late.append((at, obj.Pack(self._builder)))
 
     def finish(self, root: int, identifier: bytes, alignment: int) -> bytearray:

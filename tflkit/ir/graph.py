@@ -29,8 +29,6 @@ from tflkit.ir import option_tables, schema
 if TYPE_CHECKING:
     import numpy as np
 
-_CONTROL_FLOW_OPTION_FIELDS = option_tables.SUBGRAPH_FIELDS
-_CONTROL_FLOW_FIELD_SET = frozenset(_CONTROL_FLOW_OPTION_FIELDS)
 _NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
 #: Ops kept by dead-code removal even when nothing reads their outputs.
 _SIDE_EFFECT_OPS = frozenset(
@@ -511,10 +509,8 @@ class Op:
         if not option_tables.may_name_subgraphs(self.options_type, self.options2_type):
             return {}
         fields = self.option_fields
-        if _CONTROL_FLOW_FIELD_SET.isdisjoint(fields):
-            return {}
         found: dict[str, int] = {}
-        for attr in _CONTROL_FLOW_OPTION_FIELDS:
+        for attr in option_tables.SUBGRAPH_FIELDS:
             value = fields.get(attr)
             if isinstance(value, numbers.Integral):
                 found[attr] = int(value)

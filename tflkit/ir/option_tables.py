@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from tflkit.ir import schema_layout
+from tflkit.ir import schema, schema_layout
 from tflkit.ir._tables import Fields
 
 _U32 = struct.Struct("<I").unpack_from
@@ -89,15 +89,9 @@ def scalar_fields(table: str) -> tuple[tuple[tuple[str, str], ...], tuple[str, .
     return scalars, tuple(f[4] for f in fields if f[2] != "scalar")
 
 
-def union_table(union: str, tag: int) -> str | None:
+def union_table(union: str, tag: int | None) -> str | None:
     """The table a ``union`` (``BuiltinOptions``, ``BuiltinOptions2``) tag names."""
-    return _union_tables(union).get(tag)
-
-
-@functools.cache
-def _union_tables(union: str) -> dict[int, str]:
-    members = vars(getattr(schema_layout, union))
-    return {v: k for k, v in members.items() if isinstance(v, int) and not k.startswith("_")}
+    return schema.enum_names(union).get(tag or 0)
 
 
 def decode_options(
@@ -113,7 +107,7 @@ def decode_options(
     ):
         if at is None:
             continue
-        table = _union_tables(union).get(tag or 0)
+        table = union_table(union, tag)
         fields = None if table is None else decode_table(buf, at, table)
         if fields is None:
             return None
@@ -125,7 +119,7 @@ def decode_options(
 def _tags_naming_subgraphs(union: str) -> frozenset[int]:
     return frozenset(
         tag
-        for tag, table in _union_tables(union).items()
+        for tag, table in schema.enum_names(union).items()
         if any(f[4] in SUBGRAPH_FIELDS for f in schema_layout.TABLES.get(table, ()))
     )
 

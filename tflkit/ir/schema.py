@@ -24,6 +24,7 @@ __all__ = [
     "TYPE_BITS",
     "BuiltinOperator",
     "TensorType",
+    "enum_names",
     "fb",
     "numpy_dtype",
     "op_code",
@@ -58,17 +59,18 @@ def _generated() -> ModuleType:
     return schema_py_generated
 
 
-def _enum_names(enum_class: type) -> dict[int, str]:
+@functools.cache
+def enum_names(enum: str) -> dict[int, str]:
+    """Value -> member name of a schema enum or union (``"TensorType"``, ``"BuiltinOptions"``)."""
     return {
         value: name
-        for name, value in vars(enum_class).items()
+        for name, value in vars(getattr(schema_layout, enum)).items()
         if not name.startswith("_") and isinstance(value, int)
     }
 
 
-@functools.cache
 def _op_names() -> dict[int, str]:
-    return _enum_names(BuiltinOperator)
+    return enum_names("BuiltinOperator")
 
 
 @functools.cache
@@ -76,14 +78,12 @@ def _op_codes() -> dict[str, int]:
     return {name: code for code, name in _op_names().items()}
 
 
-@functools.cache
 def _tensor_type_names() -> dict[int, str]:
-    return _enum_names(TensorType)
+    return enum_names("TensorType")
 
 
-@functools.cache
 def _options_names() -> dict[int, str]:
-    return _enum_names(schema_layout.BuiltinOptions)
+    return enum_names("BuiltinOptions")
 
 
 #: Bits per element of each tensor type; None where the data has no fixed element size.

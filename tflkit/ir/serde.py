@@ -1,13 +1,12 @@
 """Bytes <-> IR: the only place that turns tensors and ops into flatbuffer indices and back.
 
-Loading keeps constant data as read-only views of the file's bytes (no copy; numpy views once
-read as arrays). A model
-loaded from a path maps the file read-only: only the tables are read, and weights are paged in
-when something uses them (like LiteRT's own ``BuildFromFile``). As with any mapping, changing
-the file in place while the model is in use is not supported; tflkit itself never does (its
-writes replace files whole, see ``tflkit.fsio``). Saving writes only the tables (front to
-back, ``tflkit.ir._writer``); buffer data goes to the file straight from its views, after the
-tables, 16-byte aligned like the TFLite converter's output.
+Loading keeps constant data as read-only views of the file's bytes (no copy; a numpy view once
+read as an array). A model loaded from a path maps the file read-only: only the tables are
+read, and weights are paged in when something uses them (like LiteRT's own ``BuildFromFile``).
+As with any mapping, changing the file in place while the model is in use is not supported;
+tflkit itself never does (its writes replace files whole, see ``tflkit.fsio``). Saving writes
+only the tables (front to back, ``tflkit.ir._writer``); buffer data goes to the file straight
+from its views, after the tables, 16-byte aligned like the TFLite converter's output.
 
 Models over 2 GB (a flatbuffer cannot address more) use LiteRT's large-model layout: a
 ``Buffer`` with ``offset`` > 1 has no ``data``; its bytes lie at that absolute file offset
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from tflkit.errors import InvalidModelError, ModelLoadError, TflkitError
 from tflkit.fsio import write_atomic
-from tflkit.ir import option_tables, schema, structure
+from tflkit.ir import _writer, option_tables, schema, structure
 from tflkit.ir._tables import Fields
 from tflkit.ir.graph import Buffer, Metadata, Model, Op, OpCode, SignatureDef, Subgraph, Tensor
 
@@ -316,8 +315,8 @@ class _Reader:
 def _scalar_options(op: Op) -> list[tuple[str, str, list[tuple[str, Any]]]] | None:
     """An op's options (``BuiltinOptions`` and ``BuiltinOptions2``) as (union field, table,
     [(field, value)]) for the table writer, when each table sets only scalars (most ops); None
-    otherwise: the object API packs them. A loaded op nothing touched is read from the file
-    (no object API); one the same values as objects is written to the same bytes."""
+    otherwise: the object API packs them. The options of a loaded op nothing touched are read
+    from the file (no object API); the same values held as objects give the same bytes."""
     found: list[tuple[str, str, Mapping[str, Any]]] = []
     lazy = op._lazy_options
     if lazy is not None:
@@ -326,12 +325,13 @@ def _scalar_options(op: Op) -> list[tuple[str, str, list[tuple[str, Any]]]] | No
             (position, op.options_type, "BuiltinOptions"),
             (position2, op.options2_type, "BuiltinOptions2"),
         ):
-            table = None if at is None else option_tables.union_table(union, tag)
-            if at is not None:
-                values = None if table is None else option_tables.decode_table(buf, at, table)
-                if table is None or values is None:
-                    return None
-                found.append((union, table, values))
+            if at is None:
+                continue
+            table = option_tables.union_table(union, tag)
+            values = None if table is None else option_tables.decode_table(buf, at, table)
+            if table is None or values is None:
+                return None
+            found.append((union, table, values))
     else:
         for value, union in ((op.options, "BuiltinOptions"), (op.options2, "BuiltinOptions2")):
             if value is not None:
@@ -447,8 +447,6 @@ def _appended_file(
             f"the flatbuffer part alone is {size / 2**30:.2f} GiB, over the 2 GiB a flatbuffer "
             "can hold"
         )
-    from tflkit.ir import _writer
-
     offset_at = _writer.scalar_at("Buffer", _APPENDED_SCALARS, "Offset")
     size_at = _writer.scalar_at("Buffer", _APPENDED_SCALARS, "Size")
     written = size
@@ -476,8 +474,6 @@ class _Writer:
         self.buffers: list[Buffer] = []
         self.buffer_index: dict[int, int] = {}
         self.opcode_index: dict[OpCode, int] = {}
-        from tflkit.ir import _writer
-
         self.out = _writer.Writer()
         #: (Buffer.data field position, data) of every buffer with data, in buffer order.
         self.data_fields: list[tuple[int, np.ndarray]] = []
@@ -655,8 +651,8 @@ class _Writer:
             present = {name for name, _table, _fields in stored}
         else:
             options, options2 = op.options, op.options2
-            given = (("BuiltinOptions", options), ("BuiltinOptions2", options2))
-            present = {name for name, value in given if value is not None}
+            held = (("BuiltinOptions", options), ("BuiltinOptions2", options2))
+            present = {name for name, value in held if value is not None}
         scalars = [
             ("OpcodeIndex", self.opcode_index[op.opcode]),
             ("BuiltinOptionsType", op.options_type),
@@ -664,16 +660,14 @@ class _Writer:
             ("BuiltinOptions2Type", op.options2_type if "BuiltinOptions2" in present else 0),
             ("DebugMetadataIndex", op.debug_metadata_index),
         ]
-        offsets = ["Inputs", "Outputs"]
-        for name, value in (
-            ("BuiltinOptions", "BuiltinOptions" in present or None),
-            ("CustomOptions", op.custom_options),
-            ("MutatingVariableInputs", op.mutating_variable_inputs),
-            ("Intermediates", op.intermediates or None),
-            ("BuiltinOptions2", "BuiltinOptions2" in present or None),
-        ):
-            if value is not None:
-                offsets.append(name)
+        offset_fields = {
+            "BuiltinOptions": "BuiltinOptions" in present,
+            "CustomOptions": op.custom_options is not None,
+            "MutatingVariableInputs": op.mutating_variable_inputs is not None,
+            "Intermediates": bool(op.intermediates),
+            "BuiltinOptions2": "BuiltinOptions2" in present,
+        }
+        offsets = ["Inputs", "Outputs", *(name for name, has in offset_fields.items() if has)]
         pos, at = out.table("Operator", scalars, offsets)
         for name, table, fields in stored or ():
             out.patch(at[name], out.table(table, fields, ())[0])

@@ -176,12 +176,6 @@ def _slot(table: str, field: str) -> int:
 
 
 @functools.cache
-def _union_members(union: str) -> dict[int, str]:
-    enum = getattr(schema_layout, union)
-    return {v: k for k, v in vars(enum).items() if isinstance(v, int) and not k.startswith("_")}
-
-
-@functools.cache
 def _subgraph_fields(table: str) -> tuple[tuple[str, int, str], ...]:
     """(field, slot, kind) of the fields of an options table that name subgraphs."""
     return tuple(
@@ -197,13 +191,13 @@ def _own_options(code: int, union: str) -> int | None:
     Conv2DOptions, SOFTMAX -> SoftmaxOptions); None for ops that share or lack one."""
     camel = "".join(part[:1] + part[1:].lower() for part in schema.op_name(code).split("_"))
     wanted = f"{camel}Options".lower()
-    matches = [v for v, name in _union_members(union).items() if name.lower() == wanted]
+    matches = [v for v, name in schema.enum_names(union).items() if name.lower() == wanted]
     return matches[0] if len(matches) == 1 else None
 
 
 @functools.cache
 def _enum_values(enum: str) -> frozenset[int]:
-    return frozenset(_union_members(enum))
+    return frozenset(schema.enum_names(enum))
 
 
 # --------------------------------------------------------------------------------------------
@@ -525,7 +519,7 @@ class _Walker:
                 if kind:
                     expected = _own_options(opcodes[opcode], union)
                     if expected is not None and expected != kind:
-                        members = _union_members(union)
+                        members = schema.enum_names(union)
                         raise _Fail(
                             f"{_w(here)}: builtin options are {members[kind]}, not the op's "
                             f"{members[expected]}"
@@ -539,7 +533,7 @@ class _Walker:
     def union(
         self, t: tuple[int, int, tuple[int, ...]], slot: int, kind: int, union: str, where: Where
     ) -> tuple[tuple[int, int, tuple[int, ...]], str] | None:
-        name = _union_members(union).get(kind)
+        name = schema.enum_names(union).get(kind)
         if name is None:
             raise _Fail(f"{_w(where)}: unknown {union} type {kind}")
         to = self.target(t, slot, ("{} {}", where, name))
