@@ -12,7 +12,7 @@ vec4<f32> = vec4<f16>(...)``); WebGPU rejects it ("Error while parsing WGSL"), t
 and its output holds whatever the buffer held (another tensor's values, or zeros). ONE_HOT reads
 an fp16 on/off scalar's bits as a float32 (fp32) or zeros (fp16). No error reaches the app.
 float32 constants are right in both precisions (measured: the table's ``WRONG_RESULT``,
-``fp16_weights_operand`` in ``compat/targets/litert_gpu.py``, whose operand table this rule
+``fp16_weights_operand`` in ``compat/predicates/quantization.py``, whose operand table this rule
 reads).
 
 The rewrite reads the same values as a float32 constant: widening fp16 to fp32 is exact (as
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tflkit.compat.targets.litert_gpu import FP16_WEIGHTS_WRONG, fp16_weights_positions
+from tflkit.compat.predicates.quantization import FP16_WEIGHTS_WRONG, fp16_weights_positions
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Tensor
 from tflkit.rewriter.example import graph_model, options, scale
