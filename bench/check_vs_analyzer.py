@@ -40,8 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: (task, what it times). "analyzer" is the anchor every ratio is relative to.
 TASKS = (
     ("analyzer", "LiteRT ModelAnalyzer(path, True, gpu_compatibility=True)"),
-    ("tflkit", "ir.load + static.check + partition.plan_partitions (every subgraph)"),
-    ("tflkit.check", "static.check of the loaded model"),
+    ("tflkit", "ir.load + static.analyze + partition.plan_partitions (every subgraph)"),
+    ("tflkit.check", "static.analyze of the loaded model"),
     ("tflkit.partition", "partition.plan_partitions of the checked model"),
 )
 
@@ -66,13 +66,13 @@ def _prepare(task: str, model: Path) -> Callable[[], Any]:
 
         def everything() -> Any:
             loaded = ir.load(model)
-            return plan(loaded, static.check(loaded))
+            return plan(loaded, static.analyze(loaded))
 
         return everything
     loaded = ir.load(model)
     if task == "tflkit.check":
-        return lambda: static.check(loaded)
-    report = static.check(loaded)
+        return lambda: static.analyze(loaded)
+    report = static.analyze(loaded)
     return lambda: plan(loaded, report)
 
 

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from tflkit import ir
-from tflkit.compat.check import check_model
+from tflkit.compat.check import check_report
 from tflkit.fsio import write_atomic
 from tflkit.report.check_report import CheckReport
 from tflkit.report.convert_report import ConvertReport, PipelineStage, write_json
@@ -34,7 +34,7 @@ def report_path_for(output: Path) -> Path:
 
 
 def _check(data: bytes, path: Path) -> CheckReport:
-    return check_model(
+    return check_report(
         ir.load(data),
         path=str(path),
         sha256=hashlib.sha256(data).hexdigest(),

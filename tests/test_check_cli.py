@@ -10,7 +10,7 @@ import pytest
 
 from tflkit import ir
 from tflkit.cli.main import EXIT_OK, main
-from tflkit.compat.check import check_model
+from tflkit.compat.check import check_report
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "tflkit" / "examples" / "tiny_classifier.tflite"
 
@@ -62,10 +62,10 @@ def test_largest_partition_only_is_simulated() -> None:
     y = b.LOG_SOFTMAX(y, options=ir.schema.fb.LogSoftmaxOptionsT())
     y = b.TANH(b.RELU(b.RELU(y)))
     graph.outputs = [y]
-    one = check_model(model)
+    one = check_report(model)
     assert (one.gpu_ops, one.total_ops, one.gpu_partitions) == (3, 6, 1)
     assert [op.not_taken for op in one.ops] == [True, True, False, False, False, False]
-    every = check_model(model, max_partitions=None)
+    every = check_report(model, max_partitions=None)
     assert (every.gpu_ops, every.gpu_partitions) == (5, 2)
 
 
@@ -87,7 +87,7 @@ def test_dynamic_shape_that_breaks_compilation(capsys: pytest.CaptureFixture[str
     graph.inputs = [x, dims]
     b = OpBuilder(graph)
     graph.outputs = [b.RELU(b.RESHAPE(x, dims, shape=(1, 8)))]
-    report = check_model(model)
+    report = check_report(model)
     assert not report.compiles and not report.gpu_ready
     assert report.summary.startswith("GPU compilation fails for the whole model")
     assert report.gpu_ops == 0

@@ -18,7 +18,8 @@ import pytest
 
 from tflkit import ir
 from tflkit.cli.main import EXIT_OK, main
-from tflkit.compat.check import attach_probe, check_model
+from tflkit.compat.check import check_report
+from tflkit.compat.probe_verdicts import attach_probe
 from tflkit.gpu.probe import probe
 
 JARVIS = "openwakeword/hey_jarvis_v0.1"
@@ -78,7 +79,7 @@ def test_a_false_whole_model_failure_claim_is_a_disagreement(
     accelerator ran 25 main-graph ops and the IF's branch: each is a disagreement."""
     path = world_models[JARVIS]
     model = ir.load(path)
-    report = check_model(model)
+    report = check_report(model)
     report.compiles = False  # what the table said before it knew empty shape tensors
     attach_probe(report, model, probe(path))
     assert report.probe is not None and report.probe.model_agrees is False

@@ -17,7 +17,7 @@ import pytest
 from tflkit import ir
 from tflkit.cli.main import main
 from tflkit.compat import partition
-from tflkit.compat.check import check_model
+from tflkit.compat.check import check_report
 
 #: Corpus models with ops the runtime treats as having side effects.
 STATEFUL = ("resource_variables", "streaming_kws", "if_cond", "while_loop", "keras_gru")
@@ -77,12 +77,12 @@ def test_the_chain_splits_the_interleaved_step(
     """Statically: the order of the stateful ops cuts the GPU ops in two (6 and 13 ops; the
     delegate takes the 13), where data flow alone puts all 19 in one partition."""
     model = ir.load(interleaved_kws(corpus, tmp_path))
-    report = check_model(model)
+    report = check_report(model)
     gpu = [p for p in report.partitions if p.subgraph == 0 and p.device == "gpu"]
     assert [len(p.ops) for p in gpu] == [13]
     assert report.subgraphs[0].gpu_ops == 13
     monkeypatch.setattr(partition, "side_effect_ops", lambda ops: [])
-    assert check_model(model).subgraphs[0].gpu_ops == 19  # the old, data-flow-only count
+    assert check_report(model).subgraphs[0].gpu_ops == 19  # the old, data-flow-only count
 
 
 @pytest.mark.gpu

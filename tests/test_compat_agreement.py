@@ -23,7 +23,7 @@ from tflkit.compat.agreement import (
     compare,
     probe_op_verdicts,
 )
-from tflkit.compat.static import check
+from tflkit.compat.static import analyze
 from tflkit.gpu.probe import probe, probe_many
 
 TARGET = "litert-gpu"
@@ -53,7 +53,7 @@ def test_generated_cases_hit_their_rule() -> None:
     wrong = []
     for case in CASES:
         model = _load(case)
-        report = check(model, TARGET)
+        report = analyze(model, TARGET)
         index = _target_index(case, model)
         verdict = next(v for v in report.verdicts if (v.subgraph_index, v.op_index) == (0, index))
         if verdict.ok != case.expect_ok:
@@ -99,7 +99,7 @@ def test_static_verdicts_agree_with_the_accelerator(
     count_mismatch: list[str] = []
     target_wrong: list[str] = []
     for (name, model, _), result in zip(named, results, strict=True):
-        report = check(model, TARGET)
+        report = analyze(model, TARGET)
         probed = probe_op_verdicts(model, result)
         agreement = compare(list(report.verdicts), probed)
         per_model.append(agreement)
@@ -147,7 +147,7 @@ def test_static_verdicts_agree_with_the_accelerator(
 def test_crashing_forms_are_predicted_and_located(gpu: str, name: str, tmp_path) -> None:
     case = CASE_BY_NAME[name]
     model = _load(case)
-    report = check(model, TARGET)
+    report = analyze(model, TARGET)
     assert not report.compiles and any(i.code == "CRASH" for i in report.issues)
     result = probe(ir.dumps(model), cache_dir=tmp_path, timeout=60)
     assert result.crashed, (result.status, result.error)

@@ -19,7 +19,7 @@ from tests.conftest_corpus import Corpus
 from tflkit import ir
 from tflkit.compat.reasons import Reason
 from tflkit.compat.signature import OpSignature, TensorSig
-from tflkit.compat.static import check, check_model, check_op, model_issues
+from tflkit.compat.static import analyze, check_op, model_issues, op_verdicts
 from tflkit.compat.targets import TARGETS, get_target
 from tflkit.errors import UsageError
 from tflkit.ir.builder import OpBuilder
@@ -420,9 +420,9 @@ def test_fp16_weights_stay_on_cpu_only_in_partial_delegation() -> None:
             y = net.op("LOG_SOFTMAX", y, options=fb.LogSoftmaxOptionsT())
         return net.done(y)
 
-    full = check_model(model(False))
+    full = op_verdicts(model(False))
     assert all(v.ok for v in full)
-    partial = check_model(model(True))
+    partial = op_verdicts(model(True))
     assert [(v.op_type, v.codes) for v in partial] == [
         ("DEQUANTIZE", (Reason.FP16_DEQUANTIZE,)),
         ("ADD", ()),
@@ -438,7 +438,7 @@ def test_dynamic_input_is_a_warning_runtime_shape_is_fatal() -> None:
     z = net.op("RESHAPE", y, shape, shape=(4, 4))
     model = net.done(z)
 
-    report = check(model)
+    report = analyze(model)
     assert not report.compiles
     issues = {(i.code, i.fatal, i.op_index) for i in report.issues}
     assert (Reason.DYNAMIC_INPUT, False, None) in issues
@@ -448,7 +448,7 @@ def test_dynamic_input_is_a_warning_runtime_shape_is_fatal() -> None:
     static = Net()
     s = static.input("x", (1, 16), signature=(-1, 16))
     static.done(static.op("RELU", s))
-    static_report = check(static.model)
+    static_report = analyze(static.model)
     assert static_report.compiles and not static_report.rejected
     assert [i.code for i in static_report.issues] == [Reason.DYNAMIC_INPUT]
 
@@ -481,7 +481,7 @@ def while_model(body_op: str) -> ir.Model:
 
 def test_while_bodies_are_checked_and_labelled() -> None:
     model = ir.load(ir.dumps(while_model("LOG_SOFTMAX")))
-    verdicts = check_model(model)
+    verdicts = op_verdicts(model)
     summary = [(v.subgraph_index, v.subgraph_role, v.op_type, v.ok) for v in verdicts]
     assert summary == [
         (0, "main", "WHILE", False),
@@ -567,7 +567,7 @@ def test_verdicts_match_the_accelerator(gpu: str, tmp_path: Any) -> None:
 
     for name, model in neighbour_models().items():
         data = ir.dumps(model)
-        report = check(ir.load(data))
+        report = analyze(ir.load(data))
         result = probe(data, cache_dir=tmp_path)
         predicted = sorted({v.op_type for v in report.verdicts if not v.ok})
         assert result.compiled == report.compiles, (name, result.status, result.log.fatal)

@@ -12,7 +12,7 @@ import pytest
 from tests.cli import run_tflkit
 from tests.conftest_corpus import REPO
 from tflkit import ir
-from tflkit.compat.check import probe_each_signature
+from tflkit.compat.probe_verdicts import probe_each_signature
 from tflkit.gpu.probe import probe_signatures, signature_model, signature_order
 from tflkit.rewriter.rules.composite import inline_all
 

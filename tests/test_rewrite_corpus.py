@@ -111,5 +111,5 @@ def test_input_shape_fixes_shapes_known_only_at_run_time(world_models: dict[str,
     fired = {f.rule for f in outcome.passes.fired}
     # the framing arithmetic folds op by op (fold_constants) or into its readers' inputs
     assert "fold_range" in fired and fired & {"fold_shape_inputs", "fold_constants"}
-    assert not static.check(data).compiles and static.check(outcome.model).compiles
+    assert not static.analyze(data).compiles and static.analyze(outcome.model).compiles
     assert any("grow the model" in s.reason for s in outcome.passes.skipped)

@@ -156,7 +156,7 @@ def test_rewrite_folds_the_front_end_in_one_run(
     assert outcome.verification is not None and outcome.verification.ok
     assert all(o.identical for o in outcome.verification.outputs)
     # the checker takes every op of the result, the SLICEs included
-    verdicts = static.check_model(model, "litert-gpu")
+    verdicts = static.op_verdicts(model, "litert-gpu")
     assert [v.op_type for v in verdicts if not v.ok] == []
     code, checked = _json(capsys, "check", str(out))
     assert code == 0 and checked["gpu_ops"] == checked["total_ops"] == 6
@@ -360,7 +360,7 @@ def test_tensorflow_front_end_folds_in_one_run(
     outcome = rewrite_model(data, input_shapes={INPUT: [1, TF_SAMPLES]})
     assert outcome.verification is not None and outcome.verification.ok
     assert all(o.identical for o in outcome.verification.outputs)
-    assert [v.op_type for v in static.check_model(model, "litert-gpu") if not v.ok] == []
+    assert [v.op_type for v in static.op_verdicts(model, "litert-gpu") if not v.ok] == []
     again = tmp_path / "again.tflite"
     code, _ = _json(capsys, "rewrite", str(out), "-o", str(again))
     assert code == 0 and not again.exists()

@@ -75,7 +75,7 @@ def _run(rule: Rule, model: ir.Model) -> PassResult:
 
 
 def _rejected_types(model: ir.Model) -> set[str]:
-    verdicts = static.check_model(model, TARGET)
+    verdicts = static.op_verdicts(model, TARGET)
     return {v.op_type for v in verdicts if not v.ok and v.subgraph_index == 0}
 
 

@@ -19,7 +19,7 @@ import pytest
 from tests.cli import run_tflkit
 from tests.compat_models import VALUE_CASES, CompatCase
 from tflkit import ir
-from tflkit.compat.static import check
+from tflkit.compat.static import analyze
 from tflkit.gpu.probe import run_jobs
 from tflkit.ir.feeds import random_feed
 from tflkit.rewriter.example import graph_model, options, scale
@@ -43,7 +43,7 @@ WRONG = 0.05
 @pytest.mark.parametrize("case", MATMULS, ids=[c.name for c in MATMULS])
 def test_static_verdict_of_each_value_case(case: CompatCase) -> None:
     model = ir.load(ir.dumps(case.build()))
-    verdict = check(model, "litert-gpu").verdicts[case.target_op % len(model.main.ops)]
+    verdict = analyze(model, "litert-gpu").verdicts[case.target_op % len(model.main.ops)]
     assert verdict.ok == case.expect_ok, verdict.rejections
     if not case.expect_ok:
         (rejection,) = verdict.rejections
@@ -52,11 +52,11 @@ def test_static_verdict_of_each_value_case(case: CompatCase) -> None:
 
 
 def test_check_advises_the_rule() -> None:
-    from tflkit.compat.check import check_model
+    from tflkit.compat.check import check_report
     from tflkit.rewriter.advice import Advisor
 
     case = next(c for c in MATMULS if c.name == "batch_matmul_broadcast_rhs")
-    report = check_model(case.build(), advise=Advisor())
+    report = check_report(case.build(), advise=Advisor())
     (op,) = [o for o in report.ops if o.type == "BATCH_MATMUL"]
     assert op.status == "rejected" and [r.code for r in op.reasons] == ["WRONG_RESULT"]
     assert op.fix is not None and (op.fix.rule, op.fix.kind) == (RULE.name, "rule"), op.fix
@@ -185,7 +185,7 @@ def test_gemma_default_rewrite_fixes_decode_too(gemma_rewritten) -> None:
     assert [s.key for s in model.signatures] == ["prefill_8", "decode"]
     left = [
         v
-        for v in check(model, "litert-gpu").verdicts
+        for v in analyze(model, "litert-gpu").verdicts
         if any(r.code == "WRONG_RESULT" for r in v.rejections)
     ]
     assert left == []

@@ -24,7 +24,7 @@ import pytest
 from tests.compat_models import VALUE_CASES, CompatCase
 from tflkit import ir
 from tflkit.cli.main import main
-from tflkit.compat.static import check
+from tflkit.compat.static import analyze
 from tflkit.gpu.probe import run_jobs
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.feeds import random_feed
@@ -55,7 +55,7 @@ BIRDNET = "BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16"
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_static_verdict_of_each_value_case(case: CompatCase) -> None:
     model = case.build()
-    verdict = check(model, "litert-gpu").verdicts[case.target_op % len(model.main.ops)]
+    verdict = analyze(model, "litert-gpu").verdicts[case.target_op % len(model.main.ops)]
     assert verdict.ok == case.expect_ok, verdict.rejections
     if not case.expect_ok:
         (rejection,) = verdict.rejections
@@ -68,13 +68,13 @@ def test_static_verdict_of_each_value_case(case: CompatCase) -> None:
     ["select_v2_fp16_scalars", "concat_fp16_channels", "pack_fp16_axis0", "one_hot_fp16_off"],
 )
 def test_check_advises_the_rule(name: str) -> None:
-    from tflkit.compat.check import check_model
+    from tflkit.compat.check import check_report
     from tflkit.rewriter.advice import Advisor
 
     case = next(c for c in CASES if c.name == name)
     model = case.build()
     target = model.main.ops[-1].type
-    report = check_model(model, advise=Advisor())
+    report = check_report(model, advise=Advisor())
     (op,) = [o for o in report.ops if o.type == target]
     assert op.status == "rejected" and [r.code for r in op.reasons] == ["WRONG_RESULT"]
     assert op.fix is not None and (op.fix.rule, op.fix.kind) == (RULE.name, "rule"), op.fix
@@ -172,7 +172,7 @@ def test_rule_fixes_exactly_the_wrong_value_cases(case: CompatCase) -> None:
     before = ir.dumps(model)
     result = run_passes(model, list(catalog().defaults()), gate=checker_gate("litert-gpu"))
     assert [f.rule for f in result.fired] == ([] if case.expect_ok else [RULE.name])
-    assert [v for v in check(model, "litert-gpu").verdicts if not v.ok] == []
+    assert [v for v in analyze(model, "litert-gpu").verdicts if not v.ok] == []
     if not case.expect_ok:
         assert "DEQUANTIZE" not in [op.type for op in model.main.ops]
     verdict = verify(before, ir.dumps(model), RULE.contract, seeds=(0, 1, 2))
@@ -205,7 +205,7 @@ def test_birdnet_fp16_rewritten_agrees_with_the_cpu_on_the_gpu(
     fired = [f.rule for f in outcome.passes.fired]
     assert fired.count(RULE.name) == 2, fired
     assert outcome.verification is not None and outcome.verification.ok
-    left = [v for v in check(outcome.model, "litert-gpu").verdicts if not v.ok]
+    left = [v for v in analyze(outcome.model, "litert-gpu").verdicts if not v.ok]
     assert left == []
     path = tmp_path / "birdnet.gpu.tflite"
     path.write_bytes(ir.dumps(outcome.model))

@@ -34,6 +34,7 @@ from tflkit.gpu.log import (
     parse_gpu_log,
     signature_aliases,
 )
+from tflkit.gpu.probe_result import COMPILED_STATUSES
 
 __all__ = [
     "Agreement",
@@ -49,7 +50,6 @@ __all__ = [
 ]
 
 #: Probe statuses after which the log says what the delegate took.
-_COMPILED = ("ok", "run_error")
 _NOT_TAKEN = (
     "taken by the delegate's checks, but outside the largest partition, the only one the "
     "accelerator delegates"
@@ -198,7 +198,7 @@ def probe_op_verdicts(model: ir.Model, result: Any) -> ProbeVerdicts:
 
 
 def _unavailable(result: Any) -> str | None:
-    if result.status not in _COMPILED or not result.compiled:
+    if result.status not in COMPILED_STATUSES or not result.compiled:
         detail = result.error or result.log.fatal or result.exit_description or ""
         return f"probe {result.status}: {detail}".rstrip(": ")
     if result.log.fatal_kind == "delegate_failed":

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tflkit import ir
 from tflkit.compat import partition, static
-from tflkit.compat.reasons import Reason, Rejection
+from tflkit.compat.reasons import Reason
 from tflkit.compat.targets import DEFAULT_TARGET, get_target
 from tflkit.ir.composites import composite_of
 from tflkit.report.check_report import (
@@ -25,27 +25,21 @@ from tflkit.report.check_report import (
     STATUS_NOT_TAKEN,
     STATUS_REJECTED,
     CheckReport,
-    CrashInfo,
-    Disagreement,
     FixHint,
     IssueInfo,
     OpCheck,
     PartitionInfo,
-    ProbeInfo,
     ReasonInfo,
-    SignatureProbe,
     SubgraphInfo,
     TransferInfo,
 )
 
 if TYPE_CHECKING:
-    from tflkit.gpu.probe import ProbeResult
+    pass
 
 #: The default for ``max_partitions``: whatever the target's delegate does by default.
 TARGET_DEFAULT = -1
 
-#: Probe statuses after which the accelerator has compiled the model.
-_COMPILED = ("ok", "run_error")
 
 Progress = Callable[[str], AbstractContextManager[object]]
 
@@ -65,7 +59,7 @@ def _decode_first(model: ir.Model) -> list[int]:
     return sorted(order, key=lambda i: id(model.subgraphs[i]) not in decode)
 
 
-def check_model(
+def check_report(
     model: ir.Model,
     *,
     target: str = DEFAULT_TARGET,
@@ -81,7 +75,7 @@ def check_model(
     :func:`conversion_hint`."""
     spec = get_target(target)
     limit = spec.max_partitions if max_partitions == TARGET_DEFAULT else max_partitions
-    result = static.check(model, spec)
+    result = static.analyze(model, spec)
     verdicts = {(v.subgraph_index, v.op_index): v for v in result.verdicts}
     found = dynamic_inputs(model)
     dynamic = " ".join(d.hint for d in found)
@@ -95,74 +89,132 @@ def check_model(
     )
     compiles = result.compiles and unprepared is None
 
-    ops: list[OpCheck] = []
-    partitions: list[PartitionInfo] = []
-    transfers: list[TransferInfo] = []
-    subgraphs: list[SubgraphInfo] = []
-    gpu_ops = gpu_partitions = flops_total = flops_gpu = 0
-    internal: list[int | None] = []
-    io: list[int | None] = []
+    tally = _Tally()
     for sg_index in _decode_first(model):
-        subgraph = model.subgraphs[sg_index]
-        if not subgraph.ops:
-            continue
-        positions = {id(op): i for i, op in enumerate(subgraph.ops)}
+        if model.subgraphs[sg_index].ops:
+            _tally_subgraph(tally, model, sg_index, verdicts, compiles, limit, dynamic, advise)
+    issues = _issue_infos(result.issues, found, unprepared)
+    ops = tally.ops
+    total = len(ops)
+    report = CheckReport(
+        path=path,
+        sha256=sha256,
+        target=spec.name,
+        target_title=spec.title,
+        max_partitions=limit,
+        compiles=compiles,
+        gpu_ready=compiles and total > 0 and tally.gpu_ops == total,
+        summary="",
+        total_ops=total,
+        gpu_ops=tally.gpu_ops,
+        gpu_partitions=tally.gpu_partitions,
+        flops_total=tally.flops_total,
+        flops_gpu=tally.flops_gpu,
+        internal_transfer_bytes=_sum(tally.internal),
+        io_transfer_bytes=_sum(tally.io),
+        ops=ops,
+        partitions=tally.partitions,
+        transfers=tally.transfers,
+        issues=issues,
+        subgraphs=tally.subgraphs,
+    )
+    report.summary = summarize(report)
+    return report
 
-        def supported(op: ir.Op, sg: int = sg_index, at: dict[int, int] = positions) -> bool:
-            verdict = verdicts.get((sg, at[id(op)]))
-            return compiles and verdict is not None and verdict.placed
 
-        plan = partition.plan_partitions(subgraph, supported, max_partitions=limit)
-        on_gpu = {i for p in plan.partitions if p.device == "gpu" for i in p.ops}
-        not_taken = set(plan.dropped_ops)
-        gpu_ops += plan.gpu_ops
-        gpu_partitions += plan.gpu_partitions
-        flops_total += plan.flops_total
-        flops_gpu += plan.flops_gpu
-        for t in plan.transfers:
-            (internal if t.kind == "internal" else io).append(t.bytes)
-        partitions += [PartitionInfo(sg_index, p.device, p.ops) for p in plan.partitions]
-        transfers += [
-            TransferInfo(sg_index, t.tensor, t.shape, t.dtype, t.bytes, t.direction, t.kind)
-            for t in plan.transfers
+@dataclass
+class _Tally:
+    """The rows and totals of a check report, added to subgraph by subgraph."""
+
+    ops: list[OpCheck] = field(default_factory=list)
+    partitions: list[PartitionInfo] = field(default_factory=list)
+    transfers: list[TransferInfo] = field(default_factory=list)
+    subgraphs: list[SubgraphInfo] = field(default_factory=list)
+    internal: list[int | None] = field(default_factory=list)
+    io: list[int | None] = field(default_factory=list)
+    gpu_ops: int = 0
+    gpu_partitions: int = 0
+    flops_total: int = 0
+    flops_gpu: int = 0
+
+
+def _tally_subgraph(
+    tally: _Tally,
+    model: ir.Model,
+    sg_index: int,
+    verdicts: dict[tuple[int, int], static.OpVerdict],
+    compiles: bool,
+    limit: int | None,
+    dynamic: str,
+    advise: Advisor | None,
+) -> None:
+    """Add subgraph ``sg_index``'s partitions, copies and op rows to ``tally``."""
+    subgraph = model.subgraphs[sg_index]
+    positions = {id(op): i for i, op in enumerate(subgraph.ops)}
+
+    def supported(op: ir.Op) -> bool:
+        verdict = verdicts.get((sg_index, positions[id(op)]))
+        return compiles and verdict is not None and verdict.placed
+
+    plan = partition.plan_partitions(subgraph, supported, max_partitions=limit)
+    on_gpu = {i for p in plan.partitions if p.device == "gpu" for i in p.ops}
+    not_taken = set(plan.dropped_ops)
+    tally.gpu_ops += plan.gpu_ops
+    tally.gpu_partitions += plan.gpu_partitions
+    tally.flops_total += plan.flops_total
+    tally.flops_gpu += plan.flops_gpu
+    for t in plan.transfers:
+        (tally.internal if t.kind == "internal" else tally.io).append(t.bytes)
+    tally.partitions += [PartitionInfo(sg_index, p.device, p.ops) for p in plan.partitions]
+    tally.transfers += [
+        TransferInfo(sg_index, t.tensor, t.shape, t.dtype, t.bytes, t.direction, t.kind)
+        for t in plan.transfers
+    ]
+    first = verdicts.get((sg_index, 0))
+    tally.subgraphs.append(
+        SubgraphInfo(
+            sg_index, subgraph.name or "", first.subgraph_role if first else "body",
+            len(subgraph.ops), plan.gpu_ops,
+        )
+    )  # fmt: skip
+    for index, op in enumerate(subgraph.ops):
+        verdict = verdicts.get((sg_index, index))
+        reasons = [
+            ReasonInfo(str(r.code), r.message, r.fatal)
+            for r in (verdict.rejections if verdict else ())
         ]
-        first = verdicts.get((sg_index, 0))
-        subgraphs.append(
-            SubgraphInfo(
-                sg_index, subgraph.name or "", first.subgraph_role if first else "body",
-                len(subgraph.ops), plan.gpu_ops,
+        if reasons:
+            status = STATUS_REJECTED
+        elif index in on_gpu:
+            status = STATUS_GPU
+        elif not compiles:
+            status = STATUS_BLOCKED
+        else:
+            status = STATUS_NOT_TAKEN
+        tally.ops.append(
+            OpCheck(
+                subgraph=sg_index,
+                index=index,
+                type=op.type,
+                version=op.version,
+                role=verdict.subgraph_role if verdict else "main",
+                supported=bool(verdict and verdict.ok),
+                on_gpu=index in on_gpu,
+                reasons=reasons,
+                fix=_fix(op, reasons, dynamic, advise) if reasons else None,
+                not_taken=index in not_taken,
+                status=status,
+                composite=composite_of(op),
             )
-        )  # fmt: skip
-        for index, op in enumerate(subgraph.ops):
-            verdict = verdicts.get((sg_index, index))
-            reasons = [
-                ReasonInfo(str(r.code), r.message, r.fatal)
-                for r in (verdict.rejections if verdict else ())
-            ]
-            if reasons:
-                status = STATUS_REJECTED
-            elif index in on_gpu:
-                status = STATUS_GPU
-            elif not compiles:
-                status = STATUS_BLOCKED
-            else:
-                status = STATUS_NOT_TAKEN
-            ops.append(
-                OpCheck(
-                    subgraph=sg_index,
-                    index=index,
-                    type=op.type,
-                    version=op.version,
-                    role=verdict.subgraph_role if verdict else "main",
-                    supported=bool(verdict and verdict.ok),
-                    on_gpu=index in on_gpu,
-                    reasons=reasons,
-                    fix=_fix(op, reasons, dynamic, advise) if reasons else None,
-                    not_taken=index in not_taken,
-                    status=status,
-                    composite=composite_of(op),
-                )
-            )
+        )
+
+
+def _issue_infos(
+    found_issues: Sequence[static.ModelIssue],
+    found: Sequence[DynamicInput],
+    unprepared: IssueInfo | None,
+) -> list[IssueInfo]:
+    """The report's model issues, with the fix for dynamic inputs."""
     issues = [
         IssueInfo(
             str(i.code),
@@ -174,35 +226,11 @@ def check_model(
             if i.code == Reason.DYNAMIC_INPUT
             else None,
         )
-        for i in result.issues
+        for i in found_issues
     ]
     if unprepared is not None:  # it says all the notes on dynamic inputs would
         issues = [unprepared, *(i for i in issues if i.code != Reason.DYNAMIC_INPUT)]
-    total = len(ops)
-    report = CheckReport(
-        path=path,
-        sha256=sha256,
-        target=spec.name,
-        target_title=spec.title,
-        max_partitions=limit,
-        compiles=compiles,
-        gpu_ready=compiles and total > 0 and gpu_ops == total,
-        summary="",
-        total_ops=total,
-        gpu_ops=gpu_ops,
-        gpu_partitions=gpu_partitions,
-        flops_total=flops_total,
-        flops_gpu=flops_gpu,
-        internal_transfer_bytes=_sum(internal),
-        io_transfer_bytes=_sum(io),
-        ops=ops,
-        partitions=partitions,
-        transfers=transfers,
-        issues=issues,
-        subgraphs=subgraphs,
-    )
-    report.summary = summarize(report)
-    return report
+    return issues
 
 
 def summarize(report: CheckReport) -> str:
@@ -393,217 +421,3 @@ def conversion_hint(op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = "")
             None, "none needed: moves to the GPU once the rest of its graph does", "none"
         )
     return None
-
-
-# --- the probe ------------------------------------------------------------------------------------
-
-
-def claimed_verdicts(report: CheckReport) -> list[static.OpVerdict]:
-    """The report's per-op verdicts as a claim about placement: the delegate takes the op
-    (``ok``). When the table says GPU compilation fails for the whole model, it claims that no
-    op runs on the GPU, and the fatal rejection is the reason for each."""
-    fatal = [
-        Rejection(Reason(i.code), i.message, i.op_index, fatal=True)
-        for i in report.issues
-        if i.fatal
-    ][:1]
-    claims = []
-    for op in report.ops:
-        rejections = [
-            Rejection(Reason(r.code), r.message, op.index, fatal=r.fatal) for r in op.reasons
-        ]
-        ok = op.supported and report.compiles
-        if op.supported and not report.compiles:
-            rejections = fatal
-        claims.append(
-            static.OpVerdict(op.subgraph, op.index, op.type, ok, tuple(rejections), op.role)
-        )
-    return claims
-
-
-def probe_op_counts(result: ProbeResult, main_ops: int) -> tuple[int | None, int | None]:
-    """Main-graph ops on the GPU and on the CPU per the accelerator. It prints its summary line
-    only when it leaves ops on the CPU; a model it compiled with no rejection at all ran every
-    op on the GPU (``main_ops``, 0). None where nothing is known: not compiled, or a log that
-    rejects ops without a count."""
-    log = result.log
-    if log.ops_on_gpu is not None or log.ops_on_cpu is not None:
-        return log.ops_on_gpu, log.ops_on_cpu
-    if result.status in _COMPILED and result.compiled and not log.rejections:
-        return main_ops, 0
-    return None, None
-
-
-def _probe_error(result: ProbeResult) -> str | None:
-    """The accelerator's error, with the op the runtime names when a kernel failed to prepare
-    (the exception only says "Failed to modify graph with delegate")."""
-    culprit = next((e for e in result.log.errors if "failed to prepare" in e), None)
-    if result.error and culprit and culprit not in result.error:
-        return f"{result.error}: {culprit}"
-    return result.error
-
-
-def _crash_fix(
-    report: CheckReport, model: ir.Model, crash: CrashInfo, advise: Advisor | None
-) -> FixHint | None:
-    """The rewrite that fixes the main-graph op the probe's crash is pinned on (a CRASH reason
-    for ``advise``), set as that op's fix unless it has one; None when no rule does. The default
-    rewrite runs behind the static verdicts, which need not foresee the crash: unless the table
-    rejects the op too, the rule is named for ``--rule``."""
-    index = crash.op_index
-    if advise is None or index is None or not 0 <= index < len(model.main.ops):
-        return None
-    message = f"the GPU accelerator crashed compiling it ({crash.message or 'no message'})"
-    hint = advise(model.main.ops[index], [ReasonInfo(str(Reason.CRASH), message, True)], "")
-    if hint is None or hint.rule is None:
-        return None
-    entry = next((o for o in report.ops if (o.subgraph, o.index) == (0, index)), None)
-    if entry is None or not entry.reasons:
-        hint = FixHint(hint.rule, hint.summary, "opt_in_rule")
-    if entry is not None and entry.fix is None:
-        entry.fix = hint
-    return hint
-
-
-def model_agrees(compiles: bool, result: ProbeResult) -> bool | None:
-    """Whether the static "compiles" claim matches the accelerator: a crash while compiling is
-    a failure to compile (the table predicts those as CRASH); None when it hung or the worker
-    never started, which says nothing about the model."""
-    if result.status in ("timeout", "worker_error"):
-        return None
-    compiled = result.status in _COMPILED and result.compiled
-    return compiled == compiles
-
-
-def attach_probe(
-    report: CheckReport, model: ir.Model, result: ProbeResult, advise: Advisor | None = None
-) -> None:
-    """Add what the real accelerator said, per op, and where it disagrees with the table;
-    ``advise`` names the rewrite that fixes the op a crash is pinned on (:func:`_crash_fix`)."""
-    from tflkit.compat import agreement
-
-    probed = agreement.probe_op_verdicts(model, result)
-    by_key = {(op.subgraph, op.index): op for op in report.ops}
-    for key, verdict in probed.items():
-        op = by_key.get(key)
-        if op is not None:
-            op.probe_on_gpu = verdict.on_gpu
-            op.probe_reasons = list(verdict.reasons)
-    compared = agreement.compare(claimed_verdicts(report), probed)
-    adapter = result.adapter
-    crash = crash_info(model.main.ops, result)
-    counts = probe_op_counts(result, len(model.main.ops))
-    report.probe = ProbeInfo(
-        status=result.status,
-        adapter=adapter.name if adapter else None,
-        software_gpu=adapter.is_software if adapter else None,
-        ops_on_gpu=counts[0],
-        ops_on_cpu=counts[1],
-        crash=crash,
-        error=_probe_error(result),
-        from_cache=result.from_cache,
-        compile_seconds=result.compile_seconds,
-        agree=compared.agree,
-        compared=compared.total,
-        disagreements=[
-            Disagreement(
-                d.subgraph,
-                d.op_index,
-                d.op_type,
-                d.static_ok,
-                d.probe_on_gpu,
-                list(d.static_reasons),
-                list(d.probe_reasons),
-            )
-            for d in compared.disagreements
-        ],
-        compiled=None if result.status in ("timeout", "worker_error") else result.compiled,
-        model_agrees=model_agrees(report.compiles, result),
-    )
-    if crash is not None:
-        where = f" at {crash.op_type} (op {crash.op_index})" if crash.op_type else ""
-        report.summary = f"the GPU accelerator crashes compiling this model{where}"
-        fix = _crash_fix(report, model, crash, advise)
-        if fix is not None:
-            report.summary += f"; fix: {fix.text}"
-        report.gpu_ready = False
-        return
-    on_cpu = sum(1 for v in probed.values() if v.on_gpu is False)
-    if on_cpu and report.gpu_ready:
-        report.gpu_ready = False
-        report.summary += f"; but the accelerator keeps {on_cpu} ops on CPU"
-    elif result.status != "ok" and report.gpu_ready:
-        report.gpu_ready = False
-        report.summary += f"; but the accelerator failed: {result.status}"
-    elif report.probe.model_agrees is False and not report.compiles:
-        report.summary += "; but the accelerator compiles it (a wrong static verdict)"
-
-
-# --- the probe, per signature ---------------------------------------------------------------------
-
-
-def crash_info(ops: Sequence[ir.Op], result: ProbeResult) -> CrashInfo | None:
-    """The crash of a probe, its op named (``STABLEHLO_COMPOSITE odml.rms_norm``) when the
-    bisection pinned it on one of ``ops``; None when the accelerator did not crash."""
-    if not result.crashed:
-        return None
-    site = result.crash_site
-    op_type = site.op_type if site else None
-    if site is not None and 0 <= site.op_index < len(ops):
-        composite = composite_of(ops[site.op_index])
-        if composite is not None:
-            op_type = f"{site.op_type} {composite.name}"
-    return CrashInfo(
-        op_index=site.op_index if site else None,
-        op_type=op_type,
-        message=result.log.fatal or result.exit_description,
-    )
-
-
-def probe_each_signature(
-    model: ir.Model, *, timeout: float = 120.0, cache_dir: str | Path | None = None
-) -> list[SignatureProbe]:
-    """Every signature of a multi-signature ``model`` compiled alone on the accelerator
-    (:func:`tflkit.gpu.probe.probe_signatures`, decode first), a crash bisected within that
-    signature's own subgraph; [] for a model with fewer than two signatures."""
-    from tflkit.gpu.probe import probe_signatures
-
-    found = probe_signatures(model, timeout=timeout, cache_dir=cache_dir)
-    out = []
-    for key, result in found.items():
-        graph = model.signature(key).subgraph
-        on_gpu, on_cpu = probe_op_counts(result, len(graph.ops))
-        out.append(
-            SignatureProbe(
-                signature=key,
-                subgraph=graph.index,
-                status=result.status,
-                total_ops=len(graph.ops),
-                ops_on_gpu=on_gpu,
-                ops_on_cpu=on_cpu,
-                cpu_op_types=sorted({r.op_type for r in result.log.rejections}),
-                crash=crash_info(graph.ops, result),
-                error=_probe_error(result),
-                from_cache=result.from_cache,
-            )
-        )
-    return out
-
-
-def attach_signature_probes(report: CheckReport, probes: Sequence[SignatureProbe]) -> None:
-    """Fold the per-signature probes into the verdict: a signature that crashes or fails on its
-    own makes the model not GPU-ready, and the summary says which (the whole-model probe may
-    have died, or bisected, in another signature)."""
-    if report.probe is not None:
-        report.probe.signatures = list(probes)
-    bad = [p for p in probes if p.crash is not None or p.status != "ok"]
-    if not bad:
-        return
-    report.gpu_ready = False
-    said = "; ".join(
-        f"{p.signature} crashes at {p.crash.op_type} (op {p.crash.op_index})"
-        if p.crash is not None and p.crash.op_type
-        else f"{p.signature}: {p.status}"
-        for p in bad
-    )
-    report.summary += f"; per signature: {said}"

@@ -1,6 +1,7 @@
 """Static GPU compatibility: which ops a target will not take and why, without running anything.
 
-``check_op`` answers for one op, ``check_model`` for every op of every subgraph, and
+``check_op`` answers for one op, ``op_verdicts`` for every op of every subgraph, ``analyze``
+with the model's issues too, and
 ``model_issues`` lists what concerns the graph as a whole (fatal rejections that make GPU
 compilation fail, inputs with dynamic dimensions). What the runtime does, measured on the LiteRT
 accelerator and encoded here:
@@ -245,7 +246,7 @@ def subgraph_roles(model: ir.Model) -> dict[int, str]:
     return roles
 
 
-def check_model(model: ModelLike, target: str | Target = DEFAULT_TARGET) -> list[OpVerdict]:
+def op_verdicts(model: ModelLike, target: str | Target = DEFAULT_TARGET) -> list[OpVerdict]:
     """A verdict for every op of every subgraph, in subgraph then execution order."""
     graph = _as_model(model)
     return _verdicts(graph, get_target(target), subgraph_roles(graph))
@@ -356,7 +357,7 @@ def model_issues(
     """Graph-level findings: each fatal rejection, and graph inputs with dynamic dimensions."""
     graph = _as_model(model)
     if verdicts is None:
-        verdicts = check_model(graph, target)
+        verdicts = op_verdicts(graph, target)
     return _issues(graph, verdicts, subgraph_roles(graph))
 
 
@@ -385,7 +386,7 @@ def _issues(graph: ir.Model, verdicts: list[OpVerdict], roles: dict[int, str]) -
     return issues
 
 
-def check(model: ModelLike, target: str | Target = DEFAULT_TARGET) -> StaticReport:
+def analyze(model: ModelLike, target: str | Target = DEFAULT_TARGET) -> StaticReport:
     """Verdicts and issues of ``model`` for ``target`` in one report."""
     graph = _as_model(model)
     tgt = get_target(target)

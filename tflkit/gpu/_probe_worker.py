@@ -249,8 +249,8 @@ def run_jobs(jobs_path: Path, result_path: Path, start_at: int, enforce_f32: boo
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Compile (and optionally run) the model; always exit 0 unless the runtime kills us."""
+def _parser() -> argparse.ArgumentParser:
+    """The worker's command line (spoken by ``tflkit.gpu.spawn`` and ``tflkit.gpu.jobs``)."""
     parser = argparse.ArgumentParser(prog="tflkit.gpu._probe_worker")
     parser.add_argument("--model", type=Path)
     parser.add_argument("--result", type=Path, required=True)
@@ -264,6 +264,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=Path, help="batch mode: JSON list of jobs")
     parser.add_argument("--start", type=int, default=0, help="batch mode: first job to run")
+    return parser
+
+
+def _run_inference(
+    cm: Any, args: argparse.Namespace, data: bytes, state: dict[str, Any], sig_index: int
+) -> tuple[dict[str, np.ndarray], dict[str, str], float]:
+    """Run the compiled model once (or once per input set): the arrays to save, the outputs it
+    could not read back, the seconds it took. Records the input sets' count and times in
+    ``state``."""
+    names = json.loads(args.input_names) if args.input_names else None
+    arrays_out: dict[str, np.ndarray] = {}
+    if args.input_sets is not None:
+        set_files = _load_sets(args.input_sets)
+        each: list[float] = []
+        unreadable: dict[str, str] = {}
+        for k, one in enumerate(set_files):
+            arrays = _make_inputs(state["inputs"], one, names, args.seed)
+            values, unreadable, seconds = _run(cm, arrays, state["outputs"], sig_index)
+            each.append(seconds)
+            arrays_out.update({f"s{k}_out_{i}": v for i, v in enumerate(values) if v is not None})
+        state.update(sets=len(set_files), run_seconds_each=each)
+        seconds = sum(each)
+    else:
+        tensors = _input_tensors(data, state["signature"]) if args.inputs is None else {}
+        arrays = _make_inputs(state["inputs"], args.inputs, names, args.seed, tensors)
+        values, unreadable, seconds = _run(cm, arrays, state["outputs"], sig_index)
+        arrays_out = {f"in_{i}": a for i, a in enumerate(arrays)}
+        arrays_out.update({f"out_{i}": v for i, v in enumerate(values) if v is not None})
+    return arrays_out, unreadable, seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Compile (and optionally run) the model; always exit 0 unless the runtime kills us."""
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.jobs is not None:
         return run_jobs(args.jobs, args.result, args.start, args.enforce_f32)
@@ -305,28 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.run:
         state["stage"] = "run"
         write_result(args.result, state)
-        names = json.loads(args.input_names) if args.input_names else None
-        arrays_out: dict[str, np.ndarray] = {}
         try:
-            if args.input_sets is not None:
-                set_files = _load_sets(args.input_sets)
-                each: list[float] = []
-                unreadable: dict[str, str] = {}
-                for k, one in enumerate(set_files):
-                    arrays = _make_inputs(state["inputs"], one, names, args.seed)
-                    values, unreadable, seconds = _run(cm, arrays, state["outputs"], sig_index)
-                    each.append(seconds)
-                    arrays_out.update(
-                        {f"s{k}_out_{i}": v for i, v in enumerate(values) if v is not None}
-                    )
-                state.update(sets=len(set_files), run_seconds_each=each)
-                seconds = sum(each)
-            else:
-                tensors = _input_tensors(data, state["signature"]) if args.inputs is None else {}
-                arrays = _make_inputs(state["inputs"], args.inputs, names, args.seed, tensors)
-                values, unreadable, seconds = _run(cm, arrays, state["outputs"], sig_index)
-                arrays_out = {f"in_{i}": a for i, a in enumerate(arrays)}
-                arrays_out.update({f"out_{i}": v for i, v in enumerate(values) if v is not None})
+            arrays_out, unreadable, seconds = _run_inference(cm, args, data, state, sig_index)
         except Exception as exc:
             state.update(stage="done", run_error=_one_line(exc))
             print(f"tflkit-probe: run failed: {state['run_error']}", file=sys.stderr, flush=True)

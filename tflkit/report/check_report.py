@@ -356,7 +356,7 @@ def group_cpu_ops(report: CheckReport) -> list[OpGroup]:
         group.types[op.type] = group.types.get(op.type, 0) + 1
         group.indices.append(op.index)
 
-    # subgraphs in the report's order (an LLM graph's decode signature first: ``check_model``)
+    # subgraphs in the report's order (an LLM graph's decode signature first: ``check_report``)
     rank = {i: n for n, i in enumerate(dict.fromkeys(op.subgraph for op in report.ops))}
     return sorted(
         groups.values(),

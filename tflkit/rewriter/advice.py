@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tflkit import ir
-from tflkit.compat.check import (
-    TARGET_DEFAULT,
-    Progress,
+from tflkit.compat.check import TARGET_DEFAULT, Progress, check_report
+from tflkit.compat.probe_verdicts import (
     attach_probe,
     attach_signature_probes,
-    check_model,
     probe_each_signature,
 )
 from tflkit.compat.targets import DEFAULT_TARGET
@@ -123,7 +121,7 @@ def check_path(
 
         fix_input_shapes(model, input_shapes)
     advisor = Advisor()
-    report = check_model(
+    report = check_report(
         model, target=target, max_partitions=max_partitions, path=label, advise=advisor
     )
     report.sha256 = digest.hexdigest() or sha256_of(data)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tflkit import ir
-from tflkit.compat.check import check_model
+from tflkit.compat.check import check_report
 from tflkit.gpu.probe import ProbeResult
 from tflkit.jsonable import plain
 from tflkit.report.rewrite_report import Residency, RewriteReport, StaticResidency
@@ -51,7 +51,7 @@ def build_report(
             "the static GPU checker did not choose the ops (rules forced with --rule, or no "
             "checker): each rule's own pattern did"
         )
-    check_before, check_after = check_model(original), check_model(outcome.model)
+    check_before, check_after = check_report(original), check_report(outcome.model)
     v = outcome.verification
     records: dict[str, list[dict[str, Any]]] = {r.report_key: [] for r in catalog() if r.report_key}
     records.update(outcome.rule_records)
