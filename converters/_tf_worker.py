@@ -255,104 +255,14 @@ def _tflite_input_types(inputs: list[dict[str, Any]], tensors: dict[str, Any]) -
 
 
 def run(job: dict[str, Any]) -> dict[str, Any]:
+    """Convert the job's Keras model or SavedModel, then record the float reference outputs;
+    returns the state (its ``stage`` says how far it got, ``error`` why it stopped)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     state: dict[str, Any] = {"stage": "import"}
-    work = Path(job["workdir"])
-    options = job["options"]
     try:
-        start = time.perf_counter()
-        import tensorflow as tf
-
-        state.update(tensorflow=tf.__version__, import_seconds=time.perf_counter() - start)
-        state["stage"] = "load"
-        source = Path(job["source"])
-        if job["kind"] == "keras":
-            unsafe = bool(options.get("unsafe_deserialization"))
-            trackable, dyn, body, ref, framework = _keras_source(source, unsafe)
-        else:
-            trackable, dyn, body, ref, framework = _saved_model_source(source, options["signature"])
-        state["framework"] = framework
-        try:
-            import keras
-
-            state["keras"] = keras.__version__
-        except ImportError:
-            pass
-        specs = _static_specs(dyn, options)
-        state["inputs"] = [
-            {
-                "name": s.name,
-                "shape": list(s.shape),
-                "dtype": s.dtype,
-                "source_shape": [None if d is None else int(d) for d in spec.shape.as_list()],
-            }
-            for s, (_, spec) in zip(specs, dyn, strict=True)
-        ]
-
-        @tf.function
-        def serve(**kw: Any) -> dict[str, Any]:
-            return body(kw)
-
-        tf_specs = {s.name: tf.TensorSpec(s.shape, s.dtype, name=s.name) for s in specs}
-        state["stage"] = "convert"
-        start = time.perf_counter()
-        saved = _static_saved_model(serve, trackable, tf_specs, work)
-        converter = _converter(saved, specs, options)
-        try:
-            data = converter.convert()
-        except Exception as exc:
-            state["failure"] = _conversion_failure(str(exc))
-            raise
-        state["convert_seconds"] = time.perf_counter() - start
-        (work / "model.tflite").write_bytes(data)
+        data, ref = _convert(job, state)
         state["stage"] = "reference"
-        from tflkit import ir
-        from tflkit.delegates.tf_reference import save_bundle
-        from tflkit.ir.entry import IoSpec, entry_point
-        from tflkit.validation.inputs import make_input_sets
-
-        model = ir.load(data)
-        _tflite_input_types(state["inputs"], entry_point(model)[2])
-        state["flex_ops"] = sorted(
-            {op.type for sg in model.subgraphs for op in sg.ops if op.type.startswith("Flex")}
-        )
-        sets = make_input_sets(
-            model,
-            count=int(options["reference_sets"]),
-            seed=int(options["seed"]),
-            kind="realistic",  # what validate feeds the model: photographs, audio, indices
-        )
-        # --int8-io: the float model gets the real values the int8 inputs stand for
-        quant = {spec.name: spec.quant for spec in sets.specs if spec.quant is not None}
-        refs = []
-        for feed in sets.feeds:
-            out = ref({k: tf.constant(v) for k, v in real_values(feed, quant).items()})
-            refs.append(
-                {
-                    k: np.asarray(v, dtype=np.float32)
-                    if np.asarray(v).dtype.kind == "f"
-                    else np.asarray(v)
-                    for k, v in out.items()
-                }
-            )
-        save_bundle(
-            work / "reference.npz",
-            sets.feeds,
-            refs,
-            source=str(source),
-            framework=framework,
-            inputs=sets.summary(),
-        )
-        state["reference_inputs"] = sets.summary()
-        state["output_names"] = list(refs[0])
-        if not state["flex_ops"]:
-            outputs = entry_point(model)[3]
-            out_quant = {
-                n: q for n, t in outputs.items() if (q := IoSpec(n, t, t.shape).quant) is not None
-            }
-            from .foreign import cpu_vs_reference
-
-            state["cpu_vs_reference_max_abs"] = cpu_vs_reference(data, sets.feeds, refs, out_quant)
+        _reference(job, data, ref, state)
         state["stage"] = "done"
     except UsageError as exc:
         state.update(error=str(exc), error_kind="usage")
@@ -360,6 +270,114 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         text = f"{type(exc).__name__}: {exc}"
         state.update(error=text.splitlines()[0][:2000], error_kind=state["stage"])
     return state
+
+
+def _convert(job: dict[str, Any], state: dict[str, Any]) -> tuple[bytes, Any]:
+    """Load the source, freeze its input shapes and convert: the .tflite bytes (also written to
+    the work folder) and the source's reference function."""
+    work = Path(job["workdir"])
+    options = job["options"]
+    start = time.perf_counter()
+    import tensorflow as tf
+
+    state.update(tensorflow=tf.__version__, import_seconds=time.perf_counter() - start)
+    state["stage"] = "load"
+    source = Path(job["source"])
+    if job["kind"] == "keras":
+        unsafe = bool(options.get("unsafe_deserialization"))
+        trackable, dyn, body, ref, framework = _keras_source(source, unsafe)
+    else:
+        trackable, dyn, body, ref, framework = _saved_model_source(source, options["signature"])
+    state["framework"] = framework
+    try:
+        import keras
+
+        state["keras"] = keras.__version__
+    except ImportError:
+        pass
+    specs = _static_specs(dyn, options)
+    state["inputs"] = [
+        {
+            "name": s.name,
+            "shape": list(s.shape),
+            "dtype": s.dtype,
+            "source_shape": [None if d is None else int(d) for d in spec.shape.as_list()],
+        }
+        for s, (_, spec) in zip(specs, dyn, strict=True)
+    ]
+
+    @tf.function
+    def serve(**kw: Any) -> dict[str, Any]:
+        return body(kw)
+
+    tf_specs = {s.name: tf.TensorSpec(s.shape, s.dtype, name=s.name) for s in specs}
+    state["stage"] = "convert"
+    start = time.perf_counter()
+    saved = _static_saved_model(serve, trackable, tf_specs, work)
+    converter = _converter(saved, specs, options)
+    try:
+        data = converter.convert()
+    except Exception as exc:
+        state["failure"] = _conversion_failure(str(exc))
+        raise
+    state["convert_seconds"] = time.perf_counter() - start
+    (work / "model.tflite").write_bytes(data)
+    return data, ref
+
+
+def _reference(job: dict[str, Any], data: bytes, ref: Any, state: dict[str, Any]) -> None:
+    """Run the source on the inputs validate will feed the .tflite and save the bundle; without
+    flex ops, also measure the CPU interpreter against it."""
+    import tensorflow as tf
+
+    from tflkit import ir
+    from tflkit.delegates.tf_reference import save_bundle
+    from tflkit.ir.entry import IoSpec, entry_point
+    from tflkit.validation.inputs import make_input_sets
+
+    work, options = Path(job["workdir"]), job["options"]
+    model = ir.load(data)
+    _tflite_input_types(state["inputs"], entry_point(model)[2])
+    state["flex_ops"] = sorted(
+        {op.type for sg in model.subgraphs for op in sg.ops if op.type.startswith("Flex")}
+    )
+    sets = make_input_sets(
+        model,
+        count=int(options["reference_sets"]),
+        seed=int(options["seed"]),
+        kind="realistic",  # what validate feeds the model: photographs, audio, indices
+    )
+    # --int8-io: the float model gets the real values the int8 inputs stand for
+    quant = {spec.name: spec.quant for spec in sets.specs if spec.quant is not None}
+    refs = []
+    for feed in sets.feeds:
+        out = ref({k: tf.constant(v) for k, v in real_values(feed, quant).items()})
+        refs.append(
+            {
+                k: np.asarray(v, dtype=np.float32)
+                if np.asarray(v).dtype.kind == "f"
+                else np.asarray(v)
+                for k, v in out.items()
+            }
+        )
+    save_bundle(
+        work / "reference.npz",
+        sets.feeds,
+        refs,
+        source=str(Path(job["source"])),
+        framework=state["framework"],
+        inputs=sets.summary(),
+    )
+    state["reference_inputs"] = sets.summary()
+    state["output_names"] = list(refs[0])
+    if not state["flex_ops"]:
+        outputs = entry_point(model)[3]
+        out_quant = {
+            n: q for n, t in outputs.items() if (q := IoSpec(n, t, t.shape).quant) is not None
+        }
+        from .foreign import cpu_vs_reference
+
+        state["cpu_vs_reference_max_abs"] = cpu_vs_reference(data, sets.feeds, refs, out_quant)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,35 +147,67 @@ def _weights_by_dtype(model: ir.Model) -> dict[str, int]:
 def _warnings(
     model: ir.Model, histogram: Counter[str], custom: list[str], flex: list[str]
 ) -> list[ModelWarning]:
-    found: list[ModelWarning] = []
     if not model.subgraphs:
         return [ModelWarning("EMPTY_MODEL", "the model has no subgraphs")]
     main = model.main
-    dynamic = [t.name for t in main.inputs if t.is_dynamic]
-    if dynamic:
-        found.append(
-            ModelWarning(
-                "DYNAMIC_SHAPE",
-                "inputs with dynamic dimensions; the GPU delegate needs static shapes "
-                "(fix them with --input-shape)",
-                dynamic,
-            )
-        )
-    all_tensors = [t for sg in model.subgraphs for t in sg.tensors]
-    int64 = [t.name for t in all_tensors if t.type_name == "INT64" and not t.is_constant]
-    if int64:
-        found.append(
-            ModelWarning("INT64", "int64 tensors; the GPU delegate does not take int64", int64)
-        )
-    high_rank = [t.name for t in all_tensors if t.rank > GPU_MAX_RANK]
-    if high_rank:
-        found.append(
-            ModelWarning(
-                "RANK_GT_4",
-                f"tensors of rank > {GPU_MAX_RANK}; the GPU delegate handles at most 4-D",
-                high_rank,
-            )
-        )
+    tensors = [t for sg in model.subgraphs for t in sg.tensors]
+    variables = sorted(set(histogram) & VARIABLE_OPS) + [t.name for t in tensors if t.is_variable]
+    quantized_io = [
+        t.name for t in (*main.inputs, *main.outputs) if t.type_name in ("INT8", "UINT8", "INT16")
+    ]
+    found = [
+        _warning(
+            "DYNAMIC_SHAPE",
+            "inputs with dynamic dimensions; the GPU delegate needs static shapes "
+            "(fix them with --input-shape)",
+            [t.name for t in main.inputs if t.is_dynamic],
+        ),
+        _warning(
+            "INT64",
+            "int64 tensors; the GPU delegate does not take int64",
+            [t.name for t in tensors if t.type_name == "INT64" and not t.is_constant],
+        ),
+        _warning(
+            "RANK_GT_4",
+            f"tensors of rank > {GPU_MAX_RANK}; the GPU delegate handles at most 4-D",
+            [t.name for t in tensors if t.rank > GPU_MAX_RANK],
+        ),
+        _control_flow_warning(model, histogram),
+        _warning(
+            "RESOURCE_VARIABLES",
+            "resource variables or stateful tensors; these ops stay on CPU",
+            variables,
+        ),
+        _warning("CUSTOM_OP", "custom ops; the GPU delegate does not run them", custom),
+        _warning(
+            "FLEX_OP", "TensorFlow (flex) ops; they need the flex delegate and run on CPU", flex
+        ),
+        _warning(
+            "QUANTIZED_IO",
+            "integer inputs/outputs; the GPU delegate computes in float and converts at the edges",
+            quantized_io,
+        ),
+        _warning(
+            "SPARSE_WEIGHTS",
+            "sparse weights (DENSIFY); densify them before the GPU can use them",
+            [t.name for t in tensors if t.sparsity is not None],
+        ),
+        _warning(
+            "NON_NUMERIC",
+            "string/resource/variant tensors; CPU only",
+            [t.name for t in tensors if t.type_name in ("STRING", "RESOURCE", "VARIANT")],
+        ),
+    ]
+    return [w for w in found if w is not None]
+
+
+def _warning(code: str, message: str, subjects: list[str]) -> ModelWarning | None:
+    """A warning about ``subjects``, or None when there are none."""
+    return ModelWarning(code, message, subjects) if subjects else None
+
+
+def _control_flow_warning(model: ir.Model, histogram: Counter[str]) -> ModelWarning | None:
+    """Control-flow ops, or subgraphs that are neither entry points nor decompositions."""
     control = sorted(set(histogram) & CONTROL_FLOW_OPS)
     # entry points of their own (signatures) and composite decompositions are no control flow
     plain = {id(s.subgraph) for s in model.signatures} | {
@@ -186,59 +218,10 @@ def _warnings(
         if 0 <= i < len(model.subgraphs)
     }
     others = sum(1 for sg in model.subgraphs[1:] if id(sg) not in plain)
-    if control or others:
-        found.append(
-            ModelWarning(
-                "CONTROL_FLOW",
-                f"{len(model.subgraphs)} subgraphs; control-flow ops and their bodies run on CPU",
-                control,
-            )
-        )
-    variables = sorted(set(histogram) & VARIABLE_OPS)
-    variable_tensors = [t.name for t in all_tensors if t.is_variable]
-    if variables or variable_tensors:
-        found.append(
-            ModelWarning(
-                "RESOURCE_VARIABLES",
-                "resource variables or stateful tensors; these ops stay on CPU",
-                variables + variable_tensors,
-            )
-        )
-    if custom:
-        found.append(
-            ModelWarning("CUSTOM_OP", "custom ops; the GPU delegate does not run them", custom)
-        )
-    if flex:
-        found.append(
-            ModelWarning(
-                "FLEX_OP",
-                "TensorFlow (flex) ops; they need the flex delegate and run on CPU",
-                flex,
-            )
-        )
-    quantized_io = [
-        t.name for t in (*main.inputs, *main.outputs) if t.type_name in ("INT8", "UINT8", "INT16")
-    ]
-    if quantized_io:
-        found.append(
-            ModelWarning(
-                "QUANTIZED_IO",
-                "integer inputs/outputs; the GPU delegate computes in float and converts at the "
-                "edges",
-                quantized_io,
-            )
-        )
-    if any(t.sparsity is not None for t in all_tensors):
-        found.append(
-            ModelWarning(
-                "SPARSE_WEIGHTS",
-                "sparse weights (DENSIFY); densify them before the GPU can use them",
-                [t.name for t in all_tensors if t.sparsity is not None],
-            )
-        )
-    strings = [t.name for t in all_tensors if t.type_name in ("STRING", "RESOURCE", "VARIANT")]
-    if strings:
-        found.append(
-            ModelWarning("NON_NUMERIC", "string/resource/variant tensors; CPU only", strings)
-        )
-    return found
+    if not (control or others):
+        return None
+    return ModelWarning(
+        "CONTROL_FLOW",
+        f"{len(model.subgraphs)} subgraphs; control-flow ops and their bodies run on CPU",
+        control,
+    )

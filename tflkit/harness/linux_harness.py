@@ -340,6 +340,63 @@ def _delegated(log: str, total: int | None, fully: bool | None) -> int | None:
     return total if fully else None
 
 
+def _wait(child: subprocess.Popen[bytes], start: float, timeout: float, backend: str) -> bool:
+    """Wait for a backend's child, saying it still runs every ``HEARTBEAT_SECONDS``; kill its
+    session after ``timeout`` (or when this process is interrupted). True when it timed out."""
+    beat = start
+    try:
+        while child.poll() is None:
+            now = time.perf_counter()
+            if now - start > timeout:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+                return True
+            if now - beat >= HEARTBEAT_SECONDS:
+                say(f"{backend} running ({now - start:.0f} s)")
+                beat = now
+            time.sleep(0.05)
+    except BaseException:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        raise
+    return False
+
+
+def _record(backend: str, state: dict[str, Any], log: str, start: float) -> dict[str, Any]:
+    """A backend's record for result.json from its last state and its log."""
+    record: dict[str, Any] = {
+        "backend": backend,
+        "status": state.get("status"),
+        "error": state.get("error"),
+        "compile_seconds": state.get("compile_seconds"),
+        "warmup_seconds": state.get("warmup_seconds", []),
+        "run_seconds": state.get("run_seconds", []),
+        "fully_accelerated": state.get("fully_accelerated"),
+        "ops_total": state.get("ops_total"),
+        "ops_delegated": None,
+        "delegate_log": log[-20000:],
+        "gpu": _gpu_info(log) if backend != "cpu" else None,
+        "outputs": state.get("outputs", []),
+        "unreadable": state.get("unreadable", {}),
+        "dumps": state.get("dumps", []),
+        "wall_seconds": time.perf_counter() - start,
+    }
+    if backend == "cpu":
+        record["ops_delegated"] = 0
+    else:
+        record["ops_delegated"] = _delegated(log, record["ops_total"], record["fully_accelerated"])
+    return record
+
+
+def _crash_error(returncode: int, state: dict[str, Any], log: str) -> str:
+    """How a backend's child died, and the last fatal line of its log."""
+    fatal = _FATAL.findall(log)
+    how = f"killed by signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
+    detail = fatal[-1] if fatal else (log.strip().splitlines() or [""])[-1]
+    return f"{how} during {state.get('stage')}: {detail}".rstrip(": ")
+
+
 def _spawn_backend(
     python: str, job_dir: Path, result_dir: Path, work: Path, backend: str, timeout: float
 ) -> dict[str, Any]:
@@ -365,65 +422,18 @@ def _spawn_backend(
             env=env,
             start_new_session=True,
         )
-        timed_out = False
-        beat = start
-        try:
-            while child.poll() is None:
-                now = time.perf_counter()
-                if now - start > timeout:
-                    timed_out = True
-                    os.killpg(child.pid, signal.SIGKILL)
-                    child.wait()
-                    break
-                if now - beat >= HEARTBEAT_SECONDS:
-                    say(f"{backend} running ({now - start:.0f} s)")
-                    beat = now
-                time.sleep(0.05)
-        except BaseException:
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
-            raise
+        timed_out = _wait(child, start, timeout, backend)
     log = log_path.read_text("utf-8", "replace")
     try:
         state = json.loads((work / f"{backend}.json").read_text())
     except (OSError, ValueError):
         state = {"stage": "start"}
-    record: dict[str, Any] = {
-        "backend": backend,
-        "status": state.get("status"),
-        "error": state.get("error"),
-        "compile_seconds": state.get("compile_seconds"),
-        "warmup_seconds": state.get("warmup_seconds", []),
-        "run_seconds": state.get("run_seconds", []),
-        "fully_accelerated": state.get("fully_accelerated"),
-        "ops_total": state.get("ops_total"),
-        "ops_delegated": None,
-        "delegate_log": log[-20000:],
-        "gpu": _gpu_info(log) if backend != "cpu" else None,
-        "outputs": state.get("outputs", []),
-        "unreadable": state.get("unreadable", {}),
-        "dumps": state.get("dumps", []),
-        "wall_seconds": time.perf_counter() - start,
-    }
-    if backend == "cpu":
-        record["ops_delegated"] = 0
-    else:
-        record["ops_delegated"] = _delegated(log, record["ops_total"], record["fully_accelerated"])
+    record = _record(backend, state, log, start)
     if timed_out:
         why = f"no result within {timeout:g} s (stage {state['stage']})"
         record.update(status="timeout", error=why)
     elif state.get("stage") != "done":
-        fatal = _FATAL.findall(log)
-        how = (
-            f"killed by signal {-child.returncode}"
-            if child.returncode < 0
-            else f"exit status {child.returncode}"
-        )
-        detail = fatal[-1] if fatal else (log.strip().splitlines() or [""])[-1]
-        record.update(
-            status="crashed", error=f"{how} during {state.get('stage')}: {detail}".rstrip(": ")
-        )
+        record.update(status="crashed", error=_crash_error(child.returncode, state, log))
     if record["status"] != "ok":  # nothing half-written stays in the result folder
         record["outputs"], record["dumps"] = [], []
         for folder in ("outputs", "dumps"):

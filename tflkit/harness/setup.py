@@ -402,16 +402,8 @@ def _verify(device: ShellDevice, python: str) -> tuple[Completed, dict[str, Any]
     return done, _tagged(done, _VERIFY_TAG)
 
 
-def setup_device(
-    device: Device,
-    *,
-    python: str | None = None,
-    workdir: str | None = None,
-    progress: Progress | None = None,
-) -> tuple[SetupResult, Target]:
-    """Build (or reuse) the venv on ``device``; the caller records it (:func:`record_python`)."""
-    say = progress or (lambda _m: None)
-    start = time.monotonic()
+def _require_linux(device: Device) -> None:
+    """UsageError unless ``device`` is a Linux device reached through a shell."""
     if not isinstance(device, ShellDevice):
         raise UsageError(
             f"device setup is for Linux devices (ssh:..., adb:...): {device.spec} runs with "
@@ -422,28 +414,24 @@ def setup_device(
             f"{device.spec} is an Android phone: it runs the tflkit app "
             "(android_harness/README.md), not a Python environment"
         )
-    base = python or "python3"
-    spec = device.spec
-    say(f"{spec}: asking {base} for its version and platform")
-    target = probe(device, base)
-    reqs = requirements()
-    version = litert_version(reqs)
-    q = shlex.quote
-    root = _remote_dir(workdir, target)
+
+
+def _build_venv(
+    device: ShellDevice,
+    base: str,
+    target: Target,
+    root: str,
+    wheels: Path,
+    files: list[str],
+    megabytes: float,
+    reqs: list[str],
+    say: Progress,
+) -> None:
+    """Push ``wheels`` to a fresh folder under ``root``, make the venv there with ``base`` and
+    install ai-edge-litert and numpy from the pushed wheels (no network); the folder goes after."""
+    spec, q = device.spec, shlex.quote
     venv = f"{root}/venv"
     venv_python = f"{venv}/bin/python"
-    say(f"{spec}: {target.label}; the venv goes to {venv}")
-    done, versions = _verify(device, venv_python)
-    if versions is not None and versions.get("ai-edge-litert") == version:
-        say(f"{spec}: {venv} already has ai-edge-litert {version}")
-        result = SetupResult(
-            spec, venv_python, venv, target, versions, {"cached": None, "files": []}, {}, True, 0.0
-        )
-        result.seconds = time.monotonic() - start
-        return result, target
-    _need_venv(spec, base, target)
-    folder, record = ensure_wheels(target, reqs, spec, say)
-    files = list(record["files"])
     exists = _shell(device, f"test -f {q(venv + '/pyvenv.cfg')} || test ! -e {q(venv)}", "checking")
     if exists.returncode != 0:
         raise SetupError(f"{spec}: {venv} exists and is not a venv; refusing to touch it")
@@ -452,9 +440,8 @@ def setup_device(
     if mkdir.returncode != 0:
         raise SetupError(f"{spec}: cannot create {root}: {_why(mkdir)}")
     try:
-        mb = record.get("bytes", 0) / 1e6
-        say(f"{spec}: pushing {len(files)} wheels ({mb:.0f} MB)")
-        device.push(folder / "wheels", stage)
+        say(f"{spec}: pushing {len(files)} wheels ({megabytes:.0f} MB)")
+        device.push(wheels, stage)
         say(f"{spec}: building the venv ({base} -m venv {venv})")
         made = _shell(device, f"{q(base)} -m venv {q(venv)}", "python3 -m venv", INSTALL_TIMEOUT)
         if made.returncode != 0:
@@ -479,6 +466,42 @@ def setup_device(
     finally:
         with contextlib.suppress(TflkitError):
             device.shell(f"rm -rf {q(stage)}", timeout=COMMAND_TIMEOUT)
+
+
+def setup_device(
+    device: Device,
+    *,
+    python: str | None = None,
+    workdir: str | None = None,
+    progress: Progress | None = None,
+) -> tuple[SetupResult, Target]:
+    """Build (or reuse) the venv on ``device``; the caller records it (:func:`record_python`)."""
+    say = progress or (lambda _m: None)
+    start = time.monotonic()
+    _require_linux(device)
+    base = python or "python3"
+    spec = device.spec
+    say(f"{spec}: asking {base} for its version and platform")
+    target = probe(device, base)
+    reqs = requirements()
+    version = litert_version(reqs)
+    root = _remote_dir(workdir, target)
+    venv = f"{root}/venv"
+    venv_python = f"{venv}/bin/python"
+    say(f"{spec}: {target.label}; the venv goes to {venv}")
+    done, versions = _verify(device, venv_python)
+    if versions is not None and versions.get("ai-edge-litert") == version:
+        say(f"{spec}: {venv} already has ai-edge-litert {version}")
+        result = SetupResult(
+            spec, venv_python, venv, target, versions, {"cached": None, "files": []}, {}, True, 0.0
+        )
+        result.seconds = time.monotonic() - start
+        return result, target
+    _need_venv(spec, base, target)
+    folder, record = ensure_wheels(target, reqs, spec, say)
+    files = list(record["files"])
+    megabytes = record.get("bytes", 0) / 1e6
+    _build_venv(device, base, target, root, folder / "wheels", files, megabytes, reqs, say)
     done, versions = _verify(device, venv_python)
     if versions is None:
         raise SetupError(f"{spec}: the new venv cannot import ai_edge_litert: {_why(done)}")

@@ -195,6 +195,24 @@ def rewrite_context(report: Any) -> dict[str, Any]:
 
 
 def validate_context(report: Any) -> dict[str, Any]:
+    return {
+        "title": f"tflkit validate: {Path(report.model).name}",
+        "report": report,
+        "verdict": report.verdict,
+        "verdict_text": report.verdict,
+        "metrics": _METRICS,
+        "pairs": _validate_pairs(report),
+        "summary_plots": _summary_plots(report),
+        "scatters": _scatters(report),
+        "runners": _runner_rows(report),
+        "loc": report.localization,
+        "localization": _localization(report.localization),
+        "notes": [*report.inputs.get("notes", []), *report.notes],
+    }
+
+
+def _validate_pairs(report: Any) -> list[dict[str, Any]]:
+    """Each compared pair with its outputs' metrics and error histograms."""
     pairs = []
     for pair in report.pairs:
         outputs = []
@@ -211,14 +229,23 @@ def validate_context(report: Any) -> dict[str, Any]:
                 )
             outputs.append({"out": out, "metrics": metrics, "histogram": hist})
         pairs.append({"pair": pair, "outputs": outputs})
-    # per output: every runner's max abs against the CPU next to its bound
+    return pairs
+
+
+def _max_abs_by_output(report: Any) -> dict[str, dict[str, tuple[float | None, float | None]]]:
+    """Per output: every pair's max abs difference next to its bound."""
     by_output: dict[str, dict[str, tuple[float | None, float | None]]] = {}
     for pair in report.pairs:
         for out in pair.outputs:
             if out.metrics is not None:
                 by_output.setdefault(out.name, {})[pair.key] = (out.metrics.max_abs, out.bound)
+    return by_output
+
+
+def _scatters(report: Any) -> list[dict[str, Any]]:
+    """Per output: difference against value, every pair's sample in one plot."""
     scatters = []
-    for name in by_output:
+    for name in _max_abs_by_output(report):
         series, bounds = {}, {}
         for pair in report.pairs:
             for out in pair.outputs:
@@ -236,8 +263,13 @@ def validate_context(report: Any) -> dict[str, Any]:
                     ),
                 }
             )
+    return scatters
+
+
+def _summary_plots(report: Any) -> list[dict[str, Any]]:
+    """Per output: each pair's max abs difference as a bar, its bound as a line."""
     summary_plots = []
-    for name, per_pair in by_output.items():
+    for name, per_pair in _max_abs_by_output(report).items():
         keys = list(per_pair)
         summary_plots.append(
             {
@@ -253,6 +285,11 @@ def validate_context(report: Any) -> dict[str, Any]:
                 ),
             }
         )
+    return summary_plots
+
+
+def _runner_rows(report: Any) -> list[dict[str, Any]]:
+    """One row per runner: what executed, its mean inference time, its notes."""
     runners = []
     for r in report.runners:
         ex = r.executed
@@ -270,37 +307,27 @@ def validate_context(report: Any) -> dict[str, Any]:
         runners.append(
             {"r": r, "what": what, "mean": mean, "notes": "; ".join([*r.notes, r.error or ""])}
         )
-    loc = report.localization
-    localization = None
-    if loc is not None and not loc.unavailable:
-        ops = [op for op in loc.ops if op.isolated is not None or op.accumulated is not None]
-        localization = {
-            "loc": loc,
-            "ops": len(ops),
-            "svg": plots.error_along_graph(
-                [op.op_index for op in ops],
-                [op.isolated.score if op.isolated else None for op in ops],
-                [op.accumulated.score if op.accumulated else None for op in ops],
-                loc.threshold,
-                first=loc.first_divergent.op_index if loc.first_divergent else None,
-                culprits=[op.op_index for op in loc.culprits],
-            )
-            if ops
-            else None,
-        }
+    return runners
+
+
+def _localization(loc: Any) -> dict[str, Any] | None:
+    """The localization's error-along-the-graph plot, when it ran."""
+    if loc is None or loc.unavailable:
+        return None
+    ops = [op for op in loc.ops if op.isolated is not None or op.accumulated is not None]
     return {
-        "title": f"tflkit validate: {Path(report.model).name}",
-        "report": report,
-        "verdict": report.verdict,
-        "verdict_text": report.verdict,
-        "metrics": _METRICS,
-        "pairs": pairs,
-        "summary_plots": summary_plots,
-        "scatters": scatters,
-        "runners": runners,
         "loc": loc,
-        "localization": localization,
-        "notes": [*report.inputs.get("notes", []), *report.notes],
+        "ops": len(ops),
+        "svg": plots.error_along_graph(
+            [op.op_index for op in ops],
+            [op.isolated.score if op.isolated else None for op in ops],
+            [op.accumulated.score if op.accumulated else None for op in ops],
+            loc.threshold,
+            first=loc.first_divergent.op_index if loc.first_divergent else None,
+            culprits=[op.op_index for op in loc.culprits],
+        )
+        if ops
+        else None,
     }
 
 

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tflkit.gpu.probe import ProbeResult
+from tflkit.gpu.probe_result import COMPILED_STATUSES
 from tflkit.jsonable import plain
 from tflkit.report.check_report import CheckReport
 
@@ -144,6 +145,28 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
     console.print(f"[bold]{report.model}[/] -> {report.output} ({state})")
     for line in default_shape_lines(report.default_shapes):
         console.print(line)
+    _print_rules(report, console)
+    ops = sorted(set(report.histogram_before) | set(report.histogram_after))
+    hist = Table("op", "before", "after", title="op histogram (main graph and signatures)")
+    for op in ops:
+        hist.add_row(
+            op, str(report.histogram_before.get(op, 0)), str(report.histogram_after.get(op, 0))
+        )
+    console.print(hist)
+    _print_static(report, console)
+    _print_probe(report, console)
+    _print_verification(report, console)
+    if report.rule_lines:
+        console.print(report.rule_lines[0])
+        for line in report.rule_lines[1 : _MAX_LINES + 1]:
+            console.print(f"  {line}")
+        _more(console, report.rule_lines[1:], "lines")
+    for note in report.notes:
+        console.print(f"note: {note}")
+
+
+def _print_rules(report: RewriteReport, console: Console) -> None:
+    """The rules that fired (grouped) and those that did not, with why."""
     if report.fired:
         from tflkit.report.check_report import index_ranges
 
@@ -164,13 +187,10 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
     for (rule, op_type, reason), where in skipped[:_MAX_LINES]:
         console.print(f"  not fired: {rule} on {op_type} {_ops(where)}: {reason}")
     _more(console, skipped, "groups of rules not fired")
-    ops = sorted(set(report.histogram_before) | set(report.histogram_after))
-    hist = Table("op", "before", "after", title="op histogram (main graph and signatures)")
-    for op in ops:
-        hist.add_row(
-            op, str(report.histogram_before.get(op, 0)), str(report.histogram_after.get(op, 0))
-        )
-    console.print(hist)
+
+
+def _print_static(report: RewriteReport, console: Console) -> None:
+    """The static check before and after, and what stays on the CPU."""
     for label, static in (("before", report.static_before), ("after", report.static_after)):
         if static is not None:
             console.print(
@@ -183,51 +203,54 @@ def render_rewrite(report: RewriteReport, console: Console) -> None:
         for (reason,), where in still[:_MAX_LINES]:
             console.print(f"  still on CPU (static): {_ops(where)}: {reason}")
         _more(console, still, "groups of ops still on CPU (tflkit check)")
-    if report.probe_before or report.probe_after:
-        gpu = Table(
-            "",
-            "status",
-            "ops on GPU",
-            "ops on CPU",
-            "partitions",
-            "fully on GPU",
-            title="GPU accelerator (probed)",
-        )
-        for label, r in (("before", report.probe_before), ("after", report.probe_after)):
-            if r is not None:
-                gpu.add_row(
-                    label,
-                    r.status,
-                    _count(r.ops_on_gpu, r.status),
-                    _count(r.ops_on_cpu, r.status),
-                    str(r.partitions) if r.status in _COMPILED else NOT_COMPILED,
-                    "yes" if r.fully_accelerated else "no",
-                )
-        console.print(gpu)
-        if report.probe_after is not None:
-            for line in report.probe_after.rejections:
-                console.print(f"  still on CPU: {line}")
-            if report.probe_after.crash:
-                console.print(f"  accelerator crashed: {report.probe_after.crash}")
+
+
+def _print_probe(report: RewriteReport, console: Console) -> None:
+    """What the real accelerator said before and after, when probed."""
+    if not (report.probe_before or report.probe_after):
+        return
+    gpu = Table(
+        "",
+        "status",
+        "ops on GPU",
+        "ops on CPU",
+        "partitions",
+        "fully on GPU",
+        title="GPU accelerator (probed)",
+    )
+    for label, r in (("before", report.probe_before), ("after", report.probe_after)):
+        if r is not None:
+            gpu.add_row(
+                label,
+                r.status,
+                _count(r.ops_on_gpu, r.status),
+                _count(r.ops_on_cpu, r.status),
+                str(r.partitions) if r.status in COMPILED_STATUSES else NOTCOMPILED_STATUSES,
+                "yes" if r.fully_accelerated else "no",
+            )
+    console.print(gpu)
+    if report.probe_after is not None:
+        for line in report.probe_after.rejections:
+            console.print(f"  still on CPU: {line}")
+        if report.probe_after.crash:
+            console.print(f"  accelerator crashed: {report.probe_after.crash}")
+
+
+def _print_verification(report: RewriteReport, console: Console) -> None:
+    """The CPU verification of the rewritten model against the original."""
     v = report.verification
-    if v is not None:
-        problem = v["problem"] or "outputs differ"
-        verdict = "[green]outputs match[/]" if v["ok"] else f"[red]{problem}[/]"
-        console.print(f"verification (CPU, contract {v['contract']}): {verdict}")
-        same = [o["name"] for o in v["outputs"] if o["identical"]]
-        if same:
-            console.print(f"  {len(same)} of {len(v['outputs'])} outputs bit-identical")
-        differ = [o for o in v["outputs"] if not o["identical"]]
-        for o in differ[:_MAX_LINES]:
-            console.print(f"  {o['name']}: max abs {o['max_abs']:.3g}, max rel {o['max_rel']:.3g}")
-        _more(console, differ, "outputs")
-    if report.rule_lines:
-        console.print(report.rule_lines[0])
-        for line in report.rule_lines[1 : _MAX_LINES + 1]:
-            console.print(f"  {line}")
-        _more(console, report.rule_lines[1:], "lines")
-    for note in report.notes:
-        console.print(f"note: {note}")
+    if v is None:
+        return
+    problem = v["problem"] or "outputs differ"
+    verdict = "[green]outputs match[/]" if v["ok"] else f"[red]{problem}[/]"
+    console.print(f"verification (CPU, contract {v['contract']}): {verdict}")
+    same = [o["name"] for o in v["outputs"] if o["identical"]]
+    if same:
+        console.print(f"  {len(same)} of {len(v['outputs'])} outputs bit-identical")
+    differ = [o for o in v["outputs"] if not o["identical"]]
+    for o in differ[:_MAX_LINES]:
+        console.print(f"  {o['name']}: max abs {o['max_abs']:.3g}, max rel {o['max_rel']:.3g}")
+    _more(console, differ, "outputs")
 
 
 def default_shape_lines(defaults: dict[str, list[int]]) -> list[str]:
@@ -239,10 +262,8 @@ def default_shape_lines(defaults: dict[str, list[int]]) -> list[str]:
     ]
 
 
-#: Probe statuses after which the accelerator had compiled the model.
-_COMPILED = ("ok", "run_error")
 #: What the terminal shows for an op count the accelerator never produced.
-NOT_COMPILED = "not compiled"
+NOTCOMPILED_STATUSES = "not compiled"
 UNKNOWN = "—"
 
 
@@ -251,7 +272,7 @@ def _count(value: int | None, status: str) -> str:
     nothing, "—" when it compiled but did not say."""
     if value is not None:
         return str(value)
-    return UNKNOWN if status in _COMPILED else NOT_COMPILED
+    return UNKNOWN if status in COMPILED_STATUSES else NOTCOMPILED_STATUSES
 
 
 def _at(subgraph: int, op_index: int) -> str:
