@@ -129,6 +129,15 @@ def convert(
     options = options_from(
         ConvertOptions,
         locals(),
+        command=convert,
+        elsewhere=(
+            "model",
+            "output",
+            "gpu_ready",
+            "input_value",
+            "converter_option",
+            "json_output",
+        ),
         input_values=parse_input_values(input_value),
         image_range=_range(image_range),
         converter_options=parse_converter_options(converter_option),

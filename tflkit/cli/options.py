@@ -10,7 +10,8 @@ which parses the shared ``--input-shape`` and ``--tolerance`` the one way.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -19,14 +20,24 @@ import typer
 T = TypeVar("T")
 
 
-def options_from(cls: type[T], params: Mapping[str, Any], **given: Any) -> T:
+def options_from(
+    cls: type[T],
+    params: Mapping[str, Any],
+    *,
+    command: Callable[..., Any],
+    elsewhere: Collection[str] = (),
+    **given: Any,
+) -> T:
     """An options dataclass from a command's arguments (its ``locals()``: the values Typer
     converted, ``Path`` and ``list``; ``ctx.params`` holds them unconverted).
 
     A field takes the argument of the same name; ``input_shapes`` and ``tolerances`` take
     ``--input-shape`` and ``--tolerance`` parsed (one parser each, whichever command); ``given``
     sets the fields whose command-line form differs otherwise (renamed or derived). A field
-    that none of these sets keeps its default."""
+    that none of these sets keeps its default. Every argument of ``command`` (the function whose
+    ``locals()`` these are) must land somewhere: a field, or one of ``elsewhere`` (the arguments
+    the command reads itself or turns into a ``given`` field); any other is a programming error
+    (a renamed field would silently fall back to its default), raised as ``TypeError``."""
     from tflkit.compare.tolerances import parse_overrides
     from tflkit.ir.shapes import parse_input_shapes
 
@@ -39,6 +50,10 @@ def options_from(cls: type[T], params: Mapping[str, Any], **given: Any) -> T:
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     if not given.keys() <= names:
         raise TypeError(f"{cls.__name__} has no field {sorted(given.keys() - names)}")
+    arguments = inspect.signature(command).parameters.keys()
+    lost = sorted(set(arguments) - names - {"input_shape", "tolerance"} - set(elsewhere))
+    if lost:
+        raise TypeError(f"{cls.__name__} has no field for the argument(s) {lost}")
     return cls(**{name: values[name] for name in names & values.keys()})
 
 

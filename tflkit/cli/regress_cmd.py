@@ -134,6 +134,8 @@ def record(
     options = options_from(
         RecordOptions,
         locals(),
+        command=record,
+        elsewhere=("model", "output", "runner", "force", "suite", "jobs", "json_output"),
         runners=runner,
         probe=True if probe is None else probe,
     )
@@ -217,7 +219,23 @@ def check(
         from tflkit.regress.check import check as run_check
 
         assert model is not None and baseline is not None
-        options = options_from(CheckOptions, locals(), runners=runner)
+        options = options_from(
+            CheckOptions,
+            locals(),
+            command=check,
+            elsewhere=(
+                "model",
+                "baseline",
+                "runner",
+                "suite",
+                "jobs",
+                "junit",
+                "markdown",
+                "json_output",
+                "html",
+            ),
+            runners=runner,
+        )
         _progress(f"checking {model} against {baseline} ...")
         report = RegressReport([run_check(model, baseline, options)])
     _emit(report, json_output, junit, markdown, html)
