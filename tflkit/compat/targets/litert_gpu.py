@@ -155,6 +155,12 @@ def unary_rule(op: str) -> OpRule:
 
 _ACT = "fusedActivationFunction"
 _ONE_RUNTIME = (operands.runtime_inputs(1), operands.output_count(1))
+_CONV = (
+    operands.runtime_input(0),
+    operands.runtime_inputs(1, 2),
+    conv.positive_strides,
+    conv.positive_dilations,
+)
 
 RULES: dict[str, OpRule] = {
     **{op: unary_rule(op) for op in UNARY_VERSIONS},
@@ -168,22 +174,12 @@ RULES: dict[str, OpRule] = {
     "CONV_2D": OpRule(
         max_version=6,
         activation=_ACT,
-        checks=(
-            operands.runtime_input(0),
-            operands.runtime_inputs(1, 2),
-            conv.positive_strides,
-            conv.positive_dilations,
-        ),
+        checks=_CONV,
     ),
     "DEPTHWISE_CONV_2D": OpRule(
         max_version=6,
         activation=_ACT,
-        checks=(
-            operands.runtime_input(0),
-            operands.runtime_inputs(1, 2),
-            conv.positive_strides,
-            conv.positive_dilations,
-        ),
+        checks=_CONV,
     ),
     "TRANSPOSE_CONV": OpRule(
         max_version=3,
