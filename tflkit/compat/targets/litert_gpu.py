@@ -3,6 +3,10 @@
 Rules come from the delegate's per-op support checks and were then checked op by op against the
 real accelerator (compile a one-op model, read what it rejects); where the two disagreed the
 runtime won. docs/compat-rules.md lists every rule with its evidence.
+
+This module is the table: op type -> ``OpRule`` (version, types, fused activation, and the
+predicates from ``tflkit.compat.predicates`` its ``checks`` run in order). A new verdict is a
+predicate in its family's module there plus its name in the row of each op it holds for.
 """
 
 from __future__ import annotations

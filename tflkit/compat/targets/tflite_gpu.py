@@ -4,7 +4,10 @@ Derived from the delegate's sources (``delegates/gpu/common/model_builder.cc`` a
 ``tools/versioning/gpu_compatibility.cc``, TFLite 2.16-2.18): no such runtime runs on this
 machine, so unlike ``litert-gpu`` these rules are not runtime-verified. Where the classic delegate
 is stricter than LiteRT's accelerator it says so here: no integer arithmetic, the narrow
-ADD/MUL broadcasting, comparison ops only in front of CAST/SELECT, fewer op types.
+ADD/MUL broadcasting, comparison ops only in front of CAST/SELECT, fewer op types. Like
+``litert_gpu.py`` this module is a table whose rows name predicates of ``tflkit.compat.predicates``
+(the classic delegate's own ones live there too: the ``*_classic`` variants, and its narrower
+broadcasting, comparison, cast and depthwise checks).
 """
 
 from __future__ import annotations
