@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from types import TracebackType
 from typing import Any
 
 __all__ = ["BuildProgress"]
@@ -39,12 +38,7 @@ class BuildProgress:
         elif line.startswith(_MILESTONES):
             print(f"tflkit: {line[:160]}", file=sys.stderr, flush=True)
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         if self._status is not None:
             self._status.stop()
         if kind is None:
