@@ -91,12 +91,7 @@ def probe(
     :class:`~tflkit.errors.ModelLoadError` only for input that is not a TFLite model; every
     accelerator failure, crash or hang is reported in the result.
     """
-    if timeout <= 0:
-        raise UsageError(f"timeout must be positive, got {timeout}")
-    if (inputs is not None or input_sets is not None) and not run:
-        raise UsageError("inputs are only used with run=True")
-    if inputs is not None and input_sets is not None:
-        raise UsageError("give inputs or input_sets, not both")
+    _check_arguments(timeout, run, inputs, input_sets)
     data = read_model(model)
     normalized = normalize_inputs(inputs) if run else None
     sets = [normalize_inputs(one) for one in input_sets] if input_sets is not None else None
@@ -138,10 +133,7 @@ def probe(
         if result.log.fatal_kind == "load_failed" and not result.compiled:
             raise ModelLoadError(f"the runtime cannot load this model: {result.error}")
         if result.ran:
-            arrays = load_arrays(npz, state)
-            result.inputs, result.outputs = arrays["inputs"], arrays["outputs"]
-            if "sets" in arrays:
-                result.output_sets = list(arrays["sets"].values())
+            _attach_arrays(result, npz, state)
         if result.crashed and locate_crash and result.stage in ("compile", "run"):
             try:
                 result.crash_site = crash.locate_crash(data, result, sub_model_crashes)
@@ -150,6 +142,25 @@ def probe(
         if use_cache and cacheable(result):
             cache_store(entry, result, npz if result.ran else None)
     return result
+
+
+def _check_arguments(
+    timeout: float, run: bool, inputs: Inputs | None, input_sets: Sequence[Inputs] | None
+) -> None:
+    if timeout <= 0:
+        raise UsageError(f"timeout must be positive, got {timeout}")
+    if (inputs is not None or input_sets is not None) and not run:
+        raise UsageError("inputs are only used with run=True")
+    if inputs is not None and input_sets is not None:
+        raise UsageError("give inputs or input_sets, not both")
+
+
+def _attach_arrays(result: ProbeResult, npz: Path, state: dict[str, Any]) -> None:
+    """The inputs and outputs of a probe that ran, read back from the worker's ``.npz``."""
+    arrays = load_arrays(npz, state)
+    result.inputs, result.outputs = arrays["inputs"], arrays["outputs"]
+    if "sets" in arrays:
+        result.output_sets = list(arrays["sets"].values())
 
 
 def _options(
