@@ -15,6 +15,7 @@ import numpy as np
 from tflkit.fsio import write_atomic
 from tflkit.gpu.probe_result import ProbeResult
 
+#: Part of every cache key: raise it when what a cached result means changes.
 PROTOCOL = 1
 
 

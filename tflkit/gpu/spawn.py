@@ -15,19 +15,14 @@ import numpy as np
 from tflkit.errors import ModelLoadError, UsageError
 from tflkit.proc.worker import run_worker
 
+#: The worker module, run as ``python -m``.
 WORKER = "tflkit.gpu._probe_worker"
-
-
 #: the line the batch worker prints before each job (tflkit.gpu._probe_worker.JOB_MARKER)
 JOB_MARKER = "tflkit-probe: job "
-
-
 FILE_IDENTIFIER = b"TFL3"
 
-
 ModelInput = bytes | bytearray | memoryview | str | os.PathLike[str]
-
-
+#: Inputs by name or in signature order.
 Inputs = Mapping[str, np.ndarray] | Sequence[np.ndarray]
 #: Inputs as the worker takes them: arrays in order, and their names when given by name.
 Normalized = tuple[list[np.ndarray], list[str] | None]
