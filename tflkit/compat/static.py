@@ -1,9 +1,9 @@
 """Static GPU compatibility: which ops a target will not take and why, without running anything.
 
-``check_op`` answers for one op, ``op_verdicts`` for every op of every subgraph, ``analyze``
-with the model's issues too, and
+``check_op`` answers for one op, ``op_verdicts`` for every op of every subgraph, and
 ``model_issues`` lists what concerns the graph as a whole (fatal rejections that make GPU
-compilation fail, inputs with dynamic dimensions). What the runtime does, measured on the LiteRT
+compilation fail, inputs with dynamic dimensions); ``analyze`` gives verdicts and issues in one
+``StaticReport``. What the runtime does, measured on the LiteRT
 accelerator and encoded here:
 
 * every subgraph gets the delegate on its own, IF/WHILE bodies and CALL_ONCE initializers
