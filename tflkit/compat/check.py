@@ -66,7 +66,7 @@ def check_report(
     max_partitions: int | None = TARGET_DEFAULT,
     path: str = "<model>",
     sha256: str = "",
-    advise: Advisor | None = None,
+    advise: Advise | None = None,
 ) -> CheckReport:
     """The static report: verdicts, partitions, transfers, FLOP share, fix hints.
 
@@ -146,7 +146,7 @@ def _tally_subgraph(
     compiles: bool,
     limit: int | None,
     dynamic: str,
-    advise: Advisor | None,
+    advise: Advise | None,
 ) -> None:
     """Add subgraph ``sg_index``'s partitions, copies and op rows to ``tally``."""
     subgraph = model.subgraphs[sg_index]
@@ -389,11 +389,11 @@ def _is_rnn_loop(op: ir.Op) -> bool:
 
 #: Names the rewrite rule that fixes an op for its reasons: (op, reasons, the --input-shape
 #: hint of the model) -> hint, None when no rule does.
-Advisor = Callable[[ir.Op, Sequence[ReasonInfo], str], "FixHint | None"]
+Advise = Callable[[ir.Op, Sequence[ReasonInfo], str], "FixHint | None"]
 
 
 def _fix(
-    op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str, advise: Advisor | None
+    op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str, advise: Advise | None
 ) -> FixHint | None:
     hint = advise(op, reasons, dynamic) if advise is not None else None
     return hint if hint is not None else conversion_hint(op, reasons, dynamic)

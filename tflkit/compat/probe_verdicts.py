@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from tflkit import ir
 from tflkit.compat import static
-from tflkit.compat.check import Advisor
+from tflkit.compat.check import Advise
 from tflkit.compat.reasons import Reason, Rejection
 from tflkit.gpu.probe_result import COMPILED_STATUSES
 from tflkit.ir.composites import composite_of
@@ -77,7 +77,7 @@ def _probe_error(result: ProbeResult) -> str | None:
 
 
 def _crash_fix(
-    report: CheckReport, model: ir.Model, crash: CrashInfo, advise: Advisor | None
+    report: CheckReport, model: ir.Model, crash: CrashInfo, advise: Advise | None
 ) -> FixHint | None:
     """The rewrite that fixes the main-graph op the probe's crash is pinned on (a CRASH reason
     for ``advise``), set as that op's fix unless it has one; None when no rule does. The default
@@ -109,7 +109,7 @@ def model_agrees(compiles: bool, result: ProbeResult) -> bool | None:
 
 
 def attach_probe(
-    report: CheckReport, model: ir.Model, result: ProbeResult, advise: Advisor | None = None
+    report: CheckReport, model: ir.Model, result: ProbeResult, advise: Advise | None = None
 ) -> None:
     """Add what the real accelerator said, per op, and where it disagrees with the table;
     ``advise`` names the rewrite that fixes the op a crash is pinned on (:func:`_crash_fix`)."""
