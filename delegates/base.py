@@ -1,6 +1,10 @@
 """The runner protocol: turn input sets into outputs and record what really executed.
 
-A runner knows nothing about comparison (Polygraphy's split). ``activate`` prepares it (load,
+A runner knows nothing about comparison (Polygraphy's split). What each runner is (its precision
+class, the device it runs on, the device protocol's name for it, what it can do) is one
+:class:`RunnerSpec` of :data:`RUNNER_SPECS`, read by everything that needs to know: tolerances,
+localization, repro, the device harnesses, ``--steps`` and the CLI never parse a runner's name.
+``tflkit.delegates.registry`` builds each runner from its spec. ``activate`` prepares it (load,
 compile), ``infer`` runs every input set, ``deactivate`` frees it; :func:`execute` drives the
 three and turns any failure into a :class:`RunResult` whose ``status`` says what happened, so a
 crash, a hang or a refused model is a finding, never an exception that kills the caller.
@@ -15,9 +19,28 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from tflkit.errors import UsageError, one_line
 from tflkit.jsonable import plain
 
-__all__ = ["STATUSES", "Feed", "RunResult", "Runner", "RunnerUnavailable", "execute"]
+__all__ = [
+    "RECORD_DEFAULT",
+    "RUNNER_SPECS",
+    "STATUSES",
+    "VALIDATE_DEFAULT",
+    "Feed",
+    "FeedMismatch",
+    "InputMeta",
+    "RunResult",
+    "Runner",
+    "RunnerSpec",
+    "RunnerUnavailable",
+    "check_feeds",
+    "execute",
+    "find_spec",
+    "precision_of",
+    "runner_spec",
+    "spec_names",
+]
 
 Feed = Mapping[str, np.ndarray]
 
@@ -99,19 +122,140 @@ class Runner(Protocol):
         """Release what ``activate`` took."""
 
 
-def execute(runner: Runner, feeds: Sequence[Feed]) -> RunResult:
-    """activate, infer, deactivate; any exception becomes a result with a status and one line."""
+@dataclass(frozen=True)
+class RunnerSpec:
+    """What a runner is: read from here, never parsed from its name.
+
+    ``precision``: the tolerance class of what it may compute in ("fp16": half precision, or an
+    external delegate of unknown precision; "fp32"). ``device``: "cpu", "gpu" (this machine's
+    GPU accelerator), "browser" (LiteRT.js in headless Chromium), "external" (a delegate
+    ``.so``), "framework" (the reference), "device" (only on a device through its harness).
+    ``harness``: the device protocol's backend name for it (``tflkit.harness.protocol``).
+    ``kernels``: the CPU interpreter's kernels ("xnnpack", "reference": LiteRT's reference
+    kernels). ``emulated``: fp16 emulated op by op on the CPU. ``localize``: ``validate
+    --localize`` runs its ops alone. ``steps``: ``validate --steps`` runs it step by step.
+    """
+
+    name: str
+    precision: str
+    device: str
+    harness: str | None = None
+    kernels: str | None = None
+    emulated: bool = False
+    localize: bool = False
+    steps: bool = False
+
+    @property
+    def integer_kernels(self) -> bool:
+        """It computes a quantized model on its 8-bit grid (LiteRT's CPU kernels)."""
+        return self.kernels is not None
+
+
+#: Every runner, in the order the CLI lists them. "gpu": the classic GPU delegate of a device's
+#: harness, which allows fp16 by default on Android. webgpu-fp16, webgpu-fp32 and wasm: LiteRT.js
+#: in headless Chromium (one browser job runs them all).
+RUNNER_SPECS: tuple[RunnerSpec, ...] = (
+    RunnerSpec("cpu", "fp32", "cpu", harness="cpu", kernels="xnnpack", steps=True),
+    RunnerSpec("cpu-ref", "fp32", "cpu", kernels="reference", steps=True),
+    RunnerSpec("cpu-fp16", "fp16", "cpu", emulated=True, localize=True, steps=True),
+    RunnerSpec("gpu-fp16", "fp16", "gpu", harness="gpu_fp16", localize=True, steps=True),
+    RunnerSpec("gpu-fp32", "fp32", "gpu", harness="gpu_fp32", localize=True, steps=True),
+    RunnerSpec("webgpu-fp16", "fp16", "browser", harness="webgpu_fp16"),
+    RunnerSpec("webgpu-fp32", "fp32", "browser", harness="webgpu_fp32"),
+    RunnerSpec("wasm", "fp32", "browser", harness="wasm"),
+    RunnerSpec("delegate", "fp16", "external"),
+    RunnerSpec("reference", "fp32", "framework"),
+    RunnerSpec("gpu", "fp16", "device", harness="gpu_delegate"),
+)
+_BY_NAME = {spec.name: spec for spec in RUNNER_SPECS}
+#: What ``validate`` runs when no runner is asked for, and ``regress record`` records.
+VALIDATE_DEFAULT = ("cpu", "cpu-fp16", "gpu-fp16", "gpu-fp32")
+RECORD_DEFAULT = ("cpu", "gpu-fp16", "gpu-fp32")
+
+
+def runner_spec(name: str) -> RunnerSpec | None:
+    """The spec of runner ``name``; a runner on a device (``gpu-fp16@adb:SERIAL``) has its
+    backend's, an external delegate (``delegate``, ``delegate-xnnpack``) the delegate's."""
+    base = name.split("@", 1)[0]
+    return _BY_NAME.get(base) or (_BY_NAME["delegate"] if base.startswith("delegate") else None)
+
+
+def precision_of(name: str) -> str:
+    """The precision class ("fp16" or "fp32") of runner ``name``; "fp32" for one without spec."""
+    spec = runner_spec(name)
+    return "fp32" if spec is None else spec.precision
+
+
+def find_spec(**fields: Any) -> RunnerSpec:
+    """The first spec whose fields have these values (``find_spec(kernels="reference")``)."""
+    for spec in RUNNER_SPECS:
+        if all(getattr(spec, k) == v for k, v in fields.items()):
+            return spec
+    raise LookupError(f"no runner with {fields}")
+
+
+def spec_names(**fields: Any) -> tuple[str, ...]:
+    """The names of the runners whose spec fields have these values, in registry order."""
+    return tuple(s.name for s in RUNNER_SPECS if all(getattr(s, k) == v for k, v in fields.items()))
+
+
+#: The inputs a runner takes, by feed name: (dtype, shape); a dimension below 0 takes any size.
+InputMeta = Mapping[str, tuple[np.dtype, Sequence[int]]]
+
+
+class FeedMismatch(UsageError):
+    """A feed does not fit the runner's inputs (names, dtype, shape): nothing ran."""
+
+
+def check_feeds(runner: str, feeds: Sequence[Feed], inputs: InputMeta) -> None:
+    """Raise :class:`FeedMismatch`, one line naming the first misfit, unless every feed has
+    exactly the names of ``inputs``, each with its dtype and shape."""
+    for k, feed in enumerate(feeds):
+        which = f"{runner}: input set {k}"
+        missing = [n for n in inputs if n not in feed]
+        extra = [n for n in feed if n not in inputs]
+        if missing or extra:
+            raise FeedMismatch(
+                f"{which} does not fit the model's inputs {sorted(inputs)}: "
+                + "; ".join(
+                    f"{what} {names}"
+                    for what, names in (("missing", missing), ("unknown", extra))
+                    if names
+                )
+            )
+        for name, (dtype, shape) in inputs.items():
+            array = np.asarray(feed[name])
+            fits = len(array.shape) == len(shape) and all(
+                d < 0 or d == a for d, a in zip(shape, array.shape, strict=True)
+            )
+            if array.dtype != dtype or not fits:
+                want = [d if d >= 0 else "?" for d in shape]
+                raise FeedMismatch(
+                    f"{which}: input {name!r} takes {np.dtype(dtype).name} {want}, got "
+                    f"{array.dtype.name} {list(array.shape)}"
+                )
+
+
+def execute(runner: Runner, feeds: Sequence[Feed], inputs: InputMeta | None = None) -> RunResult:
+    """activate, infer, deactivate; any exception becomes a result with a status and one line.
+
+    ``inputs``: the runner's inputs; every feed is checked against them first
+    (:func:`check_feeds`: a feed that does not fit raises, nothing runs)."""
+    if inputs is not None:
+        check_feeds(runner.name, feeds, inputs)
     start = time.perf_counter()
     try:
         runner.activate()
     except Exception as exc:
-        result = RunResult(runner.name, getattr(exc, "status", "compile_error"), error=_line(exc))
+        result = RunResult(
+            runner.name, getattr(exc, "status", "compile_error"), error=one_line(exc)
+        )
         result.wall_seconds = time.perf_counter() - start
         return result
     try:
         result = runner.infer(feeds)
     except Exception as exc:
-        result = RunResult(runner.name, getattr(exc, "status", "run_error"), error=_line(exc))
+        result = RunResult(runner.name, getattr(exc, "status", "run_error"), error=one_line(exc))
     finally:
         runner.deactivate()
     result.wall_seconds = time.perf_counter() - start
@@ -122,8 +266,3 @@ class RunnerUnavailable(RuntimeError):
     """The runner cannot start here (missing file, missing framework); status ``unavailable``."""
 
     status = "unavailable"
-
-
-def _line(exc: BaseException) -> str:
-    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
-    return text or type(exc).__name__

@@ -30,7 +30,7 @@ import numpy as np
 
 from tflkit.jsonable import plain_fields
 
-from .base import Feed, RunnerUnavailable, RunResult
+from .base import Feed, RunnerUnavailable, RunResult, find_spec
 from .litert_cpu import start_interpreter
 
 __all__ = ["FP16_MAX", "Fp16EmulationRunner", "round_fp16", "round_model_constants"]
@@ -127,10 +127,10 @@ class Fp16EmulationRunner:
         sums): here, rounded to fp16."""
         return round_fp16(value)
 
-    def __init__(self, model: bytes, *, signature: str | None = None, name: str = "cpu-fp16"):
+    def __init__(self, model: bytes, *, signature: str | None = None, name: str | None = None):
         self.model = model
         self.signature = signature
-        self.name = name
+        self.name = name or find_spec(emulated=True).name
         self._programs: dict[int, _Program] = {}
         self._feeds: dict[str, int] = {}
         self._outputs: dict[str, int] = {}

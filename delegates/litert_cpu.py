@@ -27,7 +27,7 @@ import numpy as np
 
 from tflkit.errors import UsageError
 
-from .base import Feed, RunResult
+from .base import Feed, RunResult, spec_names
 
 __all__ = [
     "KERNELS",
@@ -245,7 +245,7 @@ class LiteRTCpuRunner:
         self.kernels = kernels
         self.signature = signature
         self.num_threads = num_threads
-        self.name = name or {"xnnpack": "cpu", "reference": "cpu-ref"}.get(kernels, "cpu-builtin")
+        self.name = name or next(iter(spec_names(kernels=kernels)), "cpu-builtin")
         self._interpreter: Any = None
         self._compile_seconds: float | None = None
 

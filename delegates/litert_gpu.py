@@ -13,7 +13,7 @@ from typing import Any
 
 from tflkit.gpu.probe import ProbeResult, probe
 
-from .base import Feed, RunResult
+from .base import Feed, RunResult, find_spec
 
 __all__ = ["LiteRTGpuRunner", "from_probe"]
 
@@ -38,13 +38,13 @@ class LiteRTGpuRunner:
         self.signature = signature
         self.timeout = timeout
         self.locate_crash = locate_crash
-        self.name = name or ("gpu-fp32" if enforce_f32 else "gpu-fp16")
+        self.name = name or find_spec(device="gpu", precision=_precision(enforce_f32)).name
 
     def activate(self) -> None:
         """Nothing to do here: the child compiles, so a crash cannot reach this process."""
 
     def infer(self, feeds: Sequence[Feed]) -> RunResult:
-        precision = "fp32" if self.enforce_f32 else "fp16"
+        precision = _precision(self.enforce_f32)
         first = from_probe(self.name, self._probe(feeds), precision=precision)
         if not _incomplete(first):
             return first
@@ -76,6 +76,10 @@ class LiteRTGpuRunner:
 
     def deactivate(self) -> None:
         """Nothing held: the child process is gone."""
+
+
+def _precision(enforce_f32: bool) -> str:
+    return "fp32" if enforce_f32 else "fp16"
 
 
 def _incomplete(result: RunResult) -> bool:

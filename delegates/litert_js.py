@@ -30,7 +30,7 @@ import numpy as np
 
 from tflkit.gpu.log import parse_gpu_log
 
-from .base import Feed, RunnerUnavailable, RunResult
+from .base import RUNNER_SPECS, Feed, RunnerUnavailable, RunResult
 
 __all__ = [
     "BACKEND_OF",
@@ -42,9 +42,9 @@ __all__ = [
 ]
 
 #: runner name -> the browser harness's backend
-BACKEND_OF = {"webgpu-fp16": "webgpu_fp16", "webgpu-fp32": "webgpu_fp32", "wasm": "wasm"}
+BACKEND_OF = {s.name: s.harness for s in RUNNER_SPECS if s.device == "browser" and s.harness}
 BROWSER_RUNNERS = tuple(BACKEND_OF)
-_PRECISION = {"webgpu_fp16": "fp16", "webgpu_fp32": "fp32", "wasm": "fp32"}
+_PRECISION = {s.harness: s.precision for s in RUNNER_SPECS if s.device == "browser"}
 #: seconds for Chromium to start and LiteRT.js to load, beyond the backends' own time
 _OVERHEAD_S = 120.0
 

@@ -19,3 +19,10 @@ class ModelLoadError(TflkitError):
 
 class InvalidModelError(TflkitError):
     """The model parsed but breaks an invariant (dangling index, cycle, double producer...)."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its message's lines, stripped, joined by a space (its type's
+    name when it has no message)."""
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    return text or type(exc).__name__

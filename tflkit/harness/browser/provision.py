@@ -89,10 +89,6 @@ class LiteRtJs:
     def core(self) -> Path:
         return self.path / "core"
 
-    @property
-    def wasm_utils(self) -> Path:
-        return self.path / "wasm-utils"
-
 
 def _folder(root: Path, version: str) -> Path:
     return root / f"litertjs-{version}"
