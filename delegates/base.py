@@ -199,8 +199,9 @@ def spec_names(**fields: Any) -> tuple[str, ...]:
     return tuple(s.name for s in RUNNER_SPECS if all(getattr(s, k) == v for k, v in fields.items()))
 
 
-#: The inputs a runner takes, by feed name: (dtype, shape); a dimension below 0 takes any size.
-InputMeta = Mapping[str, tuple[np.dtype, Sequence[int]]]
+#: The inputs a runner takes, by feed name: (dtype, shape); a dimension below 0 takes any size,
+#: a dtype of None any dtype.
+InputMeta = Mapping[str, tuple[np.dtype | None, Sequence[int]]]
 
 
 class FeedMismatch(UsageError):
@@ -228,10 +229,11 @@ def check_feeds(runner: str, feeds: Sequence[Feed], inputs: InputMeta) -> None:
             fits = len(array.shape) == len(shape) and all(
                 d < 0 or d == a for d, a in zip(shape, array.shape, strict=True)
             )
-            if array.dtype != dtype or not fits:
+            if (dtype is not None and array.dtype != dtype) or not fits:
                 want = [d if d >= 0 else "?" for d in shape]
+                takes = "any dtype" if dtype is None else np.dtype(dtype).name
                 raise FeedMismatch(
-                    f"{which}: input {name!r} takes {np.dtype(dtype).name} {want}, got "
+                    f"{which}: input {name!r} takes {takes} {want}, got "
                     f"{array.dtype.name} {list(array.shape)}"
                 )
 

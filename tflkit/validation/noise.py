@@ -12,13 +12,12 @@ from tflkit import ir
 from tflkit.compare.comparator import OutputInfo
 from tflkit.compare.sensitivity import EPS, FLIPS, SAME_GRID, OutputNoise, measure, perturb
 from tflkit.compare.tolerances import precision_of, tolerance_for
-from tflkit.delegates.base import RunResult, execute
-from tflkit.delegates.litert_cpu import LiteRTCpuRunner
+from tflkit.delegates.base import RunResult, execute, find_spec
+from tflkit.delegates.registry import build
 from tflkit.delegates.step_flips import StepFlipRunner
-from tflkit.ir.entry import entry_point
 from tflkit.validation.inputs import InputSets, is_quantized, quantize_step
 from tflkit.validation.options import ValidateOptions, say
-from tflkit.validation.runners import reference_runner
+from tflkit.validation.runners import Entry, reference_runner
 from tflkit.validation.tflite_reference import TfliteReference
 
 __all__ = ["FLIP_TRIALS", "Grading", "add_reference_noise", "calibrate", "sensitivity"]
@@ -26,6 +25,9 @@ __all__ = ["FLIP_TRIALS", "Grading", "add_reference_noise", "calibrate", "sensit
 #: trials of one-step flips (their largest effect counts): a flip that moves an output is a rare
 #: event (mltk audio_example1 on photographs: 0 or 1 step on most seeds, 11 to 15 on a quarter)
 FLIP_TRIALS = 4
+#: the CPU runners whose outputs the noise is measured on: XNNPACK, LiteRT's reference kernels
+_CPU, _CPU_REF = find_spec(kernels="xnnpack"), find_spec(kernels="reference")
+_REFERENCE = find_spec(device="framework").name
 
 
 @dataclass(frozen=True)
@@ -48,14 +50,14 @@ class Grading:
 
     def pair_quantized(self, expected: str) -> bool:
         """Whether a pair against ``expected`` is held to the quantization contract."""
-        return self.quantized or (expected == "reference" and self.quantized_reference)
+        return self.quantized or (expected == _REFERENCE and self.quantized_reference)
 
 
 def calibrate(
     data: bytes,
     sets: InputSets,
     by_name: dict[str, RunResult],
-    model: ir.Model,
+    entry: Entry,
     outputs: list[OutputInfo],
     pairs: Sequence[tuple[str, str]],
     grading: Grading,
@@ -76,7 +78,7 @@ def calibrate(
     noise = sensitivity(data, sets, by_name, outputs, precisions, options)
     if grading.quantized_reference and not quantized and "int8" in noise:
         assert tflite is not None
-        add_reference_noise(noise["int8"], sets, by_name, model, outputs, options, tflite)
+        add_reference_noise(noise["int8"], sets, by_name, entry, outputs, options, tflite)
     return noise
 
 
@@ -95,14 +97,14 @@ def sensitivity(
     (:mod:`tflkit.delegates.step_flips`), what a GPU computing it in fp16 does to it.
     """
     key = options.signature
-    base = by_name.get("cpu")
+    base = by_name.get(_CPU.name)
     if base is None:
-        base = execute(LiteRTCpuRunner(data, signature=key), sets.feeds)
+        base = execute(build(_CPU, data, signature=key), sets.feeds)
     if not base.ok:
         return {}
-    spread = by_name.get("cpu-ref")
+    spread = by_name.get(_CPU_REF.name)
     if spread is None:
-        spread = execute(LiteRTCpuRunner(data, kernels="reference", signature=key), sets.feeds)
+        spread = execute(build(_CPU_REF, data, signature=key), sets.feeds)
     quant = {s.name: s.quant for s in sets.specs if s.quant is not None}
     grid_steps = {s.name: step for s in sets.specs if (step := quantize_step(s.tensor))}
     steps = {o.name: (o.scale, o.zero_point) for o in outputs if o.scale is not None}
@@ -116,7 +118,7 @@ def sensitivity(
         moved = perturb(
             sets.feeds, EPS[precision], options.seed + 1 + seed_offset, quant, grid_steps
         )
-        trial = execute(LiteRTCpuRunner(data, signature=key), moved)
+        trial = execute(build(_CPU, data, signature=key), moved)
         if not trial.ok:
             continue
         noise[precision] = measure(
@@ -166,7 +168,7 @@ def add_reference_noise(
     noise: dict[str, OutputNoise],
     sets: InputSets,
     by_name: dict[str, RunResult],
-    model: ir.Model,
+    entry: Entry,
     outputs: list[OutputInfo],
     options: ValidateOptions,
     tflite: TfliteReference,
@@ -174,13 +176,13 @@ def add_reference_noise(
     """A float model against a quantized ``.tflite`` reference: the reference's own noise counts
     too (the quantization error is the reference's, not this model's): its response to a
     one-step input change and the spread of its two CPU kernel sets, element-wise the larger."""
-    base = by_name.get("reference")
+    base = by_name.get(_REFERENCE)
     if base is None or not base.ok:
         return
-    steps = tflite.steps_for(entry_point(model, options.signature)[2])
+    steps = tflite.steps_for(entry.inputs)
     moved = perturb(sets.feeds, EPS["int8"], options.seed + 1, None, steps)
-    trial = execute(reference_runner(options, model, outputs, tflite), moved)
-    spread = execute(reference_runner(options, model, outputs, tflite, "reference"), sets.feeds)
+    trial = execute(reference_runner(options, entry, outputs, tflite), moved)
+    spread = execute(reference_runner(options, entry, outputs, tflite, "reference"), sets.feeds)
     if not trial.ok or not spread.ok:
         return
     labels = ["the quantized reference's inputs one step", "its XNNPACK vs reference kernels"]

@@ -27,24 +27,36 @@ from tflkit.compare.comparator import OutputInfo, PairComparison, compare_pair, 
 from tflkit.compare.groups import ChannelGroup, detect_groups, fit_groups
 from tflkit.compare.sensitivity import OutputNoise
 from tflkit.compare.tolerances import DEFAULTS, tolerance_for
-from tflkit.delegates.base import RunResult
+from tflkit.delegates.base import RunResult, find_spec, precision_of, runner_spec, spec_names
 from tflkit.delegates.tf_reference import is_bundle, load_bundle, save_bundle
 from tflkit.errors import UsageError
-from tflkit.ir.entry import IoSpec, entry_point
+from tflkit.ir.entry import IoSpec
 from tflkit.proc.cpu_smoke import ensure_cpu_safe
 from tflkit.report.validate_report import ValidateReport
 from tflkit.validation.inputs import InputSets
 from tflkit.validation.localize import Localization, localize
 from tflkit.validation.noise import Grading, calibrate
 from tflkit.validation.options import ValidateOptions, say
-from tflkit.validation.runners import RUNNERS, check_pairs, is_tflite, run_all, runner_names
+from tflkit.validation.runners import (
+    RUNNERS,
+    Entry,
+    check_pairs,
+    is_tflite,
+    resolve_entry,
+    run_all,
+    runner_names,
+)
 from tflkit.validation.tflite_reference import TfliteReference
 from tflkit.validation.verdicts import conclude
 
 __all__ = ["RUNNERS", "ValidateOptions", "output_kind", "output_kind_rule", "validate"]
 
 _THROUGH = {"RESHAPE", "SQUEEZE", "IDENTITY", "QUANTIZE", "DEQUANTIZE", "CAST"}
-_LOCALIZABLE = ("gpu-fp16", "gpu-fp32", "cpu-fp16")
+_LOCALIZABLE = spec_names(localize=True)
+#: the ground truths an output's channel groups are read from, best first
+_REFERENCE = find_spec(device="framework").name
+_CPU = find_spec(kernels="xnnpack").name
+_GROUND = (*spec_names(device="cpu", emulated=False), _REFERENCE)
 
 
 def validate(
@@ -58,26 +70,28 @@ def validate(
     tflite = TfliteReference.load(options.reference) if is_tflite(options.reference) else None
     extra = {r.name: r for r in options.extra_runners}
     names += [n for n in extra if n not in names]
-    if options.localize or {"cpu", "cpu-ref"} & set(names):  # they run in this process
+    if options.localize or any(_in_process(n) for n in names):
         ensure_cpu_safe(data, label, timeout=options.timeout)
-    optional = {"cpu-fp16"} - set(options.runners)  # a default that may not apply to a model
+    # a default that may not apply to a model: the fp16 emulation
+    optional = set(spec_names(emulated=True)) - set(options.runners)
     pairs = list(options.pairs) or default_pairs(names)
     check_pairs(pairs, names)
-    key, _, ins, outs = entry_point(model, options.signature)
-    sets = _inputs(model, options, tflite)
+    entry = resolve_entry(model, options.signature)
+    key, ins, outs = entry.key, entry.inputs, entry.outputs
+    sets = _inputs(model, entry, options, tflite)
     outputs = _output_infos(outs, list(ins.values()))
     outputs = _given_groups(outputs, options.output_groups)  # a usage error before running
     grading = Grading.of(model, tflite, options.signature)
-    results = run_all(names, extra, data, options, model, outputs, sets, tflite)
+    results = run_all(names, extra, data, options, entry, outputs, sets, tflite)
     by_name = {r.runner: r for r in results}
-    ground = [by_name.get(n) for n in ("cpu", "cpu-ref", "reference")] + results
+    ground = [by_name.get(n) for n in _GROUND] + results
     outputs = _with_groups(
         outputs, next((r for r in ground if r and r.ok), None), options.output_groups
     )
     bundle_path = _save_reference(options, sets, by_name.get("reference"))
     noise: dict[str, dict[str, OutputNoise]] = {}
     if options.calibrate:
-        noise = calibrate(data, sets, by_name, model, outputs, pairs, grading, options, tflite)
+        noise = calibrate(data, sets, by_name, entry, outputs, pairs, grading, options, tflite)
     comparisons = [
         compare_pair(
             by_name[a],
@@ -104,12 +118,12 @@ def validate(
     conclude(report, data, sets, results, comparisons, optional, grading.quantized, options)
     if options.localize:
         say(options, "localizing: running every op on its own")
-        report.localization = _localize(data, model, sets, options, comparisons, names, tflite)
+        report.localization = _localize(data, entry, sets, options, comparisons, names, tflite)
         if options.repro is not None:
             say(options, "writing the repro: shrinking the culprit's chunk on the GPU")
             failing = [p.key for p in comparisons if p.verdict == "fail"]
             report.notes.append(
-                _repro(data, model, sets, options, report.localization, label)
+                _repro(data, entry, sets, options, report.localization, label)
                 if failing
                 else "repro: nothing written: no pair fails, so there is no divergence to reproduce"
             )
@@ -162,12 +176,18 @@ def _output_json(output: OutputInfo) -> dict[str, object]:
     }
 
 
+def _in_process(name: str) -> bool:
+    """The runner runs the CPU interpreter's kernels in this process."""
+    spec = runner_spec(name)
+    return spec is not None and spec.integer_kernels
+
+
 def _inputs(
-    model: ir.Model, options: ValidateOptions, tflite: TfliteReference | None = None
+    model: ir.Model, entry: Entry, options: ValidateOptions, tflite: TfliteReference | None = None
 ) -> InputSets:
     ranges = None
     if tflite is not None:  # a float input this model states no range for: the reference's
-        ranges = tflite.ranges_for(entry_point(model, options.signature)[2])
+        ranges = tflite.ranges_for(entry.inputs)
     sets = options.make_sets(model, fallback_ranges=ranges)
     if options.reference is not None and is_bundle(options.reference) and options.inputs is None:
         bundle = load_bundle(options.reference)
@@ -330,7 +350,7 @@ def _with_groups(
 
 def _repro(
     data: bytes,
-    model: ir.Model,
+    entry: Entry,
     sets: InputSets,
     options: ValidateOptions,
     loc: Localization,
@@ -340,12 +360,11 @@ def _repro(
     from tflkit.validation.repro import write_repro
 
     assert options.repro is not None
-    _, _, ins, _ = entry_point(model, options.signature)
     feed = {n: np.asarray(v) for n, v in sets.feeds[0].items()}  # the set localize used
     return write_repro(
         data,
         feed,
-        ins,
+        entry.inputs,
         loc,
         options.repro,
         command=options.repro_command,
@@ -356,7 +375,7 @@ def _repro(
 
 def _localize(
     data: bytes,
-    model: ir.Model,
+    entry: Entry,
     sets: InputSets,
     options: ValidateOptions,
     comparisons: Sequence[PairComparison],
@@ -368,23 +387,22 @@ def _localize(
     if runner is None:
         failing = [p.actual for p in comparisons if p.verdict == "fail"]
         failing += [p.expected for p in comparisons if p.verdict == "fail"]
-        ran = [n for n in names if n in _LOCALIZABLE or (n == "reference" and tflite)]
-        candidates = [n for n in failing if n in ran] or ran or ["gpu-fp16"]
-        runner = candidates[0]
-    if runner == "reference":
+        ran = [n for n in names if n in _LOCALIZABLE or (n == _REFERENCE and tflite)]
+        fallback = find_spec(device="gpu", precision="fp16").name
+        runner = next(iter([n for n in failing if n in ran] or ran), fallback)
+    if runner == _REFERENCE:
         if tflite is None:
             raise UsageError("--localize against a reference works with a .tflite reference")
     elif runner not in _LOCALIZABLE:
         raise UsageError(
             f"--localize works on gpu-fp16, gpu-fp32, cpu-fp16 or a .tflite reference, not {runner}"
         )
-    _, _, ins, _ = entry_point(model, options.signature)
+    ins = entry.inputs
     feed = {n: np.asarray(v) for n, v in sets.feeds[0].items()}
-    precision = "fp16" if runner in ("gpu-fp16", "cpu-fp16") else "fp32"
-    threshold = tolerance_for(runner, "cpu", overrides=options.tolerances).rtol or (
-        DEFAULTS[precision].rtol
+    threshold = tolerance_for(runner, _CPU, overrides=options.tolerances).rtol or (
+        DEFAULTS[precision_of(runner)].rtol
     )
-    against = tflite if runner == "reference" else None
+    against = tflite if runner == _REFERENCE else None
     return localize(
         data,
         feed,

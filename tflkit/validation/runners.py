@@ -5,16 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from tflkit import ir
 from tflkit.compare.comparator import OutputInfo
-from tflkit.delegates.base import Runner, RunResult, execute
+from tflkit.delegates.base import (
+    RUNNER_SPECS,
+    VALIDATE_DEFAULT,
+    InputMeta,
+    Runner,
+    RunResult,
+    execute,
+    runner_spec,
+)
 from tflkit.delegates.external import ExternalDelegateRunner
-from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
-from tflkit.delegates.litert_cpu import LiteRTCpuRunner
-from tflkit.delegates.litert_gpu import LiteRTGpuRunner
-from tflkit.delegates.litert_js import BROWSER_RUNNERS, BrowserSession, LiteRtJsRunner
+from tflkit.delegates.litert_js import LiteRtJsRunner
 from tflkit.delegates.reference_io import Port, ReferenceIo
+from tflkit.delegates.registry import browser_session, build, builds_here
 from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle
 from tflkit.errors import UsageError
 from tflkit.ir.entry import entry_point
@@ -25,26 +32,35 @@ from tflkit.validation.tflite_reference import TfliteReference, io_ports
 __all__ = [
     "DEFAULT_RUNNERS",
     "RUNNERS",
+    "Entry",
     "build_runner",
     "check_pairs",
+    "input_meta",
     "is_tflite",
     "reference_runner",
+    "resolve_entry",
     "run_all",
     "runner_names",
 ]
 
-#: webgpu-fp16, webgpu-fp32, wasm: LiteRT.js in headless Chromium (one browser job for all three)
-RUNNERS = (
-    "cpu",
-    "cpu-ref",
-    "cpu-fp16",
-    "gpu-fp16",
-    "gpu-fp32",
-    *BROWSER_RUNNERS,
-    "delegate",
-    "reference",
-)
-DEFAULT_RUNNERS = ("cpu", "cpu-fp16", "gpu-fp16", "gpu-fp32")
+#: what ``validate`` runs: every runner of the registry but those only a device's harness runs
+RUNNERS = tuple(s.name for s in RUNNER_SPECS if s.device != "device")
+DEFAULT_RUNNERS = VALIDATE_DEFAULT
+
+
+class Entry(NamedTuple):
+    """A model's resolved entry point (:func:`tflkit.ir.entry.entry_point`): resolved once per
+    validation and handed to everything that needs its inputs or outputs."""
+
+    key: str | None
+    subgraph: ir.Subgraph
+    inputs: dict[str, ir.Tensor]
+    outputs: dict[str, ir.Tensor]
+
+
+def resolve_entry(model: ir.Model, signature: str | None) -> Entry:
+    """``signature``'s entry point of ``model`` (the first signature, or the main subgraph)."""
+    return Entry(*entry_point(model, signature))
 
 
 def is_tflite(path: Path | None) -> bool:
@@ -90,36 +106,36 @@ def check_pairs(pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> None:
                 raise UsageError(f"--pair {actual}:{expected}: {side} is not among the runners")
 
 
+def input_meta(entry: Entry) -> InputMeta:
+    """The inputs every runner of ``entry`` takes: (dtype, shape signature) by feed name."""
+    return {
+        name: (t.dtype, tuple(t.shape_signature or t.shape)) for name, t in entry.inputs.items()
+    }
+
+
 def build_runner(
     name: str,
     data: bytes,
     options: ValidateOptions,
-    model: ir.Model,
+    entry: Entry,
     outputs: list[OutputInfo],
     tflite: TfliteReference | None = None,
 ) -> Runner:
-    """The runner ``name`` of ``data`` (``tflite``: a ``.tflite`` reference, loaded)."""
+    """The runner ``name`` of ``data`` at the resolved ``entry`` point (``tflite``: a
+    ``.tflite`` reference, loaded)."""
     key = options.signature
-    if name in ("cpu", "cpu-ref"):
-        kernels = "xnnpack" if name == "cpu" else "reference"
-        return LiteRTCpuRunner(data, kernels=kernels, signature=key, name=name)
-    if name == "cpu-fp16":
-        return Fp16EmulationRunner(data, signature=key)
-    if name in BROWSER_RUNNERS:
-        session = BrowserSession(
+    spec = runner_spec(name)
+    assert spec is not None
+    if builds_here(spec):
+        return build(
+            spec,
             data,
-            [name],
-            adapter=options.browser_adapter,
             signature=key,
             timeout=options.timeout,
+            browser_adapter=options.browser_adapter,
         )
-        return LiteRtJsRunner(session, name)
-    if name in ("gpu-fp16", "gpu-fp32"):
-        return LiteRTGpuRunner(
-            data, enforce_f32=name == "gpu-fp32", signature=key, timeout=options.timeout
-        )
-    _, _, ins, outs = entry_point(model, key)
-    if name == "delegate":
+    ins, outs = entry.inputs, entry.outputs
+    if spec.device == "external":
         assert options.delegate is not None
         return ExternalDelegateRunner(
             data,
@@ -129,12 +145,12 @@ def build_runner(
             output_names={t.name: n for n, t in outs.items()},
             timeout=options.timeout,
         )
-    return reference_runner(options, model, outputs, tflite)
+    return reference_runner(options, entry, outputs, tflite)
 
 
 def reference_runner(
     options: ValidateOptions,
-    model: ir.Model,
+    entry: Entry,
     outputs: list[OutputInfo],
     tflite: TfliteReference | None,
     kernels: str = "xnnpack",
@@ -143,8 +159,7 @@ def reference_runner(
     and read in its own terms when they differ from the model's."""
     assert options.reference is not None
     key = options.signature
-    _, _, ins, outs = entry_point(model, key)
-    ports_in, ports_out = io_ports(ins), io_ports(outs)
+    ports_in, ports_out = io_ports(entry.inputs), io_ports(entry.outputs)
     if tflite is not None:
         runner: Runner = tflite.runner(kernels, key)
         theirs: tuple[list[Port] | None, list[Port] | None] = tflite.ports()
@@ -176,23 +191,21 @@ def run_all(
     extra: Mapping[str, Runner],
     data: bytes,
     options: ValidateOptions,
-    model: ir.Model,
+    entry: Entry,
     outputs: list[OutputInfo],
     sets: InputSets,
     tflite: TfliteReference | None = None,
 ) -> list[RunResult]:
-    """Each runner of ``names`` (built here, or one of ``extra``) on every input set."""
+    """Each runner of ``names`` (built here, or one of ``extra``) on every input set, each set
+    checked against the entry point's inputs first."""
     results = []
-    browser = [n for n in names if n in BROWSER_RUNNERS and n not in extra]
+    browser = [n for n in names if _device(n) == "browser" and n not in extra]
     session = None
     if browser:  # one browser job for every browser runner
-        session = BrowserSession(
-            data,
-            browser,
-            adapter=options.browser_adapter,
-            signature=options.signature,
-            timeout=options.timeout,
+        session = browser_session(
+            data, browser, options.browser_adapter, options.signature, options.timeout
         )
+    inputs = input_meta(entry)
     for name in names:
         say(options, running_line(name))
         if name in extra:
@@ -200,19 +213,25 @@ def run_all(
         elif session is not None and name in browser:
             runner = LiteRtJsRunner(session, name)
         else:
-            runner = build_runner(name, data, options, model, outputs, tflite)
-        results.append(execute(runner, sets.feeds))
+            runner = build_runner(name, data, options, entry, outputs, tflite)
+        results.append(execute(runner, sets.feeds, inputs))
     return results
+
+
+def _device(name: str) -> str | None:
+    spec = runner_spec(name)
+    return None if spec is None else spec.device
 
 
 def running_line(name: str) -> str:
     """The progress line before running ``name``."""
-    if name in BROWSER_RUNNERS:
+    device = _device(name)
+    if device == "browser":
         return (
             f"running {name} (LiteRT.js in headless Chromium; the first browser runner runs "
             "them all)"
         )
-    if name.startswith("gpu"):
+    if device == "gpu":
         return (
             f"running {name} (the first run of a model compiles its GPU shaders: tens of seconds "
             "on a software GPU)"
