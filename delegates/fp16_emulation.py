@@ -33,9 +33,26 @@ from tflkit.jsonable import plain_fields
 from .base import Feed, RunnerUnavailable, RunResult, find_spec
 from .litert_cpu import start_interpreter
 
-__all__ = ["FP16_MAX", "Fp16EmulationRunner", "round_fp16", "round_model_constants"]
+__all__ = [
+    "FP16_MAX",
+    "Fp16EmulationRunner",
+    "beyond_fp16",
+    "round_fp16",
+    "round_model_constants",
+]
 
 FP16_MAX = 65504.0
+
+
+def beyond_fp16(value: np.ndarray) -> bool:
+    """A float value fp16 cannot hold: a finite element above :data:`FP16_MAX` in magnitude."""
+    value = np.asarray(value)
+    if value.dtype.kind != "f":
+        return False
+    finite = value[np.isfinite(value)]
+    return bool(finite.size) and float(np.max(np.abs(finite))) > FP16_MAX
+
+
 _STATEFUL = {"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL"}
 _CONTROL = {"IF", "WHILE"}
 #: ops that only move their input's values: storing their output in fp16 is storing the input's

@@ -31,7 +31,7 @@ from tflkit.compare.sensitivity import (
     log_peak,
 )
 from tflkit.compare.tolerances import EXACT, NOISE_FACTOR, Tolerance, precision_of, tolerance_for
-from tflkit.delegates.base import RunResult
+from tflkit.delegates.base import RunResult, find_spec
 from tflkit.jsonable import plain, plain_fields
 
 __all__ = [
@@ -181,16 +181,23 @@ class PairComparison:
         )
 
 
+#: the ground truths the default pairs hold the others to: the CPU (XNNPACK), the reference;
+#: LiteRT's reference kernels are held to the CPU only
+_CPU, _CPU_REF = find_spec(kernels="xnnpack").name, find_spec(kernels="reference").name
+_REFERENCE = find_spec(device="framework").name
+
+
 def default_pairs(runners: Sequence[str]) -> list[tuple[str, str]]:
     """Each GPU-like runner vs the CPU, the CPU vs the reference, each GPU vs the reference."""
     pairs: list[tuple[str, str]] = []
-    others = [r for r in runners if r not in ("cpu", "reference")]
-    if "cpu" in runners:
-        pairs += [(r, "cpu") for r in others]
-    if "reference" in runners:
-        if "cpu" in runners:
-            pairs.append(("cpu", "reference"))
-        pairs += [(r, "reference") for r in others if r != "cpu-ref"]
+    cpu, kernels, reference = _CPU, _CPU_REF, _REFERENCE
+    others = [r for r in runners if r not in (cpu, reference)]
+    if cpu in runners:
+        pairs += [(r, cpu) for r in others]
+    if reference in runners:
+        if cpu in runners:
+            pairs.append((cpu, reference))
+        pairs += [(r, reference) for r in others if r != kernels]
     if not pairs and len(runners) >= 2:
         pairs = [(r, runners[0]) for r in runners[1:]]
     return pairs

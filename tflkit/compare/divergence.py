@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.delegates.base import find_spec
 from tflkit.jsonable import plain
 
 
@@ -116,7 +117,7 @@ class Localization:
     first_divergent: OpError | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    against: str = "cpu-ref"
+    against: str = field(default_factory=lambda: find_spec(kernels="reference").name)
     #: why localization could not run (then ``ops`` is empty), else None
     unavailable: str | None = None
 

@@ -29,11 +29,11 @@ corpus (``docs/validate.md``, ``bench/validate_corpus.py``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tflkit.delegates.base import precision_of, runner_spec
 from tflkit.errors import UsageError
 from tflkit.jsonable import plain_fields
 
@@ -97,20 +97,19 @@ EXACT = Tolerance(rtol=0.0, atol=0.0, min_cosine=0.0, basis="exact: integer or b
 #: the CPU's integer kernels: the int8 factor times one step, as nothing moves on its own; the
 #: corpus's rewritten quantized models stay bit-identical to their originals (docs/validate.md).
 NOISE_FACTOR = {"fp32": 16.0, "fp16": 32.0, "int8": 8.0, "int8-fp16": 6.0, "int8-same-grid": 8.0}
-#: the CPU runners that compute a quantized model on its 8-bit grid
-_INTEGER_KERNELS = ("cpu", "cpu-ref")
-
-#: webgpu-fp16: LiteRT.js's WebGPU accelerator at fp16 precision (in Chromium)
-_FP16_RUNNERS = re.compile(r"^(gpu-fp16|gpu|cpu-fp16|webgpu-fp16|delegate.*)$")
 _KEYS = {"rtol", "atol", "min_cosine", "cosine", "noise_factor"}
 
 
-def precision_of(runner: str) -> str:
-    """ "fp16" for runners that may compute in half precision, else "fp32".
+def _integer_kernels(runner: str) -> bool:
+    """The runner computes a quantized model on its 8-bit grid (the CPU interpreter's kernels,
+    on this machine: a device's CPU is another computation)."""
+    spec = runner_spec(runner)
+    return spec is not None and spec.integer_kernels and "@" not in runner
 
-    A runner on a device (``gpu-fp16@adb:SERIAL``) has the precision of its backend.
-    """
-    return "fp16" if _FP16_RUNNERS.match(runner.split("@", 1)[0]) else "fp32"
+
+def _is_reference(runner: str) -> bool:
+    spec = runner_spec(runner)
+    return spec is not None and spec.device == "framework" and "@" not in runner
 
 
 def tolerance_for(
@@ -134,9 +133,10 @@ def tolerance_for(
     ``atol + rtol * peak``.
     """
     klass = "fp16" if "fp16" in (precision_of(actual), precision_of(expected)) else "fp32"
-    if quantized and {actual, expected} != {"cpu", "cpu-ref"}:
+    two_kernels = actual != expected and _integer_kernels(actual) and _integer_kernels(expected)
+    if quantized and not two_kernels:
         klass = "int8"  # the CPU computes on the 8-bit grid, the others in float
-        if same_grid and expected == "reference" and actual in _INTEGER_KERNELS:
+        if same_grid and _is_reference(expected) and _integer_kernels(actual):
             klass = "int8-same-grid"
     tolerance = replace(
         DEFAULTS["fp32" if klass.startswith("int8") else klass],

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from tflkit.compare.comparator import PairComparison
 from tflkit.compare.divergence import Localization
-from tflkit.delegates.base import RunResult
+from tflkit.delegates.base import RunResult, runner_spec
 from tflkit.jsonable import plain
 
 __all__ = ["SCHEMA", "ValidateReport", "render_terminal"]
@@ -189,7 +189,8 @@ def render_terminal(report: ValidateReport, console: Console) -> None:
 
 def render_localization(loc: Localization, console: Console) -> None:
     """Ranked culprits, the first divergent op and the fp16 hazards of a localization."""
-    against = "CPU reference kernels" if loc.against == "cpu-ref" else loc.against
+    kernels = runner_spec(loc.against)
+    against = "CPU reference kernels" if kernels and kernels.kernels == "reference" else loc.against
     console.print(
         f"[bold]localization[/bold] ({loc.runner} vs {against}, "
         f"{len(loc.ops)} ops, threshold {fmt(loc.threshold)} of the op's peak, "

@@ -45,7 +45,8 @@ import numpy as np
 
 from tflkit import ir
 from tflkit.compare.divergence import Divergence, Localization, OpError, divergence, merge
-from tflkit.delegates.fp16_emulation import round_fp16, round_model_constants
+from tflkit.delegates.base import RunnerSpec, find_spec, runner_spec
+from tflkit.delegates.fp16_emulation import FP16_MAX, beyond_fp16, round_fp16, round_model_constants
 from tflkit.delegates.litert_cpu import capture, run_once
 from tflkit.gpu.probe import probe, run_jobs, signature_model
 
@@ -59,7 +60,6 @@ __all__ = [
     "requantize",
 ]
 
-FP16_MAX = 65504.0
 FP16_MIN_NORMAL = 6.103515625e-05
 FP16_MIN_SUBNORMAL = 5.960464477539063e-08
 
@@ -104,13 +104,6 @@ def _hazards(record: OpError, values: list[np.ndarray]) -> None:
         record.flushed += int((nonzero < FP16_MIN_SUBNORMAL / 2).sum())
         if mags.size:
             record.cpu_max_abs = max(record.cpu_max_abs, float(mags.max()))
-
-
-def _exceeds_fp16(value: np.ndarray) -> bool:
-    if value.dtype.kind != "f":
-        return False
-    finite = value[np.isfinite(value)]
-    return bool(finite.size) and float(np.max(np.abs(finite))) > FP16_MAX
 
 
 def _numeric(tensor: ir.Tensor) -> bool:
@@ -171,12 +164,24 @@ def _accumulated(
     return by_name, None
 
 
+#: the runner localized when none is named: the GPU accelerator in its default precision
+_DEFAULT_RUNNER = find_spec(device="gpu", precision="fp16").name
+
+
+def _localized(runner: str) -> RunnerSpec:
+    """The spec of a runner localization can run ops on (or the reference)."""
+    spec = runner_spec(runner)
+    if spec is None or not (spec.localize or spec.device == "framework"):
+        raise ValueError(f"localization does not run on {runner!r}")
+    return spec
+
+
 def localize(
     data: bytes,
     feed: Mapping[str, np.ndarray],
     *,
     inputs: Mapping[str, ir.Tensor] | None = None,
-    runner: str = "gpu-fp16",
+    runner: str = _DEFAULT_RUNNER,
     threshold: float = 5e-2,
     top: int = 5,
     max_ops: int = 1000,
@@ -188,14 +193,15 @@ def localize(
     """Per-op isolated and accumulated error of ``runner`` against the CPU, ranked culprits,
     fp16 hazards.
 
-    ``runner``: "gpu-fp16", "gpu-fp32", "cpu-fp16" (the fp16 emulation) or "reference" (then
-    ``reference`` holds the ``.tflite`` the model replaces; ``reference_feed``: the same input
-    set in the reference's names and types, when they differ). ``feed`` is one input set by
-    entry-point name; ``inputs`` maps those names to tensors of the model's main subgraph
-    (default: its graph inputs by tensor name). ``threshold`` is the score (max_abs / peak)
-    above which an op counts as divergent.
+    ``runner``: a runner whose spec can localize (the GPU in fp16 or fp32, the fp16 emulation)
+    or the reference (then ``reference`` holds the ``.tflite`` the model replaces;
+    ``reference_feed``: the same input set in the reference's names and types, when they
+    differ). ``feed`` is one input set by entry-point name; ``inputs`` maps those names to
+    tensors of the model's main subgraph (default: its graph inputs by tensor name).
+    ``threshold`` is the score (max_abs / peak) above which an op counts as divergent.
     """
     start = time.perf_counter()
+    spec = _localized(runner)
     model = ir.load(data)
     report = Localization(runner, threshold)
     if inputs is None:
@@ -208,7 +214,7 @@ def localize(
     expected = cpu
     real = {t.index: dequantize(t, cpu[t.index]) for t in model.main.tensors if t.index in cpu}
     off_grid: set[int] = set()
-    if runner == "reference":
+    if spec.device == "framework":
         if reference is None:
             raise ValueError("localizing against a reference needs the reference model's bytes")
         report.against = "reference (.tflite, reference kernels)"
@@ -225,35 +231,53 @@ def localize(
     if len(ops) > max_ops:
         report.notes.append(f"{len(ops)} ops: only the first {max_ops} are checked")
         ops = ops[:max_ops]
-    records = [_record(op, cpu, runner) for op in ops]
+    records = [_record(op, cpu, spec.precision == "fp16") for op in ops]
     for op, record in zip(ops, records, strict=True):
         record.off_grid = any(t is not None and t.index in off_grid for t in op.inputs)
-    isolate = {"reference": _isolated_cpu, "cpu-fp16": _isolated_fp16}.get(runner, _isolated_gpu)
-    isolate(_Isolation(ops, records, expected, real, runner, timeout))
+    isolate = _isolated_cpu if spec.device == "framework" else _isolated_gpu
+    isolate = _isolated_fp16 if spec.emulated else isolate
+    isolate(_Isolation(ops, records, expected, real, spec, timeout))
     if accumulated:
-        values, note = _runner_values(data, model, ops, feed, inputs, runner, timeout, cpu)
+        values, note = _runner_values(data, model, ops, feed, inputs, spec, timeout, cpu)
         if note:
             report.notes.append(note)
-        for op, record in zip(ops, records, strict=True):
-            parts = [
-                divergence(real[t.index], dequantize(t, values[t.index]))
-                for t in op.outputs
-                if t.index in values and t.index in real
-            ]
-            if parts:
-                record.accumulated = merge(parts)
-    if runner == "reference" and not any(r.isolated is not None for r in records):
+        _add_accumulated(ops, records, real, values)
+    if spec.device == "framework" and not any(r.isolated is not None for r in records):
         report.unavailable = (
             "no op's tensors have a same-named counterpart in the reference model, so ops cannot "
             "be compared one by one"
         )
+    _rank(report, records, top)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _add_accumulated(
+    ops: list[ir.Op],
+    records: list[OpError],
+    real: Mapping[int, np.ndarray],
+    values: Mapping[int, np.ndarray],
+) -> None:
+    """Each op's accumulated error: the runner's values of its outputs against the real ones."""
+    for op, record in zip(ops, records, strict=True):
+        parts = [
+            divergence(real[t.index], dequantize(t, values[t.index]))
+            for t in op.outputs
+            if t.index in values and t.index in real
+        ]
+        if parts:
+            record.accumulated = merge(parts)
+
+
+def _rank(report: Localization, records: list[OpError], top: int) -> None:
+    """The report's ops, ranked culprits (crashes first) and first divergent op."""
     report.ops = records
     divergent = [
         r
         for r in records
         if r.status in ("crashed", "timeout")
         or r.own_fault
-        or (r.isolated is not None and r.score > threshold)
+        or (r.isolated is not None and r.score > report.threshold)
     ]
     ranked = sorted(
         (r for r in divergent if r.status not in ("crashed", "timeout")),
@@ -262,8 +286,6 @@ def localize(
     crashed = [r for r in divergent if r.status in ("crashed", "timeout")]
     report.culprits = (crashed + ranked)[:top]
     report.first_divergent = min(divergent, key=lambda r: r.op_index) if divergent else None
-    report.seconds = time.perf_counter() - start
-    return report
 
 
 def localize_signature(
@@ -281,12 +303,12 @@ def localize_signature(
     return report
 
 
-def _record(op: ir.Op, cpu: Mapping[int, np.ndarray], runner: str) -> OpError:
+def _record(op: ir.Op, cpu: Mapping[int, np.ndarray], fp16: bool) -> OpError:
     record = OpError(op.index, op.type, [t.name for t in op.outputs])
     _hazards(record, [cpu[t.index] for t in op.outputs if t.index in cpu])
-    if runner in ("gpu-fp16", "cpu-fp16"):
+    if fp16:
         record.inherited = any(
-            _exceeds_fp16(cpu[t.index])
+            beyond_fp16(cpu[t.index])
             for t in op.inputs
             if t is not None and not t.is_constant and t.index in cpu
         )
@@ -334,7 +356,7 @@ class _Isolation:
     records: list[OpError]
     expected: Mapping[int, np.ndarray]
     real: Mapping[int, np.ndarray]
-    runner: str
+    spec: RunnerSpec
     timeout: float
 
 
@@ -351,7 +373,7 @@ def _isolated_gpu(case: _Isolation) -> None:
         feeds.append(sub_feed)
         owners.append((op, record))
     jobs = run_jobs(
-        models, feeds, enforce_f32=case.runner == "gpu-fp32", timeout_per_job=case.timeout
+        models, feeds, enforce_f32=case.spec.precision == "fp32", timeout_per_job=case.timeout
     )
     for (op, record), job in zip(owners, jobs, strict=True):
         record.status, record.error = job.status, job.error
@@ -453,14 +475,14 @@ def _runner_values(
     ops: list[ir.Op],
     feed: Mapping[str, np.ndarray],
     inputs: Mapping[str, ir.Tensor],
-    runner: str,
+    spec: RunnerSpec,
     timeout: float,
     cpu: Mapping[int, np.ndarray],
 ) -> tuple[dict[int, np.ndarray], str | None]:
     """The runner's own value of every compared intermediate, on the same input set."""
-    if runner == "reference":
+    if spec.device == "framework":
         return dict(cpu), None
-    if runner == "cpu-fp16":
+    if spec.emulated:
         from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
 
         emulation = Fp16EmulationRunner(data)
@@ -470,7 +492,7 @@ def _runner_values(
             return {}, f"accumulated error not measured: {exc}"
         by_feed = {name: feed[name] for name in inputs}
         return emulation.trace(by_feed), None
-    by_name, note = _accumulated(data, ops, feed, runner == "gpu-fp32", timeout)
+    by_name, note = _accumulated(data, ops, feed, spec.precision == "fp32", timeout)
     index = {t.name: t.index for t in model.main.tensors}
     values = {index[n]: v for n, v in by_name.items() if n in index}
     # Measured on the software GPU: an intermediate marked as an output that the accelerator
