@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tflkit import ir
 from tflkit.compat.check import check_report
+from tflkit.delegates.base import RECORD_DEFAULT, find_spec
 from tflkit.fsio import write_atomic
 from tflkit.report.check_report import CheckReport
 from tflkit.report.convert_report import ConvertReport, PipelineStage, write_json
@@ -111,10 +112,11 @@ def convert_gpu_ready(
             after = _check(data, out)
             report.stages.append(_check_stage("check after rewrite", after))
             before = after
-    runners = ["cpu", "gpu-fp16", "gpu-fp32"]
+    runners = list(RECORD_DEFAULT)  # the CPU and the GPU in both precisions
     bundle = Path(report.reference_bundle) if report.reference_bundle else None
     checked = validate(out, ValidateOptions(runners=runners, reference=bundle, timeout=timeout))
-    fp16 = next((r for r in checked.runners if r.runner == "gpu-fp16"), None)
+    gpu = find_spec(device="gpu", precision="fp16").name
+    fp16 = next((r for r in checked.runners if r.runner == gpu), None)
     accelerated = bool(fp16 and fp16.ok and fp16.executed.get("fully_accelerated"))
     pairs = {
         p.key: {

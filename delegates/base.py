@@ -160,12 +160,12 @@ RUNNER_SPECS: tuple[RunnerSpec, ...] = (
     RunnerSpec("cpu-fp16", "fp16", "cpu", emulated=True, localize=True, steps=True),
     RunnerSpec("gpu-fp16", "fp16", "gpu", harness="gpu_fp16", localize=True, steps=True),
     RunnerSpec("gpu-fp32", "fp32", "gpu", harness="gpu_fp32", localize=True, steps=True),
+    RunnerSpec("gpu", "fp16", "device", harness="gpu_delegate"),
     RunnerSpec("webgpu-fp16", "fp16", "browser", harness="webgpu_fp16"),
     RunnerSpec("webgpu-fp32", "fp32", "browser", harness="webgpu_fp32"),
     RunnerSpec("wasm", "fp32", "browser", harness="wasm"),
     RunnerSpec("delegate", "fp16", "external"),
     RunnerSpec("reference", "fp32", "framework"),
-    RunnerSpec("gpu", "fp16", "device", harness="gpu_delegate"),
 )
 _BY_NAME = {spec.name: spec for spec in RUNNER_SPECS}
 #: What ``validate`` runs when no runner is asked for, and ``regress record`` records.

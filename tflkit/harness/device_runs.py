@@ -9,25 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from tflkit.delegates.base import RunResult
-from tflkit.delegates.litert_js import BACKEND_OF, browser_run_result
+from tflkit.delegates.base import RUNNER_SPECS, RunResult
+from tflkit.delegates.litert_js import browser_run_result
 from tflkit.gpu.log import parse_gpu_log
 from tflkit.harness.protocol import BackendResult, DeviceResult
 
 __all__ = ["RUNNER_OF", "device_run_results", "runner_name"]
 
-#: Protocol backend -> tflkit runner name (whose tolerance class applies). The classic GPU
-#: delegate allows fp16 by default on Android, hence the "gpu" (fp16) class.
-#: The browser harness's backends are LiteRT.js's (``tflkit.delegates.litert_js``): webgpu-fp16 is
-#: an fp16 runner, webgpu-fp32 and wasm fp32.
-RUNNER_OF = {
-    "cpu": "cpu",
-    "gpu_fp16": "gpu-fp16",
-    "gpu_fp32": "gpu-fp32",
-    "gpu_delegate": "gpu",
-    **{backend: runner for runner, backend in BACKEND_OF.items()},
-}
-_PRECISION = {"cpu": "fp32", "gpu_fp16": "fp16", "gpu_fp32": "fp32", "gpu_delegate": "fp16"}
+#: Protocol backend -> tflkit runner name (whose tolerance class applies), from the registry: the
+#: classic GPU delegate allows fp16 by default on Android, hence the "gpu" runner's fp16 class;
+#: the browser harness's backends are LiteRT.js's (``tflkit.delegates.litert_js``).
+RUNNER_OF = {s.harness: s.name for s in RUNNER_SPECS if s.harness is not None}
+_PRECISION = {s.harness: s.precision for s in RUNNER_SPECS if s.harness is not None}
 
 
 def runner_name(backend: str, device: str) -> str:

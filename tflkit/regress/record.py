@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tflkit.compare.tolerances import DEFAULTS, Tolerance, precision_of
+from tflkit.delegates.base import RECORD_DEFAULT
 from tflkit.errors import UsageError
 from tflkit.regress.baseline import BASELINE_SCHEMA, Baseline
 from tflkit.validation.options import InputSetOptions
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RecordOptions", "record", "run_models", "runner_tolerance", "versions"]
 
-DEFAULT_RUNNERS = ("cpu", "gpu-fp16", "gpu-fp32")
+DEFAULT_RUNNERS = RECORD_DEFAULT
 _STORED = ("rtol", "atol", "min_cosine")
 
 
@@ -205,6 +206,44 @@ def _adapter(report: ValidateReport, residency: Mapping[str, Any]) -> str | None
     return None
 
 
+def _generated(model: Any, options: RecordOptions) -> tuple[list[Any], str]:
+    """The input sets ``options`` make for ``model`` and where they came from."""
+    sets = options.make_sets(model)
+    source = (
+        f"file:{options.inputs.name}"
+        if options.inputs is not None
+        else f"{sets.source} (seed {options.seed})"
+    )
+    if sets.source.startswith("images:"):
+        source = f"images:{Path(sets.source[7:]).name}"
+    return list(sets.feeds), source
+
+
+def _runner_entries(
+    report: Any, outs: Mapping[str, Any], options: RecordOptions
+) -> tuple[dict[str, Any], dict[str, dict[str, np.ndarray]]]:
+    """Per runner: its manifest entry (status, what executed, tolerance, outputs kept) and its
+    outputs stacked over the input sets."""
+    entries: dict[str, Any] = {}
+    outputs: dict[str, dict[str, np.ndarray]] = {}
+    for result in report.runners:
+        kept: dict[str, np.ndarray] = {}
+        if result.ok:
+            for name in outs:
+                if all(name in o for o in result.outputs):
+                    kept[name] = np.stack([np.asarray(o[name]) for o in result.outputs])
+        outputs[result.runner] = kept
+        entries[result.runner] = {
+            "status": result.status,
+            "error": result.error,
+            "executed": _executed(result.executed),
+            "tolerance": stored_tolerance(runner_tolerance(result.runner, options.tolerances)),
+            "outputs": sorted(kept),
+            "unreadable": dict(result.unreadable),
+        }
+    return entries, outputs
+
+
 def record(
     model_path: str | os.PathLike[str],
     options: RecordOptions | None = None,
@@ -228,15 +267,7 @@ def record(
     model = ir.load(data, label=label)
     key, _, _, outs = entry_point(model, options.signature)
     if feeds is None:
-        sets = options.make_sets(model)
-        feeds = sets.feeds
-        source = (
-            f"file:{options.inputs.name}"
-            if options.inputs is not None
-            else f"{sets.source} (seed {options.seed})"
-        )
-        if sets.source.startswith("images:"):
-            source = f"images:{Path(sets.source[7:]).name}"
+        feeds, source = _generated(model, options)
     else:
         source = input_source or "baseline"
     report = run_models(
@@ -250,23 +281,7 @@ def record(
     )
     residency = snapshot(path, target=options.target, probe=options.probe, timeout=options.timeout)
     histogram = Counter(op.type for sg in model.subgraphs for op in sg.ops)
-    runner_entries: dict[str, Any] = {}
-    outputs: dict[str, dict[str, np.ndarray]] = {}
-    for result in report.runners:
-        kept: dict[str, np.ndarray] = {}
-        if result.ok:
-            for name in outs:
-                if all(name in o for o in result.outputs):
-                    kept[name] = np.stack([np.asarray(o[name]) for o in result.outputs])
-        outputs[result.runner] = kept
-        runner_entries[result.runner] = {
-            "status": result.status,
-            "error": result.error,
-            "executed": _executed(result.executed),
-            "tolerance": stored_tolerance(runner_tolerance(result.runner, options.tolerances)),
-            "outputs": sorted(kept),
-            "unreadable": dict(result.unreadable),
-        }
+    runner_entries, outputs = _runner_entries(report, outs, options)
     first = feeds[0]
     manifest: dict[str, Any] = {
         "schema": BASELINE_SCHEMA,

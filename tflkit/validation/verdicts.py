@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tflkit.compare.comparator import PairComparison
-from tflkit.delegates.base import RunResult
+from tflkit.delegates.base import RunResult, runner_spec
 from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
 from tflkit.report.validate_report import ValidateReport
 from tflkit.validation.inputs import InputSets
@@ -17,6 +17,12 @@ __all__ = ["conclude", "drift_finding", "findings", "fp16_storage", "notes", "ve
 
 #: seconds spent naming the ops whose fp16 storage moves failing outputs (one emulated run per op)
 STORAGE_BUDGET_S = 30.0
+
+
+def _emulated(runner: str) -> bool:
+    """The runner is the fp16 emulation (on this machine)."""
+    spec = runner_spec(runner)
+    return spec is not None and spec.emulated and "@" not in runner
 
 
 def conclude(
@@ -44,7 +50,7 @@ def conclude(
         for o in p.outputs
         if o.verdict == "not-meaningful"
     ]
-    emulation = {r.runner: r for r in results}.get("cpu-fp16")
+    emulation = next((r for r in results if _emulated(r.runner)), None)
     storage = fp16_storage(data, sets, emulation, comparisons, options)
     report.notes = notes(results, comparisons, optional, quantized, storage)
     dynamic = [s.name for s in sets.specs if s.tensor.is_dynamic]

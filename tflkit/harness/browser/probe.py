@@ -13,7 +13,7 @@ native accelerator (dtypes, the JS I/O layer, the ops each build registers).
 from __future__ import annotations
 
 from tflkit import ir
-from tflkit.delegates.base import RunResult
+from tflkit.delegates.base import RunResult, find_spec
 from tflkit.delegates.litert_js import BrowserSession
 from tflkit.errors import UsageError
 from tflkit.ir.entry import entry_point
@@ -34,8 +34,9 @@ def probe_in_browser(
     key, _, inputs, _ = entry_point(model)
     by_tensor = random_feed(inputs.values(), 0)
     feed = {name: by_tensor[tensor.name] for name, tensor in inputs.items()}
-    session = BrowserSession(data, ["webgpu-fp32"], adapter=adapter, signature=key, timeout=timeout)
-    return session.result("webgpu-fp32", [feed])
+    name = find_spec(device="browser", harness="webgpu_fp32").name
+    session = BrowserSession(data, [name], adapter=adapter, signature=key, timeout=timeout)
+    return session.result(name, [feed])
 
 
 def attach_browser_probe(report: CheckReport, adapter: str, result: RunResult) -> None:
