@@ -248,6 +248,7 @@ class LiteRTCpuRunner:
         self.name = name or next(iter(spec_names(kernels=kernels)), "cpu-builtin")
         self._interpreter: Any = None
         self._compile_seconds: float | None = None
+        self._signatures: dict[str, Any] = {}
 
     def activate(self) -> None:
         start = time.perf_counter()
@@ -286,6 +287,14 @@ class LiteRTCpuRunner:
             compile_seconds=self._compile_seconds,
             infer_seconds=times,
         )
+
+    def run_signature(self, key: str, feed: Feed) -> dict[str, np.ndarray]:
+        """Signature ``key`` once on ``feed`` (by input name), with the one interpreter
+        ``activate`` started: what a program of several signatures (an LLM's prefill and
+        decode steps) calls, each call's outputs copied out of the interpreter."""
+        if key not in self._signatures:
+            self._signatures[key] = self._interpreter.get_signature_runner(key)
+        return {k: np.array(v) for k, v in self._signatures[key](**feed).items()}
 
     def _precision(self) -> str:
         """ "int8" when ops write quantized 8-bit tensors (the kernels compute on their grid),
@@ -339,3 +348,4 @@ class LiteRTCpuRunner:
 
     def deactivate(self) -> None:
         self._interpreter = None
+        self._signatures = {}

@@ -15,7 +15,7 @@ from tflkit.gpu.probe import ProbeResult, probe
 
 from .base import Feed, RunResult, find_spec
 
-__all__ = ["LiteRTGpuRunner", "from_probe"]
+__all__ = ["LiteRTGpuRunner", "from_probe", "invalid_shader"]
 
 _STATUS = {"worker_error": "unavailable"}
 
@@ -127,6 +127,15 @@ def _executed(result: ProbeResult, precision: str) -> dict[str, Any]:
     return executed
 
 
+def invalid_shader(invalid: str, what: str = "outputs") -> str:
+    """The error of a run whose log shows WebGPU rejected a shader (``invalid``: the log's
+    line): the accelerator "ran", but some ops never did, so its ``what`` are not results."""
+    return (
+        "WebGPU rejected a shader the accelerator built, so some ops never ran and the "
+        f"{what} are not results ({invalid[:200]})"
+    )
+
+
 def from_probe(name: str, result: ProbeResult, *, precision: str) -> RunResult:
     """A :class:`RunResult` from the probe's record of the child process."""
     status = _STATUS.get(result.status, result.status)
@@ -156,11 +165,7 @@ def from_probe(name: str, result: ProbeResult, *, precision: str) -> RunResult:
     error = None if status == "ok" else (result.log.fatal or result.error or status)
     invalid = result.log.invalid_program
     if status == "ok" and invalid is not None:  # it "ran", but some ops never did
-        status = "run_error"
-        error = (
-            "WebGPU rejected a shader the accelerator built, so some ops never ran and the "
-            f"outputs are not results ({invalid[:200]})"
-        )
+        status, error = "run_error", invalid_shader(invalid)
     return RunResult(
         name,
         status,
