@@ -31,7 +31,7 @@ import numpy as np
 from tflkit.jsonable import plain_fields
 
 from .base import Feed, RunnerUnavailable, RunResult, find_spec
-from .litert_cpu import start_interpreter
+from .litert_cpu import invoke_slots, start_interpreter
 
 __all__ = [
     "FP16_MAX",
@@ -441,22 +441,9 @@ def _run(
     """Run one cut-out op on ``values``, keep its outputs as ``store`` makes them (rounded to
     fp16), note a new fp16 hazard."""
     interpreter = step.interpreter
-    resized = False
-    for slot, tensor in step.inputs:
-        value = values[tensor]
-        if tuple(interpreter.get_tensor_details()[slot]["shape"]) != value.shape:
-            interpreter.resize_tensor_input(slot, value.shape)
-            resized = True
-    if resized or not getattr(interpreter, "_tflkit_allocated", False):
-        interpreter.allocate_tensors()
-        interpreter._tflkit_allocated = True
-    finite_in = True
-    for slot, tensor in step.inputs:
-        value = values[tensor]
-        interpreter.set_tensor(slot, value)
-        if value.dtype.kind == "f" and not np.isfinite(value).all():
-            finite_in = False
-    interpreter.invoke()
+    fed = {slot: values[tensor] for slot, tensor in step.inputs}
+    finite_in = all(v.dtype.kind != "f" or np.isfinite(v).all() for v in fed.values())
+    invoke_slots(interpreter, fed)
     zero_points = step.zero_points or [None] * len(step.outputs)
     for (slot, tensor), zero_point in zip(step.outputs, zero_points, strict=True):
         raw = np.array(interpreter.get_tensor(slot))

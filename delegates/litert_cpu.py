@@ -35,6 +35,7 @@ __all__ = [
     "LiteRTCpuRunner",
     "capture",
     "computed_shapes",
+    "invoke_slots",
     "run_once",
     "start_interpreter",
 ]
@@ -207,6 +208,26 @@ def _invoke(
     return interpreter, {d["name"]: fed[d["name"]] for d in details}
 
 
+def invoke_slots(interpreter: Any, values: Mapping[int, np.ndarray]) -> None:
+    """Feed ``values`` (by input tensor index) to a started ``interpreter`` and invoke it: an
+    input whose value has another shape than the last is resized first, and the interpreter
+    (re)allocated when it has to be; what a runner that re-invokes one interpreter calls."""
+    shapes = getattr(interpreter, "_tflkit_shapes", None)
+    if shapes is None:
+        shapes = {d["index"]: tuple(d["shape"]) for d in interpreter.get_input_details()}
+        interpreter._tflkit_shapes, interpreter._tflkit_allocated = shapes, False
+    for slot, value in values.items():
+        if shapes.get(slot) != value.shape:
+            interpreter.resize_tensor_input(slot, value.shape)
+            shapes[slot], interpreter._tflkit_allocated = value.shape, False
+    if not interpreter._tflkit_allocated:
+        interpreter.allocate_tensors()
+        interpreter._tflkit_allocated = True
+    for slot, value in values.items():
+        interpreter.set_tensor(slot, value)
+    interpreter.invoke()
+
+
 def _slot(details: Sequence[dict[str, Any]], key: Key) -> int | None:
     """The tensor index of the input ``key`` names (tensor name or index), None if none."""
     for detail in details:
@@ -323,25 +344,11 @@ class LiteRTCpuRunner:
 
     def _tensor_call(self) -> Any:
         interpreter = self._interpreter
-        inputs = {d["name"]: d for d in interpreter.get_input_details()}
+        inputs = {d["name"]: d["index"] for d in interpreter.get_input_details()}
         outputs = interpreter.get_output_details()
 
-        allocated = False
-
         def call(feed: Feed) -> dict[str, np.ndarray]:
-            nonlocal allocated
-            for name, array in feed.items():
-                detail = inputs[name]
-                if tuple(detail["shape"]) != array.shape:
-                    interpreter.resize_tensor_input(detail["index"], array.shape)
-                    detail["shape"] = np.array(array.shape)
-                    allocated = False
-            if not allocated:
-                interpreter.allocate_tensors()
-                allocated = True
-            for name, array in feed.items():
-                interpreter.set_tensor(inputs[name]["index"], array)
-            interpreter.invoke()
+            invoke_slots(interpreter, {inputs[n]: np.asarray(a) for n, a in feed.items()})
             return {d["name"]: np.array(interpreter.get_tensor(d["index"])) for d in outputs}
 
         return call
