@@ -9,17 +9,21 @@ which is reported and never counted as a pass.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
-from tflkit.compare.groups import ChannelGroup
 from tflkit.compare.metrics import (
-    ErrorHistogram,
-    Metrics,
     compute,
     error_histogram,
+)
+from tflkit.compare.records import (
+    GroupComparison,
+    OutputComparison,
+    OutputInfo,
+    PairComparison,
+    dequantized,
+    value_sample,
 )
 from tflkit.compare.sensitivity import (
     EPS,
@@ -32,7 +36,6 @@ from tflkit.compare.sensitivity import (
 )
 from tflkit.compare.tolerances import EXACT, NOISE_FACTOR, Tolerance, precision_of, tolerance_for
 from tflkit.delegates.base import RunResult, find_spec
-from tflkit.jsonable import plain, plain_fields
 
 __all__ = [
     "GroupComparison",
@@ -42,143 +45,6 @@ __all__ = [
     "compare_pair",
     "default_pairs",
 ]
-
-
-@dataclass(frozen=True)
-class OutputInfo:
-    """What the model says about one output: dtype, shape, quantization."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    scale: float | None = None
-    zero_point: int = 0
-    #: "float", "probabilities", "scores", "mask", "sequence", "index", "bool" (see
-    #: ``output_kind``)
-    kind: str = "float"
-    #: the rule that decided ``kind`` (docs/validate.md, "Kinds of output")
-    kind_rule: str = ""
-    #: parts of the channel axis judged apart, each at its own scale (:mod:`tflkit.compare.groups`)
-    groups: tuple[ChannelGroup, ...] = ()
-
-
-#: Elements of an output kept for the HTML report's error-vs-value plot.
-SAMPLE_SIZE = 400
-
-
-def value_sample(
-    expected: np.ndarray, actual: np.ndarray, size: int = SAMPLE_SIZE
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """Up to ``size`` (expected, actual) pairs as float64, evenly spread over the flattened
-    output, plus the element with the largest difference; None when the shapes differ."""
-    e = np.asarray(expected).reshape(-1)
-    a = np.asarray(actual).reshape(-1)
-    if e.shape != a.shape or e.size == 0:
-        return None
-    e, a = e.astype(np.float64), a.astype(np.float64)
-    picked = np.unique(np.linspace(0, e.size - 1, min(size, e.size)).astype(np.int64))
-    with np.errstate(invalid="ignore"):
-        diff = np.abs(a - e)
-    if np.isfinite(diff).any():
-        picked = np.union1d(picked, [int(np.nanargmax(np.where(np.isfinite(diff), diff, -1)))])
-    return e[picked], a[picked]
-
-
-def _dequantized(values: np.ndarray, info: OutputInfo) -> np.ndarray:
-    if values.dtype.kind not in "iu" or not info.scale:
-        return values
-    return (values.astype(np.float64) - info.zero_point) * info.scale
-
-
-@dataclass
-class GroupComparison:
-    """One channel group of one output: its own peak, noise, resolution and bound."""
-
-    label: str
-    axis: int
-    channels: str
-    source: str
-    verdict: str
-    max_abs: float
-    bound: float
-    peak: float
-    noise: float | None = None
-    resolution: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return plain_fields(self)
-
-
-@dataclass
-class OutputComparison:
-    """One output of one pair.
-
-    ``verdict``: "pass", "fail", "unverified" (one side could not produce it) or
-    "not-meaningful" (the reference is constant or ~0 on these inputs: nothing to tell apart).
-    """
-
-    name: str
-    verdict: str
-    tolerance: Tolerance
-    bound: float | None = None
-    metrics: Metrics | None = None
-    histogram: ErrorHistogram | None = None
-    dequantized: bool = False
-    reasons: list[str] = field(default_factory=list)
-    kind: str = "float"
-    basis: str = ""
-    #: quantized outputs: the largest difference and the bound, in quantization steps
-    steps: float | None = None
-    bound_steps: float | None = None
-    #: class-like outputs: share of rows (pixels for masks) with the same argmax
-    class_agreement: float | None = None
-    #: calibrated bounds: the output's own noise and the format's resolution at its scale
-    noise: float | None = None
-    resolution: float | None = None
-    #: float probabilities in an fp32 pair: the largest log-probability difference and its bound
-    log_diff: float | None = None
-    log_bound: float | None = None
-    #: outputs with channel groups: each group judged at its own scale
-    groups: list[GroupComparison] = field(default_factory=list)
-    #: sequences ([T, 1, C] / [1, T, C] logits): share of steps whose argmax agrees, over the
-    #: steps where the reference's top-2 margin is clear, and how many steps that is
-    sequence_agreement: float | None = None
-    clear_steps: int | None = None
-    #: (expected, actual) at up to :data:`SAMPLE_SIZE` elements, the largest difference
-    #: included, for the HTML report's plot; not in JSON
-    sample: tuple[np.ndarray, np.ndarray] | None = field(
-        default=None, repr=False, compare=False, metadata={"json": False}
-    )
-
-    def to_json(self) -> dict[str, Any]:
-        return plain_fields(self)
-
-
-@dataclass
-class PairComparison:
-    """``actual`` against ``expected``; ``verdict``: "pass", "fail" or "skipped"."""
-
-    actual: str
-    expected: str
-    verdict: str
-    outputs: list[OutputComparison] = field(default_factory=list)
-    reason: str | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.actual}:{self.expected}"
-
-    def to_json(self) -> dict[str, Any]:
-        return plain(
-            {
-                "pair": self.key,
-                "actual": self.actual,
-                "expected": self.expected,
-                "verdict": self.verdict,
-                "reason": self.reason,
-                "outputs": self.outputs,
-            }
-        )
 
 
 #: the ground truths the default pairs hold the others to: the CPU (XNNPACK), the reference;
@@ -315,12 +181,7 @@ def compare_output(
     slope = _slope_bounds(info, expected, tolerance, noise, unit, quantized, bound)
     if slope is not None:  # a quantized model's probabilities: each element by its own slope
         allowed, basis = slope
-        with np.errstate(all="ignore"):
-            diff = np.abs(actual - expected)
-            diff = np.where(np.isfinite(diff), diff, 0.0)
-        # the bound shown: the largest difference's own, or where a value is furthest over its own
-        worst = np.argmax(diff / allowed) if _over(expected, actual, allowed) else np.argmax(diff)
-        bound = float(allowed.flat[int(worst)])
+        bound = _shown_bound(expected, actual, allowed)
     out = OutputComparison(
         info.name,
         "pass",
@@ -336,39 +197,10 @@ def compare_output(
     if quantized:
         out.steps = metrics.max_abs / unit
         out.bound_steps = bound / unit
-    reasons = out.reasons
-    if metrics.mismatched_nonfinite:
-        reasons.append(
-            f"{metrics.mismatched_nonfinite} values finite on one side only "
-            f"(NaN {metrics.nan_actual} vs {metrics.nan_expected}, "
-            f"Inf {metrics.inf_actual} vs {metrics.inf_expected})"
-        )
     over = _over(expected, actual, allowed)
-    if over:
-        what = f"max_abs {metrics.max_abs:.3g} > bound {bound:.3g}"
-        if slope is not None:
-            at = int(np.argmax(diff / allowed))
-            what = (
-                f"{over} values beyond their own bound, the furthest {float(diff.flat[at]):.3g} "
-                f"off at p = {float(expected.flat[at]):.3g}, whose bound is {bound:.3g}"
-            )
-        elif quantized:
-            what += f" ({metrics.max_abs / unit:.3g} steps > {bound / unit:.3g})"
-        reasons.append(what)
-    fixed = out.noise is None or tolerance.basis.startswith("overridden")
-    if fixed and not quantized and tolerance.min_cosine and metrics.cosine < tolerance.min_cosine:
-        reasons.append(f"cosine {metrics.cosine:.6f} < {tolerance.min_cosine}")
+    _check_bound(out, expected, actual, allowed, over, per_element=slope is not None, unit=unit)
     if classes:
-        agreement, flips, margin, clear = _class_flips(expected, actual, allowed)
-        out.class_agreement = agreement
-        if info.kind == "sequence":
-            out.clear_steps, out.sequence_agreement = clear
-        if flips:
-            what = {"mask": "pixels", "sequence": "steps"}.get(info.kind, "rows")
-            reasons.append(
-                f"argmax differs on {flips} {what} where the reference is confident "
-                f"(margin up to {margin:.3g} > 2 x bound {bound:.3g})"
-            )
+        _check_classes(out, info, expected, actual, allowed)
     _check_log_probabilities(out, info, expected, actual, tolerance, noise, quantized)
     _check_groups(out, info, expected, actual, tolerance, noise, unit, quantized)
     # a value beyond its own (per-element) bound fails even where the output's range is within
@@ -382,10 +214,83 @@ def compare_output(
                 f"not meaningful on these inputs: {degenerate}"
                 + (f" (actual differs by {metrics.max_abs:.3g})" if not within else ""),
                 ADVICE,
-            ] + ([] if within else reasons)
+            ] + ([] if within else out.reasons)
             return out
-    out.verdict = "fail" if reasons else "pass"
+    out.verdict = "fail" if out.reasons else "pass"
     return out
+
+
+def _differences(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
+    """|actual - expected|, 0 where it is not finite."""
+    with np.errstate(all="ignore"):
+        diff = np.abs(actual - expected)
+        return np.where(np.isfinite(diff), diff, 0.0)
+
+
+def _shown_bound(expected: np.ndarray, actual: np.ndarray, allowed: np.ndarray) -> float:
+    """The bound shown for per-element bounds: the largest difference's own, or where a value
+    is furthest over its own."""
+    diff = _differences(expected, actual)
+    worst = np.argmax(diff / allowed) if _over(expected, actual, allowed) else np.argmax(diff)
+    return float(allowed.flat[int(worst)])
+
+
+def _check_bound(
+    out: OutputComparison,
+    expected: np.ndarray,
+    actual: np.ndarray,
+    allowed: float | np.ndarray,
+    over: int,
+    *,
+    per_element: bool,
+    unit: float,
+) -> None:
+    """The reasons to fail of the values themselves: finite on one side only, beyond the bound
+    (``over`` of them; ``per_element``: each its own bound), a low cosine under a fixed bound."""
+    metrics, bound, tolerance = out.metrics, out.bound, out.tolerance
+    assert metrics is not None and bound is not None
+    if metrics.mismatched_nonfinite:
+        out.reasons.append(
+            f"{metrics.mismatched_nonfinite} values finite on one side only "
+            f"(NaN {metrics.nan_actual} vs {metrics.nan_expected}, "
+            f"Inf {metrics.inf_actual} vs {metrics.inf_expected})"
+        )
+    if over:
+        what = f"max_abs {metrics.max_abs:.3g} > bound {bound:.3g}"
+        if per_element:
+            diff = _differences(expected, actual)
+            at = int(np.argmax(diff / allowed))
+            what = (
+                f"{over} values beyond their own bound, the furthest {float(diff.flat[at]):.3g} "
+                f"off at p = {float(expected.flat[at]):.3g}, whose bound is {bound:.3g}"
+            )
+        elif out.dequantized:
+            what += f" ({metrics.max_abs / unit:.3g} steps > {bound / unit:.3g})"
+        out.reasons.append(what)
+    fixed = out.noise is None or tolerance.basis.startswith("overridden")
+    low = tolerance.min_cosine and metrics.cosine < tolerance.min_cosine
+    if fixed and not out.dequantized and low:
+        out.reasons.append(f"cosine {metrics.cosine:.6f} < {tolerance.min_cosine}")
+
+
+def _check_classes(
+    out: OutputComparison,
+    info: OutputInfo,
+    expected: np.ndarray,
+    actual: np.ndarray,
+    allowed: float | np.ndarray,
+) -> None:
+    """A class-like output's argmax agreement where the reference is confident."""
+    agreement, flips, margin, clear = _class_flips(expected, actual, allowed)
+    out.class_agreement = agreement
+    if info.kind == "sequence":
+        out.clear_steps, out.sequence_agreement = clear
+    if flips:
+        what = {"mask": "pixels", "sequence": "steps"}.get(info.kind, "rows")
+        out.reasons.append(
+            f"argmax differs on {flips} {what} where the reference is confident "
+            f"(margin up to {margin:.3g} > 2 x bound {out.bound:.3g})"
+        )
 
 
 def _check_log_probabilities(
@@ -643,7 +548,7 @@ def compare_pair(
         found = _noise_for(noise, info, tolerance, half=half)
         compared = compare_output(info, e, a, tolerance, found)
         compared.sample = value_sample(
-            *(_dequantized(x, info) if compared.dequantized else x for x in (e, a))
+            *(dequantized(x, info) if compared.dequantized else x for x in (e, a))
         )
         pair.outputs.append(compared)
     verdicts = {o.verdict for o in pair.outputs}
