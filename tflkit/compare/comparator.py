@@ -166,14 +166,9 @@ def compare_output(
         )
     if kind in "iub" and not quantized:
         return _compare_exact(info, expected, actual)
-    unit = 1.0
+    unit = info.scale if quantized and info.scale is not None else 1.0
     if quantized:
-        assert info.scale is not None
-        unit = info.scale
-        # a float reference (a framework model, a float twin) is already in real values
-        if expected.dtype.kind in "iu":
-            expected = (expected.astype(np.float64) - info.zero_point) * unit
-        actual = (actual.astype(np.float64) - info.zero_point) * unit
+        expected, actual = _real_values(info, expected, actual)
     classes = info.kind in CLASS_KINDS and expected.shape[-1] >= 2
     metrics = compute(expected, actual, classifier=classes)
     bound, basis, floors = _bound(info, tolerance, noise, metrics.expected_peak, unit, quantized)
@@ -218,6 +213,17 @@ def compare_output(
             return out
     out.verdict = "fail" if out.reasons else "pass"
     return out
+
+
+def _real_values(
+    info: OutputInfo, expected: np.ndarray, actual: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """A quantized output's values in real units (a float reference, from a framework model or
+    a float twin, already is)."""
+    assert info.scale is not None
+    if expected.dtype.kind in "iu":
+        expected = (expected.astype(np.float64) - info.zero_point) * info.scale
+    return expected, (actual.astype(np.float64) - info.zero_point) * info.scale
 
 
 def _differences(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
