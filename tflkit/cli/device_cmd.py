@@ -163,6 +163,7 @@ def make_job(
 ) -> None:
     """Write a job folder (model, input sets, job.json) for `device run` or a harness by hand."""
     from tflkit import ir
+    from tflkit.harness.device_validate import DEFAULT_BACKENDS
     from tflkit.harness.protocol import JobOptions, write_job
     from tflkit.ir.entry import entry_point
     from tflkit.ir.shapes import parse_input_shapes
@@ -181,7 +182,7 @@ def make_job(
         kind=input_kind,
     )
     options = JobOptions(
-        backends=tuple(backend) or ("cpu", "gpu_fp16", "gpu_fp32"),
+        backends=tuple(backend) or DEFAULT_BACKENDS,
         signature=key,
         threads=threads,
         warmup_runs=warmup,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tflkit.compare.comparator import default_pairs
-from tflkit.delegates.base import Feed, RunResult
+from tflkit.delegates.base import RECORD_DEFAULT, RUNNER_SPECS, Feed, RunResult
 from tflkit.errors import UsageError
 from tflkit.harness.device_runs import RUNNER_OF, device_run_results, runner_name
 from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, JobOptions, write_job
@@ -63,8 +63,9 @@ class DeviceValidateOptions(InputSetOptions):
     browser: Mapping[str, object] | None = None
 
 
-#: What a device runs when ``--backend`` is not given, by its kind.
-DEFAULT_BACKENDS = ("cpu", "gpu_fp16", "gpu_fp32")
+#: What a device runs when ``--backend`` is not given: the harness aliases of what ``regress
+#: record`` records (the CPU, the GPU in fp16 and fp32).
+DEFAULT_BACKENDS = tuple(s.harness for s in RUNNER_SPECS if s.name in RECORD_DEFAULT and s.harness)
 #: At least this many runs of each input set on a browser backend (run-to-run drift).
 MIN_REPEATS = 3
 
