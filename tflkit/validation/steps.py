@@ -39,6 +39,7 @@ from tflkit.validation.step_runner import (
     recording,
     run_steps,
     step_runner,
+    tokens_of,
 )
 
 __all__ = [
@@ -98,7 +99,7 @@ def steps_report(
         runs[cpu_spec.name] = compare_steps(cpu, cpu, 0.0)
         report.seconds = time.perf_counter() - start
         return report
-    report.cpu_tokens = [int(o["token"]) for o in cpu.outputs]
+    report.cpu_tokens = tokens_of(cpu)
     feed = prompt_feed(prompt, report.cpu_tokens)
     with tempfile.TemporaryDirectory(prefix="tflkit-feeds-") as tmp:
         for name in runners:
