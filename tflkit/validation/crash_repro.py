@@ -107,7 +107,7 @@ def write_crash_repro(
                 shutil.copyfile(work / name, out / name)
             how = _exit_how(code)
             (out / "README.md").write_text(
-                _crashreadme(sub, culprit, precision, fatal or "", how, stderr, command, label)
+                _crash_readme(sub, culprit, precision, fatal or "", how, stderr, command, label)
             )
             result.written, result.directory, result.ops = True, out, [op.index for op in chunk]
             result.output = stdout
@@ -144,7 +144,7 @@ def _fatal_key(message: str | None) -> str | None:
     return text.strip()
 
 
-def _crashreadme(
+def _crash_readme(
     sub: ir.Model,
     culprit: ir.Op,
     precision: str,
@@ -188,8 +188,8 @@ def _crashreadme(
             "",
             "## Environment",
             "",
-            f"- ai-edge-litert {version_of('ai-edge-litert')}, numpy {np._version_of__}, Python "
-            f"{platform.pythonversion_of()}, {platform.system()} {platform.machine()}",
+            f"- ai-edge-litert {version_of('ai-edge-litert')}, numpy {np.__version__}, Python "
+            f"{platform.python_version()}, {platform.system()} {platform.machine()}",
             f"- GPU adapter: {adapter_line(stderr, None, precision)}",
             f"- precision: {precision}",
             "",

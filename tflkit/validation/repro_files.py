@@ -238,8 +238,8 @@ def readme(
         "",
         "## Environment",
         "",
-        f"- ai-edge-litert {version_of('ai-edge-litert')}, numpy {np._version_of__}, Python "
-        f"{platform.pythonversion_of()}, {platform.system()} {platform.machine()}",
+        f"- ai-edge-litert {version_of('ai-edge-litert')}, numpy {np.__version__}, Python "
+        f"{platform.python_version()}, {platform.system()} {platform.machine()}",
         f"- GPU adapter: {adapter}",
         f"- precision: {precision}",
         "",
