@@ -8,6 +8,7 @@ recorded in the test report and must be at least 95 %. Every disagreement must b
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -66,12 +67,42 @@ def test_generated_cases_hit_their_rule() -> None:
     assert one_sided <= {"CUSTOM_OP", "FLEX_OP"}, one_sided
 
 
-def test_allow_list_mirrors_the_documented_table() -> None:
-    text = DOC.read_text()
+#: One row of the Disagreements table: model, subgraph, op, op type, why.
+_ROW = re.compile(r"\| `([\w.-]+)` \| (\d+) \| (\d+) \| (\w+) \| (.+?) \|")
+_HEADER = ("| Model | Subgraph | Op | Op type | Why |", "|---|---|---|---|---|")
+
+
+def _documented_disagreements(text: str) -> dict[tuple[str, int, int, str], str]:
+    """The rows of the "Disagreements" table of ``docs/compat-rules.md``; raises
+    AssertionError when the table is missing or a row does not read as one."""
     assert "## Disagreements" in text
-    section = text.split("## Disagreements", 1)[1]
-    rows = set(re.findall(r"^\| `([\w.-]+)` \| (\d+) \| (\d+) \| (\w+) \|", section, re.M))
-    assert rows == {(m, str(s), str(i), t) for m, s, i, t in ALLOWED}
+    section = text.split("## Disagreements", 1)[1].split("\n## ", 1)[0]
+    lines = [line.strip() for line in section.splitlines()]
+    start = lines.index(_HEADER[0])  # ValueError: no table at all
+    assert lines[start + 1] == _HEADER[1]
+    rows: dict[tuple[str, int, int, str], str] = {}
+    for line in itertools.takewhile(lambda x: x.startswith("|"), lines[start + 2 :]):
+        found = _ROW.fullmatch(line)
+        assert found is not None, f"unreadable row of the Disagreements table: {line}"
+        model, subgraph, op, op_type, why = found.groups()
+        rows[(model, int(subgraph), int(op), op_type)] = why
+    return rows
+
+
+def test_allow_list_mirrors_the_documented_table() -> None:
+    assert _documented_disagreements(DOC.read_text()) == ALLOWED
+
+
+def test_the_table_reader_reads_rows_and_refuses_broken_ones() -> None:
+    """The reader behind the mirror test sees a row, so an empty table is read as empty."""
+    row = "| `mtcnn_pnet` | 0 | 7 | PRELU | the accelerator takes it |"
+    text = "## Disagreements\n\n" + "\n".join([*_HEADER, row]) + "\n\n## Next\n| x |\n"
+    expected = {("mtcnn_pnet", 0, 7, "PRELU"): "the accelerator takes it"}
+    assert _documented_disagreements(text) == expected
+    with pytest.raises(AssertionError, match="unreadable row"):
+        _documented_disagreements(text.replace("| 7 |", "| seven |"))
+    with pytest.raises(ValueError):
+        _documented_disagreements("## Disagreements\n\nNo table.\n")
 
 
 @pytest.mark.gpu

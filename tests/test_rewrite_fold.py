@@ -188,7 +188,7 @@ def test_output_larger_than_the_bound_is_not_folded() -> None:
     rule = FoldConstants()
     assert rule.pattern(tile)
     assert tile.outputs[0].nbytes > FOLD_MAX_BYTES
-    assert "grow the model" in (rule.check(tile) or "")
+    assert "grow the model" in (rule.match(tile).reason or "")
     result = run_passes(model, list(catalog().defaults()), gate=checker_gate("litert-gpu"))
     assert "fold_constants" not in {f.rule for f in result.fired}
     assert result.why_not("fold_constants")
@@ -206,7 +206,7 @@ def test_large_output_folds_when_it_frees_as_much() -> None:
 
     model = graph_model([((1, 64), np.float32)], body)
     before = ir.dumps(model)
-    assert FoldConstants().check(_first(model, "TRANSPOSE")) is None
+    assert FoldConstants().match(_first(model, "TRANSPOSE"))
     result = run_passes(model, list(catalog().defaults()), gate=checker_gate("litert-gpu"))
     assert [f.rule for f in result.fired] == ["fold_constants"]
     assert "TRANSPOSE" not in {op.type for op in model.main.ops}
@@ -246,12 +246,12 @@ def test_graph_outputs_and_control_flow_bodies_are_not_folded() -> None:
     model = graph_model([((2, 3), np.float32)], body)
     rule = FoldConstants()
     add = _first(model, "ADD")
-    assert rule.pattern(add) and "graph output" in (rule.check(add) or "")
+    assert rule.pattern(add) and "graph output" in (rule.match(add).reason or "")
     branch = model.add_subgraph("branch")
     bb = OpBuilder(branch, prefix="br")
     inner = bb.ADD(i32(1, 2), i32(3, 4), options=options("AddOptions"))
     branch.outputs = [bb.MUL(inner, i32(2, 2), options=options("MulOptions"))]
-    assert "control-flow body" in (rule.check(branch.ops[0]) or "")
+    assert "control-flow body" in (rule.match(branch.ops[0]).reason or "")
 
 
 def test_variable_inputs_are_not_folded() -> None:

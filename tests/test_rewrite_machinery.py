@@ -15,7 +15,7 @@ from tflkit.ir.builder import OpBuilder
 from tflkit.rewriter import run as rewrite_run
 from tflkit.rewriter.contract import EXACT, bound
 from tflkit.rewriter.passes import RewriteLoop, run_passes
-from tflkit.rewriter.rule import Example, Rule, replace
+from tflkit.rewriter.rule import Example, Match, OpRewrite, Rule, replace
 from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.rules.activation import LogSoftmax, SoftmaxBeta
 from tflkit.rewriter.ruleset import RuleSet
@@ -63,30 +63,30 @@ def test_gate_limits_rewrites_to_rejected_ops() -> None:
     assert [f.rule for f in fixed.fired] == ["log_softmax"]
 
 
-class _Flip(Rule):
+class _Flip(OpRewrite):
     """A rule that never converges: NEG -> NEG(NEG(NEG))."""
 
     name = "flip"
     fixes = ("NEG",)
 
-    def rewrite(self, op, b: OpBuilder) -> None:
-        replace(op, [b.NEG(b.NEG(b.NEG(op.inputs[0])))])
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        replace(match.op, [b.NEG(b.NEG(b.NEG(match.op.inputs[0])))])
 
 
-class _NegToAbs(Rule):
+class _NegToAbs(OpRewrite):
     name = "neg_to_abs"
     fixes = ("NEG",)
 
-    def rewrite(self, op, b: OpBuilder) -> None:
-        replace(op, [b.ABS(op.inputs[0])])
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        replace(match.op, [b.ABS(match.op.inputs[0])])
 
 
-class _AbsToNeg(Rule):
+class _AbsToNeg(OpRewrite):
     name = "abs_to_neg"
     fixes = ("ABS",)
 
-    def rewrite(self, op, b: OpBuilder) -> None:
-        replace(op, [b.NEG(op.inputs[0])])
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        replace(match.op, [b.NEG(match.op.inputs[0])])
 
 
 def test_a_rule_rewriting_its_own_output_into_itself_is_an_internal_error() -> None:

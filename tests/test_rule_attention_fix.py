@@ -129,9 +129,9 @@ def test_shared_decomposition_is_repaired_once():
     )
     twin.options2, twin.options2_type = op.options2, op.options2_type
     model.main.add_op(twin)
-    assert RULE.check(op) is None
+    assert RULE.match(op)
     assert repair_attention(model) == 1
-    assert "no odml.scaled_dot_product_attention decomposition" in RULE.check(twin)
+    assert "no odml.scaled_dot_product_attention decomposition" in RULE.match(twin).reason
 
 
 # --- refusals -----------------------------------------------------------------------------------
@@ -142,7 +142,7 @@ def test_refuses_when_the_cache_length_equals_the_head_dim():
     may be the transpose or a reshape: the rule refuses; inlined anyway, XNNPACK's check
     refuses the rewrite."""
     model = attention_example(cache=4, dim=4)
-    reason = RULE.check(_composite(model))
+    reason = RULE.match(_composite(model)).reason
     assert reason is not None and "ambiguous" in reason and "[1, 4, 1, 4]" in reason, reason
     outcome = rewrite_model(ir.dumps(model))
     fired = [f.rule for f in outcome.passes.fired]
@@ -155,7 +155,7 @@ def test_refuses_when_the_cache_length_equals_the_head_dim():
 def test_refuses_a_decomposition_with_nothing_to_repair():
     model = attention_example()
     assert repair_attention(model) == 1  # the decomposition is right now
-    reason = RULE.check(_composite(model))
+    reason = RULE.match(_composite(model)).reason
     assert reason == f"no {SDPA} decomposition holds a RESHAPE that reorders non-unit axes"
     outcome = rewrite_model(ir.dumps(model))
     fired = [f.rule for f in outcome.passes.fired]

@@ -23,6 +23,7 @@ from tflkit.compat.signature import OpSignature
 from tflkit.compat.static import check_signature
 from tflkit.compat.targets import TARGETS
 from tflkit.rewriter.passes import DEFAULT_MAX_STEPS
+from tflkit.rewriter.rule import ModelPass, OpRewrite
 from tflkit.rewriter.run import catalog, rewrite_model
 
 fb = ir.schema.fb
@@ -53,8 +54,10 @@ def _exercise(op: ir.Op, predicates: bool = True) -> list[str]:
     failures = []
     for rule in RULES:
         try:
-            if rule.pattern(op):
-                rule.check(op)
+            if isinstance(rule, OpRewrite) and rule.pattern(op):
+                rule.match(op)
+            elif isinstance(rule, ModelPass) and op.subgraph is not None and op.subgraph.model:
+                rule.match_model(op.subgraph.model)
         except Exception as exc:  # the property under test: nothing raises
             failures.append(f"rule {rule.name} on {op!r}: {type(exc).__name__}: {exc}")
     try:

@@ -75,11 +75,6 @@ class PartitionPlan:
         return _total(t.bytes for t in self.transfers if t.kind == "internal")
 
     @property
-    def transfer_bytes(self) -> int | None:
-        """Bytes copied per inference, graph inputs/outputs included (None: unknown)."""
-        return _total(t.bytes for t in self.transfers)
-
-    @property
     def gpu_flops_share(self) -> float:
         return self.flops_gpu / self.flops_total if self.flops_total else 0.0
 

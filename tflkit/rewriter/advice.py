@@ -25,21 +25,23 @@ from tflkit.fsio import Sha256Job, sha256_of
 from tflkit.report.check_report import CheckReport, FixHint, ReasonInfo
 
 if TYPE_CHECKING:
-    from tflkit.rewriter.rule import Rule
+    from tflkit.rewriter.rule import ModelPass, Rule
+    from tflkit.rewriter.ruleset import RuleSet
 
 
 class Advisor:
     """Names the rule that fixes an op (``check_model``'s ``advise``), for the ops of one model.
 
-    Default rules come before opt-in ones. A ``whole_model`` rule answers for every op type it
-    fixes with its verdict on the model (asked once per model); other rules answer op by op:
-    the first whose pattern, reasons and check accept the op, else one that would once
+    Default rules come before opt-in ones. A model pass answers for every op type it fixes
+    with its verdict on the model (asked once per model); op rewrites answer op by op: the
+    first whose pattern, reasons and match accept the op, else one that would once
     ``--input-shape`` fixes the shapes.
     """
 
-    def __init__(self, rules: Sequence[Rule] | None = None) -> None:
+    def __init__(self, rules: RuleSet | Sequence[Rule] | None = None) -> None:
         self._given = rules
         self._rules: list[Rule] | None = None
+        self._set: RuleSet | None = None
         self._whole: dict[str, FixHint] = {}
 
     @property
@@ -48,42 +50,56 @@ class Advisor:
         fix (a model the target takes whole never loads the rewriter)."""
         if self._rules is None:
             from tflkit.rewriter.rules import catalog
+            from tflkit.rewriter.ruleset import RuleSet
 
             given = catalog() if self._given is None else self._given
-            self._rules = sorted(given, key=lambda rule: rule.opt_in)
+            self._set = given if isinstance(given, RuleSet) else RuleSet(given)
+            self._rules = sorted(self._set, key=self._set.is_opt_in)
         return self._rules
+
+    def _hint(self, rule: Rule) -> FixHint:
+        assert self._set is not None
+        return FixHint(
+            rule.name, rule.summary, "opt_in_rule" if self._set.is_opt_in(rule) else "rule"
+        )
 
     def __call__(
         self, op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = ""
     ) -> FixHint | None:
-        whole = next((r for r in self.rules if r.whole_model and op.type in r.fixes), None)
+        from tflkit.rewriter.rule import ModelPass, OpRewrite
+
+        rules = self.rules
+        whole = next((r for r in rules if isinstance(r, ModelPass) and op.type in r.fixes), None)
         if whole is not None:
             return self._whole_model(whole, op)
         texts = [f"{r.code}: {r.message}" for r in reasons]
         after_shapes = None
-        for rule in self.rules:
-            if not rule.pattern(op) or not rule.addresses(texts):
+        for rule in rules:
+            if not isinstance(rule, OpRewrite) or not rule.pattern(op):
                 continue
-            why_not = rule.check(op)
-            if why_not is None:
-                return FixHint(rule.name, rule.summary, "opt_in_rule" if rule.opt_in else "rule")
+            if not rule.addresses(texts):
+                continue
+            match = rule.match(op)
+            if match:
+                return self._hint(rule)
+            why_not = match.reason or ""
             if dynamic and after_shapes is None and "--input-shape" in why_not:
                 after_shapes = FixHint(
                     rule.name, f"{dynamic}, then rule {rule.name}", "input_shape"
                 )
         return after_shapes
 
-    def _whole_model(self, rule: Rule, op: ir.Op) -> FixHint | None:
+    def _whole_model(self, rule: ModelPass, op: ir.Op) -> FixHint | None:
         model = op.subgraph.model if op.subgraph is not None else None
         if model is None:
             return None
         if rule.name not in self._whole:
-            why_not = rule.check_model(model)
+            match = rule.match_model(model)
             self._whole[rule.name] = (
-                FixHint(rule.name, rule.summary, "opt_in_rule" if rule.opt_in else "rule")
-                if why_not is None
+                self._hint(rule)
+                if match
                 else FixHint(
-                    None, f"none: the {rule.name} rewrite cannot take it ({why_not})", "none"
+                    None, f"none: the {rule.name} rewrite cannot take it ({match.reason})", "none"
                 )
             )
         return self._whole[rule.name]

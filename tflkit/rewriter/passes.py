@@ -4,9 +4,10 @@ Each sweep walks every subgraph that runs as a graph of its own (:func:`running_
 main one and each signature's, so an LLM's ``decode`` as well as its ``prefill``; not the
 decomposition subgraphs of composites nor control-flow bodies), asks the gate (the static GPU
 checker, when wired) which of its ops the target rejects, then walks its ops once and lets the
-first rule whose pattern, gate and ``check`` agree rewrite the op (a rule with
-``ungated = True``, constant folding, passes the gate on ops the target accepts too). Sweeps
-repeat until one changes nothing.
+first op rule whose pattern, gate and ``match`` agree rewrite the op (a rule with
+``ungated = True``, constant folding, passes the gate on ops the target accepts too). Then each
+model pass that matches the model rewrites it as a whole. Sweeps repeat until one changes
+nothing.
 
 A rule must never need to fire again on what it produced with nothing gained: when a rule is
 about to rewrite an op it created itself, and that op looks exactly like the one it replaced
@@ -25,7 +26,7 @@ from typing import Any
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Subgraph
 from tflkit.jsonable import plain_fields
-from tflkit.rewriter.rule import Rule
+from tflkit.rewriter.rule import ModelPass, OpRewrite, Rule
 
 #: Maps ``id(op)`` to the target's rejection reasons for that op (ops absent: accepted).
 RejectedOps = dict[int, list[str]]
@@ -151,6 +152,8 @@ def run_passes(
     """
     result = PassResult()
     lineage: _Lineage = {}
+    op_rules = [r for r in rules if isinstance(r, OpRewrite)]
+    model_passes = [r for r in rules if isinstance(r, ModelPass)]
     while True:
         result.sweeps += 1
         skips: dict[tuple[str, int], Skip] = {}
@@ -159,7 +162,10 @@ def run_passes(
             if not any(sg is subgraph for sg in model.subgraphs):
                 continue  # removed by an earlier rewrite in this sweep
             rejected = gate(subgraph) if gate is not None else None
-            changed |= _sweep(subgraph, rules, rejected, skips, result, lineage, max_steps)
+            changed |= _sweep(subgraph, op_rules, rejected, skips, result, lineage, max_steps)
+        for model_pass in model_passes:
+            _check_steps(result, max_steps)
+            changed |= _run_model_pass(model, model_pass, skips, result)
         result.skipped = list(skips.values())
         if not changed:
             break
@@ -170,7 +176,7 @@ def run_passes(
 
 def _sweep(
     subgraph: Subgraph,
-    rules: Sequence[Rule],
+    rules: Sequence[OpRewrite],
     rejected: RejectedOps | None,
     skips: dict[tuple[str, int], Skip],
     result: PassResult,
@@ -182,13 +188,7 @@ def _sweep(
     for op in list(subgraph.ops):
         if op.subgraph is not subgraph:
             continue  # retired by an earlier rewrite in this sweep
-        if result.steps >= max_steps:
-            result.converged = False
-            counts = Counter(f.rule for f in result.fired).most_common(1)
-            raise RewriteLoop(
-                f"the rewrite did not converge in {max_steps} steps (rule "
-                f"{counts[0][0]} fired {counts[0][1]} times)"
-            )
+        _check_steps(result, max_steps)
         firing = _try_rules(op, rules, rejected, skips, result.steps, lineage)
         if firing is not None:
             result.fired.append(firing)
@@ -196,9 +196,47 @@ def _sweep(
     return changed
 
 
+def _check_steps(result: PassResult, max_steps: int) -> None:
+    """Raise :class:`RewriteLoop` once ``max_steps`` rewrites were made."""
+    if result.steps >= max_steps:
+        result.converged = False
+        counts = Counter(f.rule for f in result.fired).most_common(1)
+        raise RewriteLoop(
+            f"the rewrite did not converge in {max_steps} steps (rule "
+            f"{counts[0][0]} fired {counts[0][1]} times)"
+        )
+
+
+def _run_model_pass(
+    model: Model, model_pass: ModelPass, skips: dict[tuple[str, int], Skip], result: PassResult
+) -> bool:
+    """Run ``model_pass`` when it matches ``model``; True when it did. The trace names its
+    first anchor op when it fires, and each anchor when it cannot."""
+    anchors = model_pass.anchors(model)
+    if not anchors:
+        return False
+    where = (0, signature_key(model.main))
+    match = model_pass.match_model(model)
+    if not match:
+        assert match.reason is not None
+        for op in anchors:
+            outputs = [t.name for t in op.outputs]
+            skip = Skip(model_pass.name, op.type, op.index, outputs, match.reason, *where)
+            skips[(model_pass.name, id(op))] = skip
+        return False
+    anchor = match.op
+    assert anchor is not None
+    outputs = [t.name for t in anchor.outputs]
+    step = result.steps
+    firing = Firing(model_pass.name, anchor.type, anchor.index, outputs, step, False, *where)
+    model_pass.run(match)
+    result.fired.append(firing)
+    return True
+
+
 def _try_rules(
     op: Op,
-    rules: Sequence[Rule],
+    rules: Sequence[OpRewrite],
     rejected: RejectedOps | None,
     skips: dict[tuple[str, int], Skip],
     step: int,
@@ -214,9 +252,11 @@ def _try_rules(
         if not rule.pattern(op):
             continue
         reason = _gate_reason(rule, op, rejected)
-        if reason is None:
-            reason = rule.check(op)
-        if reason is not None:
+        match = rule.match(op) if reason is None else None
+        if match is not None and not match:
+            reason = match.reason
+        if match is None or reason is not None:
+            assert reason is not None
             skips[(rule.name, id(op))] = Skip(rule.name, op.type, index, outputs, reason, *where)
             continue
         own = origin is not None and origin[0] is op and origin[1] == rule.name
@@ -227,7 +267,7 @@ def _try_rules(
                 f"{index} it produced into the same op again"
             )
         builder = OpBuilder(subgraph, before=op, prefix=f"{outputs[0] if outputs else op.type}")
-        rule.rewrite(op, builder)
+        rule.rewrite(match, builder)
         if op.subgraph is not None:
             raise RewriteLoop(f"rule {rule.name} did not retire the {op.type} op it rewrote")
         for new in builder.created:
@@ -236,7 +276,7 @@ def _try_rules(
     return None
 
 
-def _gate_reason(rule: Rule, op: Op, rejected: RejectedOps | None) -> str | None:
+def _gate_reason(rule: OpRewrite, op: Op, rejected: RejectedOps | None) -> str | None:
     if rejected is None or rule.ungated:
         return None  # an ungated rule (constant folding) gains on accepted ops too
     reasons = rejected.get(id(op))

@@ -53,13 +53,14 @@ def build_report(
         )
     check_before, check_after = check_report(original), check_report(outcome.model)
     v = outcome.verification
-    records: dict[str, list[dict[str, Any]]] = {r.report_key: [] for r in catalog() if r.report_key}
+    passes = catalog().model_passes()
+    records: dict[str, list[dict[str, Any]]] = {p.report_key: [] for p in passes}
     records.update(outcome.rule_records)
     lines = [
         line
-        for rule in catalog()
-        if rule.report_key in outcome.rule_records
-        for line in rule.report_lines(outcome.rule_records[rule.report_key])
+        for model_pass in passes
+        if model_pass.report_key in outcome.rule_records
+        for line in model_pass.report_lines(outcome.rule_records[model_pass.report_key])
     ]
     return RewriteReport(
         model=model_path,

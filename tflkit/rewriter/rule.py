@@ -1,18 +1,29 @@
 """The rule contract: what a rewrite rule declares and the helpers rules share.
 
-A rule is a small class (like an onnxscript rewrite rule): the op types and accelerator reasons
-it fixes, a ``pattern`` that selects candidate ops, a ``check`` that says why a candidate cannot
-be rewritten (or None), a ``rewrite`` built with the IR's :class:`~tflkit.ir.builder.OpBuilder`,
-its numeric :class:`Contract`, and example models the test harness turns into tests.
+Two kinds of rule, like onnxscript's rewriter and its passes:
+
+* an :class:`OpRewrite` rewrites one op at a time: the op types and accelerator reasons it fixes,
+  a ``pattern`` that selects candidate ops, a ``match`` that returns a :class:`Match` carrying
+  what it found (or a failure with the reason, shown in the trace), a ``rewrite`` of that match
+  built with the IR's :class:`~tflkit.ir.builder.OpBuilder`, its numeric :class:`Contract`,
+  and example models the test harness turns into tests;
+* a :class:`ModelPass` rewrites the model as a whole (every op of resource-variable state at
+  once), may change its interface, and carries its own proof and report.
+
+A rule whose proof is not the default one-shot comparison with the original on the builtin
+CPU kernels is an :class:`OwnProof` (every model pass is one). Whether a rule runs by default
+or only when named is said by the catalogue (``tflkit.rewriter.rules``), not by the rule.
 """
 
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tflkit.compat.reasons import Reason
 from tflkit.ir import schema
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Tensor
@@ -40,70 +51,61 @@ class Example:
     no_int8: str | None = None
 
 
+class Match:
+    """What a rule's ``match`` found: the op and its bindings (the tensors and ops the rewrite
+    needs, found once), or a failure saying why the op cannot be rewritten.
+
+    True when it matched; ``match["x"]`` reads a binding.
+    """
+
+    __slots__ = ("bindings", "op", "reason")
+
+    def __init__(self, op: Op | None, reason: str | None = None, **bindings: Any) -> None:
+        self.op = op
+        self.reason = reason
+        self.bindings: dict[str, Any] = bindings
+
+    @classmethod
+    def fail(cls, reason: str) -> Match:
+        """No match, and why (shown in the rewrite trace and in ``check``'s fix hints)."""
+        return cls(None, reason)
+
+    @classmethod
+    def unless(cls, op: Op, problem: str | None, **bindings: Any) -> Match:
+        """A match of ``op`` when ``problem`` is None, else a failure for that reason."""
+        return cls(op, None, **bindings) if problem is None else cls.fail(problem)
+
+    def __bool__(self) -> bool:
+        return self.reason is None
+
+    def __getitem__(self, name: str) -> Any:
+        return self.bindings[name]
+
+    def __repr__(self) -> str:
+        if self.reason is not None:
+            return f"Match.fail({self.reason!r})"
+        return f"Match({self.op!r}, {', '.join(self.bindings)})"
+
+
 class Rule:
-    """Base class of rewrite rules; subclasses set the class attributes and override methods."""
+    """What every rule declares: its name, what it fixes, its contract and its examples."""
 
     #: Unique name, used by ``--rule NAME`` and in reports.
     name: ClassVar[str] = ""
     #: One line saying what the rule does.
     summary: ClassVar[str] = ""
-    #: Op types the rule rewrites (also its default ``pattern``).
+    #: Op types the rule rewrites (an op rule's default ``pattern``; the ops a model pass
+    #: answers for in ``check``'s fix hints).
     fixes: ClassVar[tuple[str, ...]] = ()
-    #: Static checker reason codes (``tflkit.compat.reasons.Reason``) the rule fixes.
-    codes: ClassVar[tuple[str, ...]] = ()
+    #: Static checker reason codes the rule fixes.
+    codes: ClassVar[tuple[Reason, ...]] = ()
     #: Accelerator log messages (substrings) of the rejections the rule fixes.
     reasons: ClassVar[tuple[str, ...]] = ()
     contract: ClassVar[Contract] = EXACT
-    #: Approximations users must ask for by name are not in the default run.
-    opt_in: ClassVar[bool] = False
-    #: Input positions that must be present (not omitted) for the rule to look at an op.
-    required_inputs: ClassVar[tuple[int, ...]] = (0,)
-    #: How many outputs the ops the rule rewrites have.
-    num_outputs: ClassVar[int | None] = 1
-    #: The rewrite adds graph inputs/outputs (explicit state); such a rule has ``own_proof``.
-    changes_interface: ClassVar[bool] = False
-    #: The rule's ``verify_rewrite`` is the proof, not the default one-shot comparison with the
-    #: original on the builtin CPU kernels: a rule that changes the interface, or one that
-    #: changes what the builtin kernels compute by design (a wrong decomposition repaired,
-    #: proven against a runtime kernel).
-    own_proof: ClassVar[bool] = False
-    #: The rule rewrites the model as a whole (e.g. every op of resource-variable state at
-    #: once), not op by op: the fix ``check`` advises for any op it fixes is ``check_model``.
-    whole_model: ClassVar[bool] = False
-    #: The rule may fire on ops the target accepts too (constant folding: an op of constants
-    #: costs a kernel launch and a partition boundary wherever it runs); others only fix
-    #: rejected ops when the pass manager is gated by the checker.
-    ungated: ClassVar[bool] = False
-    #: The key under which the rewrite report (JSON) lists ``report_records``; None: no records.
-    report_key: ClassVar[str | None] = None
-
-    def pattern(self, op: Op) -> bool:
-        """True for ops this rule is about (cheap, type-level).
-
-        Total: any op, however malformed (no inputs, omitted inputs, no outputs), gets an
-        answer. Subclasses extend it with ``super().pattern(op) and ...``; ``check`` is only
-        asked about ops the pattern accepted.
-        """
-        return op.type in self.fixes and well_formed(op, self.required_inputs, self.num_outputs)
-
-    def check(self, op: Op) -> str | None:
-        """None when ``op`` can be rewritten, else the reason it cannot (shown in the trace)."""
-        return None
-
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
-        """Build the replacement before ``op`` with ``b`` and retire ``op`` (see ``replace``)."""
-        raise NotImplementedError
 
     def examples(self) -> tuple[Example, ...]:
         """Models on which the rule must fire exactly once."""
         return ()
-
-    def verify_rewrite(
-        self, original: bytes, rewritten: bytes, contract: Contract, seeds: tuple[int, ...]
-    ) -> Verification | None:
-        """A proof of equivalence of the rule's own (e.g. over a sequence of steps for state
-        made explicit); None: the default one-shot comparison on the CPU is the proof."""
-        return None
 
     def runtime_check(
         self, original: bytes, rewritten: bytes, seeds: tuple[int, ...]
@@ -112,19 +114,6 @@ class Rule:
         against a runtime kernel the rewrite stops using); None when there is none or it holds,
         else why the rewrite must not be trusted."""
         return None
-
-    def check_model(self, model: Model) -> str | None:
-        """For a ``whole_model`` rule: None when it can rewrite ``model``, else why not."""
-        anchor = next((op for op in model.main.ops if self.pattern(op)), None)
-        return "nothing to rewrite in the main graph" if anchor is None else self.check(anchor)
-
-    def report_records(self, model: Model) -> list[dict[str, Any]]:
-        """What the app must know once the rule fired on ``model`` (JSON-ready records)."""
-        return []
-
-    def report_lines(self, records: Sequence[dict[str, Any]]) -> list[str]:
-        """``report_records`` for a terminal: a heading line, then one line per record."""
-        return []
 
     def addresses(self, rejection_reasons: Sequence[str]) -> bool:
         """Whether one of the target's rejection reasons for an op is one this rule fixes.
@@ -140,7 +129,83 @@ class Rule:
         return False
 
     def __repr__(self) -> str:
-        return f"<Rule {self.name}>"
+        return f"<{type(self).__name__} {self.name}>"
+
+
+class OpRewrite(Rule):
+    """A rule that rewrites one op at a time; subclasses set the class attributes and override
+    ``match`` and ``rewrite``."""
+
+    #: Input positions that must be present (not omitted) for the rule to look at an op.
+    required_inputs: ClassVar[tuple[int, ...]] = (0,)
+    #: How many outputs the ops the rule rewrites have.
+    num_outputs: ClassVar[int | None] = 1
+    #: The rule may fire on ops the target accepts too (constant folding: an op of constants
+    #: costs a kernel launch and a partition boundary wherever it runs); others only fix
+    #: rejected ops when the pass manager is gated by the checker.
+    ungated: ClassVar[bool] = False
+
+    def pattern(self, op: Op) -> bool:
+        """True for ops this rule is about (cheap, type-level).
+
+        Total: any op, however malformed (no inputs, omitted inputs, no outputs), gets an
+        answer. Subclasses extend it with ``super().pattern(op) and ...``; ``match`` is only
+        asked about ops the pattern accepted.
+        """
+        return op.type in self.fixes and well_formed(op, self.required_inputs, self.num_outputs)
+
+    def match(self, op: Op) -> Match:
+        """A :class:`Match` of ``op`` with what the rewrite needs, or ``Match.fail(reason)``."""
+        return Match(op)
+
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        """Build the replacement before ``match.op`` with ``b`` and retire the op (see
+        ``replace``)."""
+        raise NotImplementedError
+
+
+class OwnProof(ABC):
+    """A rule whose ``verify_rewrite`` is the proof, not the default one-shot comparison with
+    the original on the builtin CPU kernels: a rule that changes the interface, or one that
+    changes what the builtin kernels compute by design (a wrong decomposition repaired, proven
+    against a runtime kernel). ``rewrite`` runs every fired rule's proof."""
+
+    @abstractmethod
+    def verify_rewrite(
+        self, original: bytes, rewritten: bytes, contract: Contract, seeds: tuple[int, ...]
+    ) -> Verification:
+        """The proof that ``rewritten`` keeps what ``original`` computes, within ``contract``."""
+
+
+class ModelPass(Rule, OwnProof):
+    """A rewrite of the model as a whole (e.g. every op of resource-variable state at once),
+    which may change its interface: it carries its own proof and says what the app must know
+    (``report_records``, listed under ``report_key`` in the rewrite report)."""
+
+    #: The key under which the rewrite report (JSON) lists ``report_records``.
+    report_key: ClassVar[str] = ""
+
+    def anchors(self, model: Model) -> list[Op]:
+        """The main graph's ops the pass fixes, in execution order (the trace names the first
+        when the pass fires, and each when it cannot)."""
+        return [op for op in model.main.ops if op.type in self.fixes]
+
+    @abstractmethod
+    def match_model(self, model: Model) -> Match:
+        """A match of ``model`` (its op: the first anchor) when the pass can rewrite it, else
+        ``Match.fail(reason)``."""
+
+    @abstractmethod
+    def run(self, match: Match) -> None:
+        """Rewrite the model ``match_model`` matched, in place."""
+
+    def report_records(self, model: Model) -> list[dict[str, Any]]:
+        """What the app must know once the pass ran on ``model`` (JSON-ready records)."""
+        return []
+
+    def report_lines(self, records: Sequence[dict[str, Any]]) -> list[str]:
+        """``report_records`` for a terminal: a heading line, then one line per record."""
+        return []
 
 
 # --- helpers shared by rules ------------------------------------------------------------------

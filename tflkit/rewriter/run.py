@@ -26,8 +26,9 @@ from tflkit.rewriter.passes import (
     run_passes,
     running_subgraphs,
 )
-from tflkit.rewriter.rule import Rule
+from tflkit.rewriter.rule import ModelPass, OwnProof, Rule
 from tflkit.rewriter.rules import catalog
+from tflkit.rewriter.ruleset import RuleSet
 from tflkit.rewriter.shapes import (
     default_input_shapes,
     dynamic_input_advice,
@@ -58,7 +59,7 @@ class RewriteOutcome:
     dynamic_inputs: list[str] = field(default_factory=list)
     rules_used: list[str] = field(default_factory=list)
     gated_by_checker: bool = False
-    #: What fired rules tell the app (``Rule.report_records``), by their ``report_key``.
+    #: What fired model passes tell the app (``ModelPass.report_records``), by ``report_key``.
     rule_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: Dynamic batches fixed without ``--input-shape``: input name -> the stored shape used.
     default_shapes: dict[str, list[int]] = field(default_factory=dict)
@@ -111,12 +112,14 @@ def rewrite_model(
     check: bool = True,
     label: str | None = None,
     fix_dynamic_batch: bool = True,
+    rules: RuleSet | None = None,
 ) -> RewriteOutcome:
     """Rewrite model bytes; ``rule_names`` forces those rules on every op they match.
 
     ``label`` names the model in error messages (e.g. its path). ``fix_dynamic_batch``: when
     every dynamic input ``input_shapes`` leaves open is a batch stored as 1
-    (:func:`default_input_shapes`), fix it to its stored shape.
+    (:func:`default_input_shapes`), fix it to its stored shape. ``rules``: the catalogue to
+    draw from (default: :func:`~tflkit.rewriter.rules.catalog`).
     """
     model = ir.load(data, label=label)
     broken = ir.verify_model(model)
@@ -135,25 +138,22 @@ def rewrite_model(
     # The original runs at the same shapes: the CPU interpreter names inputs by tensor name.
     tensor_shapes = by_tensor_name(model, shapes) if shapes else None
     still = entry_dynamic_inputs(model)
-    rules = catalog().select(rule_names) if rule_names else catalog().defaults()
+    known = catalog() if rules is None else rules
+    chosen = known.select(rule_names) if rule_names else known.defaults()
     gate = None if rule_names or not use_checker else checker_gate(target)
-    passes = run_passes(model, list(rules), gate=gate, max_steps=max_steps)
-    fired = {f.rule for f in passes.fired}
-    contract = combine([r.contract for r in rules if r.name in fired])
+    passes = run_passes(model, list(chosen), gate=gate, max_steps=max_steps)
+    fired = [r for r in chosen if r.name in {f.rule for f in passes.fired}]
+    contract = combine([r.contract for r in fired])
     rewritten = ir.dumps(model) if (passes.fired or shape_fixes) else data
     problems = ir.verify_model(model)
     if problems:  # a bug in a rule, not a problem of the input: an internal error (exit 3)
         raise RuntimeError(f"rewrite produced an invalid model: {problems[0][:200]}")
     verification = None
-    own_proof = [r for r in rules if r.name in fired and r.own_proof]
-    if check and rewritten != data and own_proof:  # state made explicit, a decomposition fixed
-        verification = own_proof[0].verify_rewrite(data, rewritten, contract, tuple(seeds))
-    elif check and rewritten != data:
-        verification = verify(
-            data, rewritten, contract, seeds=seeds, inputs=inputs, input_shapes=tensor_shapes
-        )
+    if check and rewritten != data:
+        verification = _prove(fired, data, rewritten, contract, seeds, inputs, tensor_shapes)
     if verification is not None and verification.ok:
-        _runtime_checks([r for r in rules if r.name in fired], data, rewritten, seeds, verification)
+        _runtime_checks(fired, data, rewritten, seeds, verification)
+    records = {r.report_key: r.report_records(model) for r in fired if isinstance(r, ModelPass)}
     return RewriteOutcome(
         data,
         rewritten,
@@ -163,12 +163,39 @@ def rewrite_model(
         verification,
         shape_fixes,
         [d.name for d in still],
-        [r.name for r in rules],
+        [r.name for r in chosen],
         gate is not None,
-        {r.report_key: r.report_records(model) for r in rules if r.report_key and r.name in fired},
+        records,
         defaults,
         dynamic_input_advice(still),
     )
+
+
+def _prove(
+    fired: Sequence[Rule],
+    original: bytes,
+    rewritten: bytes,
+    contract: Contract,
+    seeds: Sequence[int],
+    inputs: Mapping[str, np.ndarray] | None,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+) -> Verification:
+    """The proof of the rewrite: every fired rule's own proof (state made explicit, a
+    decomposition fixed), the first that fails deciding; else the default one-shot comparison
+    with the original on the CPU."""
+    provers = [r for r in fired if isinstance(r, OwnProof)]
+    if not provers:
+        return verify(
+            original, rewritten, contract, seeds=seeds, inputs=inputs, input_shapes=input_shapes
+        )
+    first = None
+    for rule in provers:
+        verification = rule.verify_rewrite(original, rewritten, contract, tuple(seeds))
+        if not verification.ok:
+            return verification
+        first = first or verification
+    assert first is not None
+    return first
 
 
 def _runtime_checks(

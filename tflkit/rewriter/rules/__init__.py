@@ -1,13 +1,13 @@
 """The one rule catalogue: every rule, in the order the pass manager tries them.
 
-Rules flagged ``opt_in`` (approximations, interface changes) run only when named with
-``--rule``; the others are the default run (``catalog().defaults()``). One list, like
+Rules flagged ``opt_in(...)`` here (approximations, interface changes) run only when named
+with ``--rule``; the others are the default run (``catalog().defaults()``). One list, like
 onnxscript's rule sets: the test harness, ``check``'s fix hints and ``rewrite`` all read it.
+Adding a rule is one entry here (and its module).
 """
 
 from __future__ import annotations
 
-from tflkit.rewriter.rule import Rule
 from tflkit.rewriter.rules.activation import L2Normalization, LogSoftmax, Relu0To1, SoftmaxBeta
 from tflkit.rewriter.rules.arith import (
     AddNToAdd,
@@ -45,57 +45,57 @@ from tflkit.rewriter.rules.slicing import (
     StridedSliceReverse,
 )
 from tflkit.rewriter.rules.streaming import StreamingState
-from tflkit.rewriter.ruleset import RuleSet
+from tflkit.rewriter.ruleset import RuleSet, opt_in
 
-RULES: tuple[Rule, ...] = (
-    # composites first: the other rules see their decompositions' ops; a wrong attention
-    # decomposition repaired before it is inlined
-    AttentionKeyTranspose(),
-    InlineComposite(),
-    # then constants: folding feeds the shape rules static values
-    FoldFill(),
-    FoldRange(),
-    FoldShape(),
-    FoldZerosLike(),
-    FoldDensify(),
-    FoldShapeInputs(),
-    FoldConstants(),  # any op of constants, accepted ones too, to the fixed point
-    ReshapeStaticShape(),
-    ExpandDimsToReshape(),
-    SqueezeToReshape(),
-    PackRepeated(),
-    StridedSliceMasks(),
-    StridedSliceReverse(),
-    StridedSliceCanonical(),
-    GatherNdConstIndices(),
-    OneHotLastAxis(),
-    GatherInt64Indices(),
-    PadLowRank(),
-    ArgMinToArgMax(),
-    ArgInt64ToInt32(),
-    AddNToAdd(),
-    Relu0To1(),
-    SoftmaxBeta(),
-    LogSoftmax(),
-    L2Normalization(),
-    BatchMatMulConstLhs(),
-    BatchMatMulBroadcast(),
-    Fp16ConstantOperands(),
-    FullyConnectedConstInput(),
-    ReshapeChain(),
-    Rank5Elementwise(),
-    Rank5Transpose(),
-    Rank5Reduce(),
-    BroadcastToTile(),
-    TransposeConvVersion(),
-    # ERF has no builtin: the exact GELU around it first, the opt-in approximation after
-    ErfGelu(),
-    ErfApprox(),
-    # opt-in: changes the interface (state inputs/outputs the app feeds back)
-    StreamingState(),
+_CATALOG = RuleSet(
+    [
+        # composites first: the other rules see their decompositions' ops; a wrong attention
+        # decomposition repaired before it is inlined
+        AttentionKeyTranspose(),
+        InlineComposite(),
+        # then constants: folding feeds the shape rules static values
+        FoldFill(),
+        FoldRange(),
+        FoldShape(),
+        FoldZerosLike(),
+        FoldDensify(),
+        FoldShapeInputs(),
+        FoldConstants(),  # any op of constants, accepted ones too, to the fixed point
+        ReshapeStaticShape(),
+        ExpandDimsToReshape(),
+        SqueezeToReshape(),
+        PackRepeated(),
+        StridedSliceMasks(),
+        StridedSliceReverse(),
+        StridedSliceCanonical(),
+        GatherNdConstIndices(),
+        OneHotLastAxis(),
+        GatherInt64Indices(),
+        PadLowRank(),
+        ArgMinToArgMax(),
+        ArgInt64ToInt32(),
+        AddNToAdd(),
+        Relu0To1(),
+        SoftmaxBeta(),
+        LogSoftmax(),
+        L2Normalization(),
+        BatchMatMulConstLhs(),
+        BatchMatMulBroadcast(),
+        Fp16ConstantOperands(),
+        FullyConnectedConstInput(),
+        ReshapeChain(),
+        Rank5Elementwise(),
+        Rank5Transpose(),
+        Rank5Reduce(),
+        BroadcastToTile(),
+        TransposeConvVersion(),
+        # ERF has no builtin: the exact GELU around it first, the opt-in approximation after
+        ErfGelu(),
+        opt_in(ErfApprox()),
+        # a model pass, opt-in: changes the interface (state inputs/outputs the app feeds back)
+        opt_in(StreamingState()),
+    ]
 )
-
-_CATALOG = RuleSet(RULES)
 
 
 def catalog() -> RuleSet:
@@ -103,4 +103,4 @@ def catalog() -> RuleSet:
     return _CATALOG
 
 
-__all__ = ["RULES", "catalog"]
+__all__ = ["catalog"]

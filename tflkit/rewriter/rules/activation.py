@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.contract import bound
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Rule, is_float, replace
+from tflkit.rewriter.rule import Example, Match, OpRewrite, is_float, replace
 
 F32 = np.float32
 
@@ -39,15 +40,15 @@ def _unary_example(op_type: str, shape: tuple[int, ...] = (1, 8), **kw) -> tuple
     return (Example(f"{op_type.lower()}_{'x'.join(map(str, shape))}", build),)
 
 
-class _Decomposition(Rule):
+class _Decomposition(OpRewrite):
     """An op the GPU does not implement, rebuilt from ops it does; float inputs only, and
     whatever else :meth:`limit` says the decomposition does not cover."""
 
     reasons = ("Operation is not supported",)
-    codes = ("UNSUPPORTED_OP",)
+    codes = (Reason.UNSUPPORTED_OP,)
 
-    def check(self, op: Op) -> str | None:
-        return _float_only(op) or self.limit(op)
+    def match(self, op: Op) -> Match:
+        return Match.unless(op, _float_only(op) or self.limit(op))
 
     def limit(self, op: Op) -> str | None:
         """Why this decomposition does not cover ``op`` beyond its input type (None: it does)."""
@@ -60,7 +61,8 @@ class Relu0To1(_Decomposition):
     fixes = ("RELU_0_TO_1",)
     reasons = ("Not supported op",)  # the accelerator's words for this op
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         low = b.MAXIMUM(op.inputs[0], np.array(0.0, F32), name="relu_low")
         replace(op, [b.MINIMUM(low, np.array(1.0, F32), name="relu_high")])
 
@@ -68,21 +70,22 @@ class Relu0To1(_Decomposition):
         return _unary_example("RELU_0_TO_1")
 
 
-class SoftmaxBeta(Rule):
+class SoftmaxBeta(OpRewrite):
     name = "softmax_beta"
     summary = "SOFTMAX(beta != 1) -> SOFTMAX(MUL(x, beta))"
     fixes = ("SOFTMAX",)
     reasons = ("beta != 1",)
     contract = bound(1e-6, 1e-5, "beta*x rounded before the max is subtracted")
-    codes = ("OPTIONS",)
+    codes = (Reason.OPTIONS,)
 
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and op.options is not None and op.options.beta != 1.0
 
-    def check(self, op: Op) -> str | None:
-        return _float_only(op)
+    def match(self, op: Op) -> Match:
+        return Match.unless(op, _float_only(op))
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         scaled = b.MUL(
             op.inputs[0], np.array(op.options.beta, F32), options=options("MulOptions"), name="beta"
         )
@@ -101,7 +104,8 @@ class LogSoftmax(_Decomposition):
     def limit(self, op: Op) -> str | None:
         return "rank > 4" if op.inputs[0].rank > 4 else None
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         x = op.inputs[0]
         top = _last_axis_reduce(b, "REDUCE_MAX", x, "max")
         shifted = b.SUB(x, top, options=options("SubOptions"), name="shifted")
@@ -126,7 +130,8 @@ class L2Normalization(_Decomposition):
         fused = op.options is not None and op.options.fusedActivationFunction
         return "fused activation" if fused else None
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         x = op.inputs[0]
         squares = b.MUL(x, x, options=options("MulOptions"), name="square")
         total = _last_axis_reduce(b, "SUM", squares, "sum_squares")

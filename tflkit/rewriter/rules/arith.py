@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Rule, fb, is_float, replace
+from tflkit.rewriter.rule import Example, Match, OpRewrite, fb, is_float, replace
 
 F32 = np.float32
 INT64 = fb.TensorType.INT64
@@ -16,22 +17,23 @@ INT32 = fb.TensorType.INT32
 _INDEX_READERS = frozenset({("GATHER", 1), ("ONE_HOT", 0), ("EMBEDDING_LOOKUP", 0)})
 
 
-class AddNToAdd(Rule):
+class AddNToAdd(OpRewrite):
     name = "add_n_to_add"
     summary = "ADD_N of n > 2 inputs -> a left-to-right chain of ADD"
     fixes = ("ADD_N",)
     reasons = ("only supports 2 inputs",)
-    codes = ("INPUT_COUNT",)
+    codes = (Reason.INPUT_COUNT,)
 
     def pattern(self, op: Op) -> bool:
         inputs = op.inputs
         return super().pattern(op) and len(inputs) > 2 and all(t is not None for t in inputs)
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         shapes = {t.shape for t in op.inputs}
-        return None if len(shapes) == 1 else "inputs have different shapes"
+        return Match(op) if len(shapes) == 1 else Match.fail("inputs have different shapes")
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         total = op.inputs[0]
         for term in op.inputs[1:]:
             total = b.ADD(total, term, options=options("AddOptions"), name="add_n")
@@ -47,20 +49,21 @@ class AddNToAdd(Rule):
         return (Example("four_inputs", build, no_int8="ADD_N has no int8 kernel"),)
 
 
-class ArgMinToArgMax(Rule):
+class ArgMinToArgMax(OpRewrite):
     name = "arg_min_to_arg_max"
     summary = "ARG_MIN(x) -> ARG_MAX(NEG(x)) (first index of the minimum either way)"
     fixes = ("ARG_MIN",)
     reasons = ("Operation is not supported",)
-    codes = ("UNSUPPORTED_OP",)
+    codes = (Reason.UNSUPPORTED_OP,)
     required_inputs = (0, 1)
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         if op.options is None:
-            return "no ArgMinOptions"
-        return None if is_float(op.inputs[0]) else "input is not float32"
+            return Match.fail("no ArgMinOptions")
+        return Match(op) if is_float(op.inputs[0]) else Match.fail("input is not float32")
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         negated = b.NEG(op.inputs[0], name="neg")
         out = op.outputs[0]
         arg_options = options("ArgMaxOptions", outputType=op.options.outputType)
@@ -89,18 +92,19 @@ class ArgMinToArgMax(Rule):
         return (Example("int32_out", build),)
 
 
-class ArgInt64ToInt32(Rule):
+class ArgInt64ToInt32(OpRewrite):
     name = "arg_int64_to_int32"
     summary = "ARG_MAX/ARG_MIN with int64 output -> int32 output (+ CAST only where int64 is read)"
     fixes = ("ARG_MAX", "ARG_MIN")
     reasons = ("INT64",)
-    codes = ("DTYPE",)
+    codes = (Reason.DTYPE,)
     required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and op.outputs[0].type == INT64
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         out = op.outputs[0]
         kind = "ArgMaxOptions" if op.type == "ARG_MAX" else "ArgMinOptions"
         narrow = b.op(
@@ -159,27 +163,28 @@ class ArgInt64ToInt32(Rule):
         )
 
 
-class GatherInt64Indices(Rule):
+class GatherInt64Indices(OpRewrite):
     name = "gather_int64_indices"
     summary = "GATHER with constant int64 indices -> the same indices as int32"
     fixes = ("GATHER",)
     reasons = ("INT32 indices", "INT64")
-    codes = ("DTYPE",)
+    codes = (Reason.DTYPE,)
     required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and op.inputs[1].type == INT64
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         idx = op.inputs[1]
         if not idx.is_constant:
-            return "the int64 indices are computed, not constant"
+            return Match.fail("the int64 indices are computed, not constant")
         values = idx.data
         if values.size and (values.max() > np.iinfo(np.int32).max or values.min() < 0):
-            return "indices do not fit int32 or are negative"
-        return None
+            return Match.fail("indices do not fit int32 or are negative")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         idx = b.const(op.inputs[1].data.astype(np.int32), "indices")
         out = op.outputs[0]
         replace(
@@ -211,31 +216,32 @@ def _swap_last(b: OpBuilder, x: Tensor, name: str) -> Tensor:
     return b.TRANSPOSE(x, np.array(perm, np.int32), shape=shape, name=name)
 
 
-class BatchMatMulConstLhs(Rule):
+class BatchMatMulConstLhs(OpRewrite):
     name = "batch_matmul_const_lhs"
     summary = "BATCH_MATMUL(const A, B) -> TRANSPOSE(BATCH_MATMUL(B^T, const A^T))"
     fixes = ("BATCH_MATMUL",)
     reasons = ("non-constant tensor", "mat mul")
     codes = (
-        "CONST_INPUT",
-        "NON_CONST_INPUT",
+        Reason.CONST_INPUT,
+        Reason.NON_CONST_INPUT,
     )
     required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and op.inputs[0].is_constant
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         a, rhs = op.inputs[0], op.inputs[1]
         if rhs.is_constant:
-            return "both operands are constant"
+            return Match.fail("both operands are constant")
         if not (is_float(a) and is_float(rhs)):
-            return "operands are not float32"
+            return Match.fail("operands are not float32")
         if a.rank != rhs.rank or a.rank > 4:
-            return "operand ranks differ or exceed 4"
-        return None
+            return Match.fail("operand ranks differ or exceed 4")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         a, rhs = op.inputs[0], op.inputs[1]
         opts = op.options
         a_mat = a.data.astype(F32)
@@ -275,29 +281,30 @@ class BatchMatMulConstLhs(Rule):
         return (Example("const_lhs", build),)
 
 
-class FullyConnectedConstInput(Rule):
+class FullyConnectedConstInput(OpRewrite):
     name = "fully_connected_const_input"
     summary = "FULLY_CONNECTED(const X, W) -> TRANSPOSE(FULLY_CONNECTED(W, X))"
     fixes = ("FULLY_CONNECTED",)
     reasons = ("constant input",)
-    codes = ("CONST_INPUT",)
+    codes = (Reason.CONST_INPUT,)
     required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and op.inputs[0].is_constant
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         x, w = op.inputs[0], op.inputs[1]
         bias = op.inputs[2] if len(op.inputs) > 2 else None
         if w.is_constant:
-            return "weights are constant too"
+            return Match.fail("weights are constant too")
         if not (is_float(x) and is_float(w)) or x.rank != 2 or w.rank != 2:
-            return "needs float32 rank-2 input and weights"
+            return Match.fail("needs float32 rank-2 input and weights")
         if bias is not None or (op.options and op.options.fusedActivationFunction):
-            return "has a bias or a fused activation"
-        return None
+            return Match.fail("has a bias or a fused activation")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         x, w = op.inputs[0], op.inputs[1]
         flipped = b.FULLY_CONNECTED(
             w,

@@ -19,7 +19,7 @@ from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, OpCode, Subgraph, Tensor
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Rule, replace
+from tflkit.rewriter.rule import Example, Match, OpRewrite, OwnProof, replace
 from tflkit.rewriter.rules.composite import (
     COMPOSITE,
     F32,
@@ -145,7 +145,7 @@ def _renewed(op: Op) -> None:
     replace(op, outputs)
 
 
-class AttentionKeyTranspose(Rule):
+class AttentionKeyTranspose(OpRewrite, OwnProof):
     name = "attention_key_transpose"
     summary = (
         "odml.scaled_dot_product_attention whose decomposition 'transposes' the keys with a "
@@ -162,20 +162,20 @@ class AttentionKeyTranspose(Rule):
         "changes what the builtin kernels compute: agrees with XNNPACK's own attention kernel "
         "within 1e-4 of each output's peak",
     )
-    own_proof = True
     required_inputs = ()
     num_outputs = None
 
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and op.options2 is not None and composite_name(op) == SDPA
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         model = op.subgraph.model if op.subgraph is not None else None
         if decomposition(op) is None or model is None:
-            return "no decomposition subgraph"
-        return repair_problem(model)
+            return Match.fail("no decomposition subgraph")
+        return Match.unless(op, repair_problem(model))
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         assert op.subgraph is not None and op.subgraph.model is not None
         repair_attention(op.subgraph.model)
         _renewed(op)

@@ -19,11 +19,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, options, scale
-from tflkit.rewriter.rule import Example, Rule, fb, replace, reshape
+from tflkit.rewriter.rule import Example, Match, OpRewrite, fb, replace, reshape
 
 F32 = np.float32
 #: Element types the rewrite handles: the fold and TILE only move data, so quantized operands
@@ -50,7 +51,7 @@ def broadcast_batch(op: Op) -> bool:
     return bx != by
 
 
-class BatchMatMulBroadcast(Rule):
+class BatchMatMulBroadcast(OpRewrite):
     name = "batch_matmul_broadcast"
     summary = (
         "BATCH_MATMUL of two runtime operands whose batches differ -> the batch folded into "
@@ -58,7 +59,7 @@ class BatchMatMulBroadcast(Rule):
         "(LiteRT 2.3's GPU computes only the first batch of the broadcast form)"
     )
     fixes = ("BATCH_MATMUL",)
-    codes = ("WRONG_RESULT",)
+    codes = (Reason.WRONG_RESULT,)
     reasons = ("computes wrong values",)
     contract = Contract(0.0, 0.0, "bit-identical on the CPU kernels (measured)")
     required_inputs = (0, 1)
@@ -66,21 +67,22 @@ class BatchMatMulBroadcast(Rule):
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and broadcast_batch(op)
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         x, y, out = op.inputs[0], op.inputs[1], op.outputs[0]
         tensors = (x, y, out)
         if any(t.is_dynamic for t in tensors):
-            return "a shape is dynamic (fix it with --input-shape first)"
+            return Match.fail("a shape is dynamic (fix it with --input-shape first)")
         if any(t.type not in _TYPES for t in tensors) or len({t.type for t in tensors}) > 1:
-            return "operands and output are not all float32 or all int8"
+            return Match.fail("operands and output are not all float32 or all int8")
         if out.rank > 4 or x.rank > 4 or y.rank > 4:
-            return "a tensor has more than 4 dimensions"
+            return Match.fail("a tensor has more than 4 dimensions")
         bx, by = padded_batches(x, y)
         if any(a != b and 1 not in (a, b) for a, b in zip(bx, by, strict=True)):
-            return f"the batches {list(bx)} and {list(by)} do not broadcast"
-        return None
+            return Match.fail(f"the batches {list(bx)} and {list(by)} do not broadcast")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         x, y = op.inputs[0], op.inputs[1]
         _, by = padded_batches(x, y)
         if set(by) <= {1}:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
 from tflkit.rewriter.example import graph_model, i32, numpy_reference, options, scale
-from tflkit.rewriter.rule import Example, Rule, const_ints, replace, reshape
+from tflkit.rewriter.rule import Example, Match, OpRewrite, const_ints, replace, reshape
 
 #: The GPU's TILE (and every GPU tensor) is at most 4-D.
 MAX_RANK = 4
@@ -35,30 +36,35 @@ def tile_plan(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int
     return multiples
 
 
-class BroadcastToTile(Rule):
+class BroadcastToTile(OpRewrite):
     name = "broadcast_to_tile"
     summary = "BROADCAST_TO -> RESHAPE (to the output rank) + TILE"
     fixes = ("BROADCAST_TO",)
     reasons = ("Operation is not supported",)
-    codes = ("UNSUPPORTED_OP", "VERSION")
+    codes = (Reason.UNSUPPORTED_OP, Reason.OP_VERSION)
     required_inputs = (0, 1)
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         x, out = op.inputs[0], op.outputs[0]
         if x is None or x.is_dynamic or out.is_dynamic:
-            return "the shape is dynamic (fix it with --input-shape first)"
+            return Match.fail("the shape is dynamic (fix it with --input-shape first)")
         target = const_ints(op.inputs[1])
         if target is None:
-            return "the target shape is not a constant"
+            return Match.fail("the target shape is not a constant")
         if tuple(target) != tuple(out.shape):
-            return f"the target shape {target} disagrees with the output shape {list(out.shape)}"
+            return Match.fail(
+                f"the target shape {target} disagrees with the output shape {list(out.shape)}"
+            )
         if out.rank > MAX_RANK:
-            return f"output rank {out.rank} > {MAX_RANK} (the GPU's TILE is at most 4-D)"
+            return Match.fail(
+                f"output rank {out.rank} > {MAX_RANK} (the GPU's TILE is at most 4-D)"
+            )
         if tile_plan(x.shape, out.shape) is None:
-            return f"shape {list(x.shape)} does not broadcast to {target}"
-        return None
+            return Match.fail(f"shape {list(x.shape)} does not broadcast to {target}")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         x, out = op.inputs[0], op.outputs[0]
         multiples = tile_plan(x.shape, out.shape)
         assert multiples is not None

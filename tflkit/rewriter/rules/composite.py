@@ -26,12 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.compat.reasons import Reason
 from tflkit.ir import schema
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, OpCode, SignatureDef, Subgraph, Tensor
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Rule, replace
+from tflkit.rewriter.rule import Example, Match, OpRewrite, replace
 from tflkit.rewriter.verify import (
     run_signature,
 )
@@ -238,7 +239,7 @@ def _remove_subgraph(model: Model, index: int) -> None:
 # --- the rule -----------------------------------------------------------------------------------
 
 
-class InlineComposite(Rule):
+class InlineComposite(OpRewrite):
     name = "inline_composite"
     summary = (
         "STABLEHLO_COMPOSITE -> its decomposition's ops in place (every composite of that name, "
@@ -246,7 +247,7 @@ class InlineComposite(Rule):
     )
     fixes = (COMPOSITE,)
     #: static: a composite with no GPU implementation; probe: the accelerator crashed at it
-    codes = ("UNSUPPORTED_OP", "CRASH")
+    codes = (Reason.UNSUPPORTED_OP, Reason.CRASH)
     reasons = ("has no GPU implementation", "killed by SIGSEGV")
     contract = Contract(0.0, 0.0, "bit-identical on the builtin CPU kernels (no XNNPACK)")
     required_inputs = ()
@@ -255,10 +256,11 @@ class InlineComposite(Rule):
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and op.options2 is not None
 
-    def check(self, op: Op) -> str | None:
-        return inline_problem(op)
+    def match(self, op: Op) -> Match:
+        return Match.unless(op, inline_problem(op))
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         name = composite_name(op)
         model = op.subgraph.model if op.subgraph is not None else None
         assert model is not None

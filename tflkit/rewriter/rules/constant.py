@@ -12,12 +12,13 @@ from collections.abc import Callable, Collection, Iterable
 import numpy as np
 
 from tflkit import ir
+from tflkit.compat.reasons import Reason
 from tflkit.compat.targets.common import SHAPE_DEFINING_INPUTS
 from tflkit.errors import ModelLoadError
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Rule, _is_signature_output, replace
+from tflkit.rewriter.rule import Example, Match, OpRewrite, _is_signature_output, replace
 
 
 def evaluate(op: Op) -> list[np.ndarray]:
@@ -146,29 +147,32 @@ def constant_value(tensor: ir.Tensor, limit: int = 32) -> np.ndarray | None:
     return None if ops is None else evaluate_chain(ops, [tensor])[0]
 
 
-class _Fold(Rule):
+class _Fold(OpRewrite):
     """Replace the op by constants; needs every input constant (``_needs_values``). Each fixes
     an op the GPU does not implement at all."""
 
     reasons = ("Operation is not supported",)
-    codes = ("UNSUPPORTED_OP",)
+    codes = (Reason.UNSUPPORTED_OP,)
     required_inputs = ()
     num_outputs = None
     _needs_values: tuple[int, ...] | None = None  # input positions that must be constant
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         positions = range(len(op.inputs)) if self._needs_values is None else self._needs_values
         for i in positions:
             tensor = op.inputs[i]
             if tensor is not None and not tensor.is_constant:
-                return f"input {i} ({tensor.name}) is not a constant"
+                return Match.fail(f"input {i} ({tensor.name}) is not a constant")
         if any(t.is_dynamic for t in (*op.inputs, *op.outputs) if t is not None):
-            return "a shape is dynamic (fix it with --input-shape first)"
+            return Match.fail("a shape is dynamic (fix it with --input-shape first)")
         if any(t.is_graph_output for t in op.outputs):
-            return "its output is a graph output (a constant output would change the interface)"
-        return None
+            return Match.fail(
+                "its output is a graph output (a constant output would change the interface)"
+            )
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         values = evaluate(op)
         replace(op, [b.const(v, "folded", like=t) for v, t in zip(values, op.outputs, strict=True)])
 
@@ -282,10 +286,10 @@ class FoldDensify(_Fold):
     reasons = ("Operation is not supported", "DENSIFY")
     required_inputs = (0,)
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         if op.inputs[0].sparsity is None:
-            return "its input is not a sparse constant"
-        return super().check(op)
+            return Match.fail("its input is not a sparse constant")
+        return super().match(op)
 
     def examples(self) -> tuple[Example, ...]:
         def build() -> ir.Model:
@@ -315,14 +319,14 @@ class FoldDensify(_Fold):
 _SHAPE_INPUTS = {**SHAPE_DEFINING_INPUTS, "SLICE": (1, 2)}
 
 
-class FoldShapeInputs(Rule):
+class FoldShapeInputs(OpRewrite):
     name = "fold_shape_inputs"
     summary = (
         "shape-defining inputs (slice bounds, RANGE limits, pads, axes...) computed from static "
         "shapes and constants -> those constants"
     )
     fixes = tuple(t for t in _SHAPE_INPUTS if t != "RESHAPE")  # reshape_static_shape
-    codes = ("DYNAMIC_SHAPE", "NON_CONST_INPUT")
+    codes = (Reason.DYNAMIC_SHAPE, Reason.NON_CONST_INPUT)
     required_inputs = ()
     num_outputs = None
 
@@ -339,15 +343,20 @@ class FoldShapeInputs(Rule):
                 found.append(i)
         return found
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         for i in self._computed(op):
             if constant_value(op.inputs[i]) is None:
-                return f"input {i} ({op.inputs[i].name}) depends on data, not only on shapes"
+                return Match.fail(
+                    f"input {i} ({op.inputs[i].name}) depends on data, not only on shapes"
+                )
         if any(t.is_dynamic for t in op.outputs):
-            return "its output shape is dynamic (fix the inputs with --input-shape first)"
-        return None
+            return Match.fail(
+                "its output shape is dynamic (fix the inputs with --input-shape first)"
+            )
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         inputs = list(op.inputs)
         for i in self._computed(op):
             value = np.asarray(constant_value(op.inputs[i]))
@@ -444,7 +453,7 @@ def chain_to_constants(op: Op, limit: int = 32) -> list[Op] | None:
     )
 
 
-class FoldConstants(Rule):
+class FoldConstants(OpRewrite):
     """Any op whose inputs are all constants runs once, on the CPU, while rewriting.
 
     Runs on ops the target accepts too (``ungated``): an op of constants costs a kernel launch
@@ -470,11 +479,6 @@ class FoldConstants(Rule):
     #: The pass manager lets it fire on ops the target accepts too (see the class docstring).
     ungated = True
 
-    def __init__(self) -> None:
-        #: id(op) -> (op, its inputs' ids, its values or why they cannot be computed): ``check``
-        #: evaluates once, ``rewrite`` reuses it while the op reads the same tensors.
-        self._values: dict[int, tuple[Op, tuple[int, ...], list[np.ndarray] | str]] = {}
-
     def pattern(self, op: Op) -> bool:
         if op.type in NEVER_FOLD or op.opcode.is_custom or not op.outputs:
             return False
@@ -490,28 +494,32 @@ class FoldConstants(Rule):
             return op.inputs[0] is not None and not op.inputs[0].is_dynamic
         return chain_to_constants(op) is not None
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         graph = op.subgraph
         model = graph.model if graph is not None else None
         if model is None or not model.runs_as_graph(graph):
-            return "it is inside a control-flow body or a decomposition (not folded there)"
+            return Match.fail(
+                "it is inside a control-flow body or a decomposition (not folded there)"
+            )
         if any(t is not None and t.is_variable for t in op.inputs):
-            return "it reads a variable tensor"
+            return Match.fail("it reads a variable tensor")
         if any(t.is_dynamic for t in (*op.inputs, *op.outputs) if t is not None):
-            return "a shape is dynamic (fix it with --input-shape first)"
+            return Match.fail("a shape is dynamic (fix it with --input-shape first)")
         if any(t.is_graph_output or _is_signature_output(t) for t in op.outputs):
-            return "its output is a graph output (a constant output would change the interface)"
+            return Match.fail(
+                "its output is a graph output (a constant output would change the interface)"
+            )
         if any(t.type_name not in _FOLDABLE_TYPES for t in op.outputs):
-            return "an output type cannot be stored as a constant"
+            return Match.fail("an output type cannot be stored as a constant")
         size = sum(t.nbytes or 0 for t in op.outputs)
         freed = self._freed_bytes(op)
         if size > FOLD_MAX_BYTES and size > freed:
-            return (
+            return Match.fail(
                 f"its output ({size} bytes) is larger than {FOLD_MAX_BYTES} bytes and than the "
                 f"constants it frees ({freed} bytes): folding would grow the model"
             )
         values = self._evaluate(op)
-        return values if isinstance(values, str) else None
+        return Match.fail(values) if isinstance(values, str) else Match(op, values=values)
 
     @staticmethod
     def _freed_bytes(op: Op) -> int:
@@ -523,11 +531,9 @@ class FoldConstants(Rule):
         }
         return sum(t.buffer.nbytes for t in alone.values() if not t.is_graph_output)
 
-    def _evaluate(self, op: Op) -> list[np.ndarray] | str:
-        reads = tuple(id(t) for t in op.inputs)
-        cached = self._values.get(id(op))
-        if cached is not None and cached[0] is op and cached[1] == reads:
-            return cached[2]
+    @staticmethod
+    def _evaluate(op: Op) -> list[np.ndarray] | str:
+        """The op's output values, or why they cannot be computed."""
         chain = chain_to_constants(op) or []
         try:
             found: list[np.ndarray] | str = evaluate_chain([*chain, op], list(op.outputs))
@@ -541,15 +547,10 @@ class FoldConstants(Rule):
                         f"model declares as {list(tensor.shape)}"
                     )
                     break
-        if len(self._values) >= 512:  # one model's worth: never hold on to old models
-            self._values.clear()
-        self._values[id(op)] = (op, reads, found)
         return found
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
-        values = self._evaluate(op)
-        assert not isinstance(values, str), values
-        self._values.pop(id(op), None)
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op, values = match.op, match["values"]
         consts = [
             b.const(v.astype(t.dtype, copy=False), "folded", like=t)
             for v, t in zip(values, op.outputs, strict=True)

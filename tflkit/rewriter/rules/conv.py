@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Rule, is_float, replace
+from tflkit.rewriter.rule import Example, Match, OpRewrite, is_float, replace
 
 #: Highest TRANSPOSE_CONV version the GPU accelerator takes (measured).
 GPU_MAX_VERSION = 3
@@ -23,33 +24,38 @@ GPU_MAX_VERSION = 3
 ACTIVATION_OPS = {0: None, 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6"}
 
 
-class TransposeConvVersion(Rule):
+class TransposeConvVersion(OpRewrite):
     name = "transpose_conv_version"
     summary = "TRANSPOSE_CONV version > 3 -> TRANSPOSE_CONV version 3 (+ its fused activation op)"
     fixes = ("TRANSPOSE_CONV",)
     reasons = ("Max version supported",)
-    codes = ("OP_VERSION",)
+    codes = (Reason.OP_VERSION,)
     required_inputs = (0, 1, 2)
 
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and op.version > GPU_MAX_VERSION
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         if op.options is None:
-            return "no TransposeConvOptions"
+            return Match.fail("no TransposeConvOptions")
         if len(op.inputs) < 3 or not is_float(op.inputs[2]) or not is_float(op.outputs[0]):
-            return "not a float32 TRANSPOSE_CONV (quantized forms need their own version)"
+            return Match.fail(
+                "not a float32 TRANSPOSE_CONV (quantized forms need their own version)"
+            )
         weights = op.inputs[1]
         if weights is None or weights.type_name != "FLOAT32":
-            return f"weights are {weights.type_name if weights else 'missing'}, not float32"
+            return Match.fail(
+                f"weights are {weights.type_name if weights else 'missing'}, not float32"
+            )
         if op.outputs[0].is_dynamic:
-            return "the shape is dynamic (fix it with --input-shape first)"
+            return Match.fail("the shape is dynamic (fix it with --input-shape first)")
         activation = _activation(op)
         if activation not in ACTIVATION_OPS:
-            return f"fused activation {activation} has no standalone op here"
-        return None
+            return Match.fail(f"fused activation {activation} has no standalone op here")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         out = op.outputs[0]
         activation = ACTIVATION_OPS[_activation(op)]
         fields = {

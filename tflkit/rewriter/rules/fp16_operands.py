@@ -25,10 +25,11 @@ from __future__ import annotations
 import numpy as np
 
 from tflkit.compat.predicates.quantization import FP16_WEIGHTS_WRONG, fp16_weights_positions
+from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Tensor
 from tflkit.rewriter.example import graph_model, options, scale
-from tflkit.rewriter.rule import Example, Rule, fb, replace, well_formed
+from tflkit.rewriter.rule import Example, Match, OpRewrite, fb, replace, well_formed
 from tflkit.rewriter.rules.constant import FOLD_MAX_BYTES
 
 F32 = np.float32
@@ -45,7 +46,7 @@ def fp16_weights(tensor: Tensor | None) -> bool:
     return src is not None and src.type == fb.TensorType.FLOAT16 and src.is_constant
 
 
-class Fp16ConstantOperands(Rule):
+class Fp16ConstantOperands(OpRewrite):
     name = "fp16_constant_operands"
     summary = (
         "SELECT/SELECT_V2 then/else, CONCATENATION/PACK inputs and ONE_HOT on/off values "
@@ -54,7 +55,7 @@ class Fp16ConstantOperands(Rule):
         "nothing; ONE_HOT reads the fp16 bits as float32)"
     )
     fixes = tuple(sorted(FP16_WEIGHTS_WRONG))
-    codes = ("WRONG_RESULT",)
+    codes = (Reason.WRONG_RESULT,)
     reasons = ("computes wrong values",)
 
     def pattern(self, op: Op) -> bool:
@@ -62,21 +63,22 @@ class Fp16ConstantOperands(Rule):
             return False
         return bool(_operands(op))
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         if op.outputs[0].type != fb.TensorType.FLOAT32:
-            return "its output is not float32"
+            return Match.fail("its output is not float32")
         sources = {id(s): s for s in (_source(op.inputs[i]) for i in _operands(op))}.values()
         if any(s.sparsity is not None or s.data is None for s in sources):
-            return "its fp16 weights are sparse (fold_densify first)"
+            return Match.fail("its fp16 weights are sparse (fold_densify first)")
         added = sum(s.data.size * 4 for s in sources)
         if added > FOLD_MAX_BYTES:
-            return (
+            return Match.fail(
                 f"a float32 copy of its fp16 operands would add {added} bytes "
                 f"(bound {FOLD_MAX_BYTES}, as for fold_constants)"
             )
-        return None
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         inputs: list[Tensor | None] = list(op.inputs)
         copies: dict[int, Tensor] = {}  # one copy when two operands are one tensor
         for i in _operands(op):

@@ -18,11 +18,12 @@ import math
 
 import numpy as np
 
+from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.contract import bound
 from tflkit.rewriter.example import graph_model, numpy_reference, options, scale
-from tflkit.rewriter.rule import Example, Rule, is_float, replace
+from tflkit.rewriter.rule import Example, Match, OpRewrite, is_float, replace
 
 F32 = np.float32
 ERF_TYPES = ("Erf", "FlexErf")
@@ -170,23 +171,25 @@ def _erf_float(op: Op) -> str | None:
     return None
 
 
-class ErfGelu(Rule):
+class ErfGelu(OpRewrite):
     name = "erf_gelu"
     summary = "x*0.5*(1+erf(x/sqrt2)) around a custom/flex Erf -> GELU(approximate=False)"
     fixes = ERF_TYPES
-    codes = ("CUSTOM_OP", "FLEX_OP")
+    codes = (Reason.CUSTOM_OP, Reason.FLEX_OP)
     contract = bound(1e-6, 1e-6, "GELU kernel vs the float32 erf formula (measured 4.8e-7)")
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         reason = _erf_float(op)
-        if reason is None and match_gelu(op) is None:
-            return "the erf is not part of x*0.5*(1+erf(x/sqrt2))"
-        return reason
-
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+        if reason is not None:
+            return Match.fail(reason)
         found = match_gelu(op)
-        assert found is not None
+        if found is None:
+            return Match.fail("the erf is not part of x*0.5*(1+erf(x/sqrt2))")
         x, drop, last = found
+        return Match(op, x=x, drop=drop, last=last)
+
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op, x, drop, last = match.op, match["x"], match["drop"], match["last"]
         gelu = b.GELU(x, options=options("GeluOptions", approximate=False), name="gelu")
         replace(last, [gelu])
         sg = op.subgraph
@@ -226,18 +229,18 @@ AS_P = 0.3275911
 AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 
-class ErfApprox(Rule):
+class ErfApprox(OpRewrite):
     name = "erf_approx"
     summary = "bare custom/flex Erf -> SIGN(x)*(1 - poly(t)*EXP(-x*x)) (A&S 7.1.26), opt-in"
     fixes = ERF_TYPES
-    codes = ("CUSTOM_OP", "FLEX_OP")
+    codes = (Reason.CUSTOM_OP, Reason.FLEX_OP)
     contract = bound(1e-6, 0.0, "A&S 7.1.26 (|err| <= 1.5e-7) in float32; measured 5.8e-7")
-    opt_in = True
 
-    def check(self, op: Op) -> str | None:
-        return _erf_float(op)
+    def match(self, op: Op) -> Match:
+        return Match.unless(op, _erf_float(op))
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         x = op.inputs[0]
         a = b.ABS(x, name="erf_abs")
         denom = b.ADD(_mul(b, a, np.array(AS_P, F32)), np.array(1.0, F32), options=_add())

@@ -8,10 +8,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Rule, const_ints, is_float, replace, reshape, well_formed
+from tflkit.rewriter.rule import (
+    Example,
+    Match,
+    OpRewrite,
+    const_ints,
+    is_float,
+    replace,
+    reshape,
+    well_formed,
+)
 
 F32 = np.float32
 _RANK = "dimensions must be less than 5"
@@ -48,12 +58,12 @@ def _static(op: Op) -> bool:
     return not any(t.is_dynamic for t in (*op.inputs, *op.outputs) if t is not None)
 
 
-class ReshapeChain(Rule):
+class ReshapeChain(OpRewrite):
     name = "reshape_chain"
     summary = "RESHAPE(RESHAPE(x)) through a rank-5+ tensor -> one RESHAPE"
     fixes = ("RESHAPE",)
     reasons = (_RANK,)
-    codes = ("RANK",)
+    codes = (Reason.RANK,)
 
     def pattern(self, op: Op) -> bool:
         if not super().pattern(op) or op.inputs[0].rank <= 4:
@@ -61,10 +71,11 @@ class ReshapeChain(Rule):
         inner = op.inputs[0].producer
         return inner is not None and inner.type == "RESHAPE" and well_formed(inner, (0,))
 
-    def check(self, op: Op) -> str | None:
-        return None if _static(op) else "dynamic shape"
+    def match(self, op: Op) -> Match:
+        return Match(op) if _static(op) else Match.fail("dynamic shape")
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         source = op.inputs[0].producer.inputs[0]
         replace(op, [reshape(b, source, op.outputs[0].shape)])
 
@@ -80,26 +91,27 @@ class ReshapeChain(Rule):
         return (Example("through_5d", build),)
 
 
-class Rank5Elementwise(Rule):
+class Rank5Elementwise(OpRewrite):
     name = "rank5_elementwise"
     summary = "elementwise op on rank-5+ tensors -> the same op on a 4-D view"
     fixes = _BINARY + _UNARY
     reasons = (_RANK,)
-    codes = ("RANK",)
+    codes = (Reason.RANK,)
 
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and op.outputs[0].rank > 4
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         if not _static(op):
-            return "dynamic shape"
+            return Match.fail("dynamic shape")
         out = op.outputs[0]
         for t in op.inputs:
             if t is not None and t.shape != out.shape and int(np.prod(t.shape)) != 1:
-                return f"input {t.name} broadcasts ({t.shape} -> {out.shape})"
-        return None
+                return Match.fail(f"input {t.name} broadcasts ({t.shape} -> {out.shape})")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         out = op.outputs[0]
         folded = _fold4(out.shape)
         inputs: list[Tensor | None] = []
@@ -155,27 +167,28 @@ def _fold_transpose(shape: tuple[int, ...], perm: list[int]) -> tuple[list[int],
     return in_shape, [position[g] for g in range(len(groups))]
 
 
-class Rank5Transpose(Rule):
+class Rank5Transpose(OpRewrite):
     name = "rank5_transpose"
     summary = "TRANSPOSE of a rank-5+ tensor -> TRANSPOSE of <= 4 merged axes between RESHAPEs"
     fixes = ("TRANSPOSE",)
     reasons = ("Permutation for transpose is invalid", _RANK)
-    codes = ("RANK", "SHAPE")
+    codes = (Reason.RANK, Reason.SHAPE)
     required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and op.inputs[0].rank > 4
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         perm = const_ints(op.inputs[1])
         if perm is None or not _static(op):
-            return "permutation not constant or dynamic shape"
+            return Match.fail("permutation not constant or dynamic shape")
         in_shape, _ = _fold_transpose(op.inputs[0].shape, perm)
         if len(in_shape) > 4:
-            return f"still {len(in_shape)} axes after merging adjacent ones"
-        return None
+            return Match.fail(f"still {len(in_shape)} axes after merging adjacent ones")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         x = op.inputs[0]
         in_shape, perm = _fold_transpose(x.shape, const_ints(op.inputs[1]))
         moved = b.TRANSPOSE(
@@ -198,12 +211,12 @@ class Rank5Transpose(Rule):
         return (Example("swap_pairs", build),)
 
 
-class Rank5Reduce(Rule):
+class Rank5Reduce(OpRewrite):
     name = "rank5_reduce"
     summary = "SUM/MEAN/REDUCE_MAX/REDUCE_MIN/REDUCE_PROD over rank-5+ -> a 4-D reduction"
     fixes = ("SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD")
     reasons = ("Unknown layout", _RANK)
-    codes = ("RANK", "SHAPE")
+    codes = (Reason.RANK, Reason.SHAPE)
     required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
@@ -228,17 +241,18 @@ class Rank5Reduce(Rule):
             return None
         return [d for _, d in groups], [i for i, (flag, _) in enumerate(groups) if flag]
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         if not is_float(op.inputs[0]) or not _static(op):
-            return "not float32 or dynamic shape"
+            return Match.fail("not float32 or dynamic shape")
         plan = self._plan(op)
         if plan is None:
-            return "axes not constant, or more than 4 axes after merging"
+            return Match.fail("axes not constant, or more than 4 axes after merging")
         if not plan[1]:
-            return "reduces only size-1 axes"
-        return None
+            return Match.fail("reduces only size-1 axes")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         shape, axes = self._plan(op)
         kept = [1 if i in axes else d for i, d in enumerate(shape)]
         reduced = b.op(

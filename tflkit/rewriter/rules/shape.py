@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Rule, replace, reshape
+from tflkit.rewriter.rule import Example, Match, OpRewrite, replace, reshape
 from tflkit.rewriter.rules.constant import constant_value, is_empty_constant
 
 
@@ -40,16 +41,17 @@ def _static_output(op: Op) -> str | None:
     return None
 
 
-class _ToStaticReshape(Rule):
+class _ToStaticReshape(OpRewrite):
     """An op that only changes the shape -> RESHAPE to its (static) output shape."""
 
     reasons = ("Operation is not supported",)
-    codes = ("UNSUPPORTED_OP",)
+    codes = (Reason.UNSUPPORTED_OP,)
 
-    def check(self, op: Op) -> str | None:
-        return _static_output(op)
+    def match(self, op: Op) -> Match:
+        return Match.unless(op, _static_output(op))
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         replace(op, [reshape(b, op.inputs[0], op.outputs[0].shape)])
 
 
@@ -90,22 +92,23 @@ class SqueezeToReshape(_ToStaticReshape):
         return (Example("two_axes", build),)
 
 
-class ReshapeStaticShape(Rule):
+class ReshapeStaticShape(OpRewrite):
     name = "reshape_static_shape"
     summary = "RESHAPE whose shape input is computed -> a constant shape (static output only)"
     fixes = ("RESHAPE",)
-    codes = ("NON_CONST_INPUT", "DYNAMIC_SHAPE")
+    codes = (Reason.NON_CONST_INPUT, Reason.DYNAMIC_SHAPE)
     required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and not _fixed(op.inputs[1])
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         if _computed_shape(op) is not None:
-            return None
-        return _static_output(op)
+            return Match(op)
+        return Match.unless(op, _static_output(op))
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         shape = _computed_shape(op)
         replace(op, [reshape(b, op.inputs[0], shape or op.outputs[0].shape)])
 

@@ -7,10 +7,11 @@ import itertools
 
 import numpy as np
 
+from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Rule, const_ints, replace, reshape
+from tflkit.rewriter.rule import Example, Match, OpRewrite, const_ints, replace, reshape
 
 F32 = np.float32
 _MASKS = ("ellipsisMask", "newAxisMask", "shrinkAxisMask")
@@ -71,22 +72,25 @@ def _regular(pick: list[int]) -> int | None:
     return steps.pop() if len(steps) == 1 else None
 
 
-class _StridedSlice(Rule):
+class _StridedSlice(OpRewrite):
     fixes = ("STRIDED_SLICE",)
     required_inputs = (0, 1, 2, 3)
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         if op.options is None:
-            return "no StridedSliceOptions"
+            return Match.fail("no StridedSliceOptions")
         x = op.inputs[0]
         if x.rank > 4 or op.outputs[0].is_dynamic or x.is_dynamic:
-            return "input rank > 4 or dynamic shape"
+            return Match.fail("input rank > 4 or dynamic shape")
         picks = dense_slice(op)
         if picks is None or any(_regular(p) is None for p in picks):
-            return "begin/end/strides are not constant, or the slice is empty or irregular"
-        return None
+            return Match.fail(
+                "begin/end/strides are not constant, or the slice is empty or irregular"
+            )
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         x = op.inputs[0]
         picks = dense_slice(op)
         reversed_axes = [a for a, p in enumerate(picks) if len(p) > 1 and p[1] < p[0]]
@@ -120,7 +124,7 @@ class StridedSliceMasks(_StridedSlice):
     name = "strided_slice_masks"
     summary = "STRIDED_SLICE with ellipsis/new-axis/shrink masks -> plain STRIDED_SLICE + RESHAPE"
     reasons = ("shrink_axis_mask", "new_axis_mask", "ellipsis_mask")
-    codes = ("OPTIONS",)
+    codes = (Reason.OPTIONS,)
 
     def pattern(self, op: Op) -> bool:
         return (
@@ -161,7 +165,7 @@ class StridedSliceReverse(_StridedSlice):
     name = "strided_slice_reverse"
     summary = "STRIDED_SLICE with negative strides -> REVERSE_V2 + plain STRIDED_SLICE"
     reasons = ("Reverse slices",)
-    codes = ("OPTIONS",)
+    codes = (Reason.OPTIONS,)
 
     def pattern(self, op: Op) -> bool:
         strides = const_ints(op.inputs[3]) if super().pattern(op) else None
@@ -208,7 +212,7 @@ class StridedSliceCanonical(_StridedSlice):
     name = "strided_slice_canonical"
     summary = "STRIDED_SLICE with offset, a short spec or ends past the bounds -> a full plain one"
     reasons = ("Output shape mismatch", "dimensions mismatch")
-    codes = ("OPTIONS", "SHAPE")
+    codes = (Reason.OPTIONS, Reason.SHAPE)
 
     def pattern(self, op: Op) -> bool:
         if not super().pattern(op) or op.options is None:
@@ -244,29 +248,30 @@ class StridedSliceCanonical(_StridedSlice):
         )
 
 
-class GatherNdConstIndices(Rule):
+class GatherNdConstIndices(OpRewrite):
     name = "gather_nd_const_indices"
     summary = "GATHER_ND with constant indices -> RESHAPE + GATHER on flattened leading axes"
     fixes = ("GATHER_ND",)
     reasons = ("Operation is not supported",)
-    codes = ("UNSUPPORTED_OP",)
+    codes = (Reason.UNSUPPORTED_OP,)
     required_inputs = (0, 1)
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         params, idx = op.inputs[:2]
         if len(op.inputs) != 2:
-            return f"{len(op.inputs)} inputs, not 2"
+            return Match.fail(f"{len(op.inputs)} inputs, not 2")
         if not idx.is_constant or idx.data is None or idx.rank == 0:
-            return "indices are not constant"
+            return Match.fail("indices are not constant")
         k = idx.shape[-1]
         values = idx.data.reshape(-1, k).astype(np.int64)
         if k > params.rank or np.any(values < 0) or np.any(values >= np.array(params.shape[:k])):
-            return "indices are out of range or negative"
+            return Match.fail("indices are out of range or negative")
         if op.outputs[0].rank > 4 or params.rank - k + 1 > 4:
-            return "result rank > 4"
-        return None
+            return Match.fail("result rank > 4")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         params, idx = op.inputs
         k = idx.shape[-1]
         lead = params.shape[:k]
@@ -300,12 +305,12 @@ class GatherNdConstIndices(Rule):
         return (Example("two_index_axes", build),)
 
 
-class PackRepeated(Rule):
+class PackRepeated(OpRewrite):
     name = "pack_repeated_input"
     summary = "PACK of one runtime tensor repeated -> RESHAPE + TILE (the accelerator aborts on it)"
     fixes = ("PACK",)
     reasons = ("IsInput",)
-    codes = ("CRASH",)
+    codes = (Reason.CRASH,)
 
     def pattern(self, op: Op) -> bool:
         if not super().pattern(op) or None in op.inputs:
@@ -313,14 +318,15 @@ class PackRepeated(Rule):
         runtime = [id(t) for t in op.inputs if not t.is_constant]  # constants may repeat
         return len(set(runtime)) < len(runtime)
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         if op.options is None:
-            return "no PackOptions"
+            return Match.fail("no PackOptions")
         if not 0 < op.outputs[0].rank <= 4 or op.outputs[0].is_dynamic:
-            return "result rank is 0 or > 4, or dynamic"
-        return None
+            return Match.fail("result rank is 0 or > 4, or dynamic")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         axis = op.options.axis % op.outputs[0].rank
         out_shape = list(op.outputs[0].shape)
         one = list(out_shape)
@@ -370,25 +376,26 @@ class PackRepeated(Rule):
         return (Example("same_twice", same), Example("mixed", mixed))
 
 
-class PadLowRank(Rule):
+class PadLowRank(OpRewrite):
     name = "pad_low_rank"
     summary = "PAD/PADV2/MIRROR_PAD of a rank-1/2 tensor -> RESHAPE to 4-D, pad H/W, RESHAPE back"
     fixes = ("PAD", "PADV2", "MIRROR_PAD")
     reasons = ("paddings tensor shape",)
-    codes = ("SHAPE",)
+    codes = (Reason.SHAPE,)
     required_inputs = (0, 1)
 
     def pattern(self, op: Op) -> bool:
         return super().pattern(op) and op.inputs[0].rank in (1, 2)
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         if const_ints(op.inputs[1]) is None:
-            return "paddings are not constant"
+            return Match.fail("paddings are not constant")
         if op.inputs[0].is_dynamic:
-            return "dynamic shape"
-        return None
+            return Match.fail("dynamic shape")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         x = op.inputs[0]
         pads = np.array(const_ints(op.inputs[1]), np.int32).reshape(x.rank, 2)
         dims = [1] * (2 - x.rank) + list(x.shape)
@@ -413,14 +420,14 @@ class PadLowRank(Rule):
         )
 
 
-class OneHotLastAxis(Rule):
+class OneHotLastAxis(OpRewrite):
     """The GPU takes ONE_HOT with its one-hot dimension last only; onnx2tf writes magika 0.5.1's
     one-hot at axis 1 (channels-first guess), which left it and its feeders on the CPU."""
 
     name = "one_hot_last_axis"
     summary = "ONE_HOT(axis=k) -> TRANSPOSE(ONE_HOT(axis=-1)) moving the one-hot dimension to k"
     fixes = ("ONE_HOT",)
-    codes = ("OPTIONS",)
+    codes = (Reason.OPTIONS,)
     reasons = ("OneHot axis must be -1",)
     required_inputs = (0, 1, 2, 3)
 
@@ -430,16 +437,17 @@ class OneHotLastAxis(Rule):
         rank = len(op.inputs[0].shape)
         return op.options.axis not in (-1, rank)
 
-    def check(self, op: Op) -> str | None:
+    def match(self, op: Op) -> Match:
         rank, axis = len(op.inputs[0].shape), op.options.axis
         if not -rank - 1 <= axis <= rank:
-            return f"axis {axis} is out of range for rank {rank} indices"
+            return Match.fail(f"axis {axis} is out of range for rank {rank} indices")
         out = op.outputs[0]
         if len(out.shape) != rank + 1 or any(d < 1 for d in out.shape):
-            return "the output shape is not static"
-        return None
+            return Match.fail("the output shape is not static")
+        return Match(op)
 
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
+    def rewrite(self, match: Match, b: OpBuilder) -> None:
+        op = match.op
         indices, out = op.inputs[0], op.outputs[0]
         rank = len(indices.shape)
         axis = op.options.axis % (rank + 1)

@@ -28,13 +28,14 @@ from typing import Any
 import numpy as np
 
 from tflkit import ir
+from tflkit.compat.reasons import Reason
 from tflkit.errors import UsageError
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Subgraph, Tensor
 from tflkit.jsonable import plain
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, options, scale
-from tflkit.rewriter.rule import Example, Rule, replace
+from tflkit.rewriter.rule import Example, Match, ModelPass, replace
 from tflkit.rewriter.verify import (
     OutputCheck,
     Verification,
@@ -338,41 +339,29 @@ def verify_sequence(
 # --- the rule -----------------------------------------------------------------------------------
 
 
-class StreamingState(Rule):
+class StreamingState(ModelPass):
     name = "streaming_state"
     summary = (
         "resource variables (VAR_HANDLE/READ/ASSIGN + CALL_ONCE init) -> explicit state "
         "inputs and outputs the app feeds back (opt-in: changes the interface)"
     )
     fixes = RESOURCE_OPS
-    codes = ("RESOURCE_VARIABLE", "CONTROL_FLOW")
+    codes = (Reason.RESOURCE_VARIABLE, Reason.CONTROL_FLOW)
     reasons = ("Operation is not supported",)
     contract = Contract(0.0, 0.0, "bit-identical at every step of the sequence")
-    opt_in = True
-    changes_interface = True
-    own_proof = True
-    whole_model = True
     report_key = "streaming"
-    required_inputs = ()
-    num_outputs = None
 
-    def pattern(self, op: Op) -> bool:
-        sg = op.subgraph
-        model = sg.model if sg is not None else None
-        return op.type in self.fixes and model is not None and sg is model.main
+    def match_model(self, model: Model) -> Match:
+        anchors = self.anchors(model)
+        if not anchors:
+            return Match.fail("no state in the main graph")
+        return Match.unless(anchors[0], plan_problem(model))
 
-    def check(self, op: Op) -> str | None:
-        assert op.subgraph is not None and op.subgraph.model is not None
-        return plan_problem(op.subgraph.model)
-
-    def rewrite(self, op: Op, b: OpBuilder) -> None:
-        assert op.subgraph is not None and op.subgraph.model is not None
-        make_state_explicit(op.subgraph.model)
-
-    def check_model(self, model: Model) -> str | None:
-        if not any(self.pattern(op) for op in model.main.ops):
-            return "no state in the main graph"
-        return plan_problem(model)
+    def run(self, match: Match) -> None:
+        assert match.op is not None and match.op.subgraph is not None
+        model = match.op.subgraph.model
+        assert model is not None
+        make_state_explicit(model)
 
     def report_records(self, model: Model) -> list[dict[str, Any]]:
         """Per state: the input, the output fed back to it, shape, dtype and initial value (the
