@@ -28,6 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.ir.op_traits import CONDITIONAL as _CONTROL
+from tflkit.ir.op_traits import MOVES_DATA as _LAYOUT
+from tflkit.ir.op_traits import STATEFUL as _STATEFUL
 from tflkit.jsonable import plain_fields
 
 from .base import Feed, RunnerUnavailable, RunResult, find_spec
@@ -53,30 +56,6 @@ def beyond_fp16(value: np.ndarray) -> bool:
     return bool(finite.size) and float(np.max(np.abs(finite))) > FP16_MAX
 
 
-_STATEFUL = {"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL"}
-_CONTROL = {"IF", "WHILE"}
-#: ops that only move their input's values: storing their output in fp16 is storing the input's
-_LAYOUT = {
-    "RESHAPE",
-    "EXPAND_DIMS",
-    "SQUEEZE",
-    "CONCATENATION",
-    "TRANSPOSE",
-    "STRIDED_SLICE",
-    "SLICE",
-    "GATHER",
-    "PACK",
-    "UNPACK",
-    "SPLIT",
-    "SPLIT_V",
-    "PAD",
-    "PADV2",
-    "TILE",
-    "BROADCAST_TO",
-    "DEPTH_TO_SPACE",
-    "SPACE_TO_DEPTH",
-    "IDENTITY",
-}
 #: a WHILE whose condition stays true this long is reported, not run for ever
 MAX_ITERATIONS = 100_000
 

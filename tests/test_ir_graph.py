@@ -23,6 +23,7 @@ from tests.ir_compare import (
 )
 from tflkit import ir
 from tflkit.errors import InvalidModelError, TflkitError
+from tflkit.ir import graph_edits
 from tflkit.ir.builder import OpBuilder
 
 REAL = "deeplabv3.tflite"  # 70 float ops (CONV_2D, DEPTHWISE_CONV_2D, ADD, RESIZE_BILINEAR, ...)
@@ -172,7 +173,7 @@ def test_remove_op_restores_original_model(real_models: list[Path]) -> None:
     sg.remove_op(mul)
     assert mul.subgraph is None and mul.outputs[0].producer is None
     assert all(reader is not mul for reader, _ in original.uses)
-    assert model.remove_unused() == {"ops": 0, "tensors": 2, "buffers": 1}
+    assert graph_edits.remove_unused(model) == {"ops": 0, "tensors": 2, "buffers": 1}
     restored = _saved(model)
     diff = structural_diff(data, restored)
     assert diff == [], format_diff(diff)
@@ -234,7 +235,7 @@ def test_remove_unused_drops_dead_ops_tensors_buffers(corpus: Corpus) -> None:
     )
     builder.ADD(dead, np.array(7.0, np.float32), options=fb.AddOptionsT())
     assert len(sg.ops) == 5
-    assert model.remove_unused() == {"ops": 2, "tensors": 4, "buffers": 2}
+    assert graph_edits.remove_unused(model) == {"ops": 2, "tensors": 4, "buffers": 2}
     assert [op.type for op in sg.ops] == ["CONV_2D", "RESHAPE", "FULLY_CONNECTED"]
     cleaned = _saved(model)
     assert structural_diff(data, cleaned) == []
@@ -246,7 +247,7 @@ def test_remove_unused_keeps_side_effect_ops(corpus: Corpus) -> None:
     model = ir.load(data)
     types = [[op.type for op in sg.ops] for sg in model.subgraphs]
     assert "ASSIGN_VARIABLE" in types[0] and "CALL_ONCE" in types[0]
-    assert model.remove_unused()["ops"] == 0
+    assert graph_edits.remove_unused(model)["ops"] == 0
     assert [[op.type for op in sg.ops] for sg in model.subgraphs] == types
     cleaned = _saved(model)
     assert output_mismatches(run_model(data), run_model(cleaned)) == []
@@ -257,7 +258,7 @@ def test_remove_unused_keeps_side_effect_ops(corpus: Corpus) -> None:
     builder = OpBuilder(sg, prefix="dead")
     builder.op("MyCustomSideEffect", [sg.inputs[0]], custom_options=b"\x01")
     builder.NEG(sg.inputs[0])
-    assert model.remove_unused()["ops"] == 1
+    assert graph_edits.remove_unused(model)["ops"] == 1
     assert [op.type for op in sg.ops][-1] == "MyCustomSideEffect"
 
 
@@ -267,7 +268,7 @@ def test_remove_unused_keeps_side_effect_ops(corpus: Corpus) -> None:
 def _shuffled(model: ir.Model, seed: int) -> None:
     sg = model.main
     order = np.random.default_rng(seed).permutation(len(sg.ops))
-    sg.ops[:] = [sg.ops[i] for i in order]
+    sg.reorder([sg.ops[i] for i in order])
 
 
 def test_topological_sort_fixes_shuffled_real_model(real_models: list[Path]) -> None:
@@ -276,7 +277,7 @@ def test_topological_sort_fixes_shuffled_real_model(real_models: list[Path]) -> 
     _shuffled(model, seed=0)
     problems = ir.verify_model(model)
     assert problems and all("produced later" in p for p in problems), problems[:3]
-    model.main.topological_sort()
+    graph_edits.topological_sort(model.main)
     assert ir.verify_model(model) == []
     assert output_mismatches(run_model(data), run_model(_saved(model))) == []
 
@@ -285,10 +286,10 @@ def test_verify_sees_disorder_in_converter_output(corpus: Corpus) -> None:
     """TF >= 2.x gives every activation tensor its own empty buffer; those are not constants."""
     model = ir.load(corpus.path("conv_dense"))
     sg = model.main
-    sg.ops.reverse()
+    sg.reorder(list(reversed(sg.ops)))
     problems = ir.verify_model(model)
     assert any("produced later" in p for p in problems), problems
-    sg.topological_sort()
+    graph_edits.topological_sort(sg)
     assert [op.type for op in sg.ops] == ["CONV_2D", "RESHAPE", "FULLY_CONNECTED"]
     assert ir.verify_model(model) == []
 
@@ -304,7 +305,7 @@ def test_topological_sort_detects_cycle() -> None:
     sg.outputs = [b]
     builder.created[0].set_input(0, b)  # NEG reads ABS's output: a cycle
     with pytest.raises(InvalidModelError, match="cycle"):
-        sg.topological_sort()
+        graph_edits.topological_sort(sg)
 
 
 # --------------------------------------------------------------------------------------------
@@ -339,7 +340,7 @@ def test_verify_tensor_produced_twice() -> None:
     assert [op.type for op in sg.ops] == ["ABS", "ADD"] and neg.subgraph is None
     assert out.producer is sg.ops[0]
     assert ir.verify_model(model) == []
-    sg.ops.insert(1, neg)  # past the API
+    sg._ops.insert(1, neg)  # past the API
     neg.subgraph = sg
     problems = ir.verify_model(model)
     assert any(f"output '{out.name}' is also produced by op 0" in p for p in problems), problems
@@ -348,7 +349,9 @@ def test_verify_tensor_produced_twice() -> None:
 def test_verify_dangling_tensors() -> None:
     model, sg, _ = _small_model()
     neg_out = sg.ops[0].outputs[0]
-    sg.tensors.remove(neg_out)  # still read by ADD, no longer a tensor of the subgraph
+    sg._tensors.remove(
+        neg_out
+    )  # past the API: still read by ADD, no longer a tensor of the subgraph
     assert any("is not one of its tensors" in p for p in ir.verify_model(model))
     with pytest.raises(TflkitError, match="not one of its tensors"):
         ir.dumps(model)
@@ -361,7 +364,7 @@ def test_verify_dangling_tensors() -> None:
 
 def test_verify_input_produced_later() -> None:
     model, sg, _ = _small_model()
-    sg.ops.reverse()
+    sg.reorder(list(reversed(sg.ops)))
     assert any("is produced later" in p for p in ir.verify_model(model)), ir.verify_model(model)
 
 
@@ -522,9 +525,58 @@ def test_op_builder_insertion_points() -> None:
     assert [op.type for op in sg.ops] == ["NEG", "RELU", "RELU6", "ABS", "SQUARE", "ADD"]
     assert ir.verify_model(model) == []
     # The extra ops are dead: removing them leaves the original two.
-    assert model.remove_unused()["ops"] == 4
+    assert graph_edits.remove_unused(model)["ops"] == 4
     assert [op.type for op in sg.ops] == ["NEG", "ADD"]
     data = _saved(model)
     x_value = np.array([1.5, -2.0], np.float32)
     out = run_main(data, inputs={"x": x_value})
     np.testing.assert_array_equal(next(iter(out.values())), -x_value + [1.0, 2.0])
+
+
+# --------------------------------------------------------------------------------------------
+# the graph's interface and order: tracked, changed through the API only
+# --------------------------------------------------------------------------------------------
+def test_ops_and_tensors_change_only_through_the_api() -> None:
+    _, sg, x = _small_model()
+    with pytest.raises(AttributeError):
+        sg.ops.append(sg.ops[0])  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        sg.tensors[0] = x  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        sg.ops = []  # type: ignore[misc]
+    with pytest.raises(InvalidModelError, match="own ops"):
+        sg.reorder([sg.ops[0]])
+    assert [op.type for op in sg.ops] == ["NEG", "ADD"] and sg.ops == list(sg.ops)
+
+
+def test_the_tensor_says_whether_the_outside_sees_it() -> None:
+    model, sg, x = _small_model()
+    neg_out, out = sg.ops[0].outputs[0], sg.ops[1].outputs[0]
+    assert x.is_graph_input and x.is_interface and not x.is_observable
+    assert out.is_graph_output and out.is_observable and not neg_out.is_interface
+    model.signatures.append(ir.SignatureDef("serve", sg, {"x": x}, {"y": out}))
+    sg.outputs.remove(out)  # a signature output only
+    assert not out.is_graph_output and out.is_signature_output and out.is_observable
+    signature = model.signatures[0]
+    signature.outputs["hidden"] = neg_out
+    assert neg_out.is_observable and neg_out.is_signature_output
+    del signature.outputs["hidden"]
+    assert not neg_out.is_observable
+    sg.outputs = [neg_out, neg_out]  # the same tensor twice: held until both go
+    sg.outputs.pop()
+    assert neg_out.is_graph_output
+    sg.replace_all_uses_with(neg_out, out)
+    assert not neg_out.is_graph_output and list(sg.outputs) == [out]
+    assert signature.outputs == {"y": out} and signature.inputs == {"x": x}
+
+
+def test_dead_code_removal_keeps_the_interface_and_side_effects() -> None:
+    model, sg, x = _small_model()
+    spare = sg.new_tensor("spare", (2,), np.float32)
+    model.signatures.append(ir.SignatureDef("serve", sg, {"x": x, "spare": spare}, {}))
+    OpBuilder(sg).ABS(x)  # read by nobody: removed
+    looping = sg.new_tensor("loop_out", (2,), np.float32)
+    sg.add_op(ir.Op(ir.OpCode.builtin("STABLEHLO_WHILE"), [x], [looping]))  # control flow: kept
+    assert graph_edits.remove_unused_ops(sg) == (1, 1)
+    assert [op.type for op in sg.ops] == ["NEG", "ADD", "STABLEHLO_WHILE"]
+    assert spare in sg.tensors

@@ -24,7 +24,7 @@ from ai_edge_litert.tools import flatbuffer_utils
 from tflkit import ir
 from tflkit.cli.main import EXIT_OK, main
 from tflkit.errors import ModelLoadError, TflkitError
-from tflkit.ir import serde
+from tflkit.ir import serde, serialize
 from tflkit.ir.builder import OpBuilder
 
 REAL = "deeplabv3.tflite"
@@ -235,7 +235,7 @@ def test_a_model_too_large_for_one_flatbuffer_goes_external(
     """The 2 GiB limit, lowered so that a small model crosses it (bench/ir_large.py: real)."""
     model = _small_model()
     size = len(serde.dumps(model))
-    monkeypatch.setattr(serde, "_MAX_FLATBUFFER", size - 1)
+    monkeypatch.setattr(serialize, "_MAX_FLATBUFFER", size - 1)
     data = serde.dumps(model)
     assert ir.load(data).appended_buffers
     assert _flatbuffer_end(data) < size - 1

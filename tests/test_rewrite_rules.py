@@ -78,7 +78,9 @@ def test_every_rule_code_is_a_reason() -> None:
         if any(not isinstance(c, Reason) for c in r.codes)
     }
     assert wrong == {}
-    assert all(r.codes or r.reasons for r in catalog())
+    # a gated rule with neither would address any rejection: only the ungated fold has none
+    silent = [r.name for r in catalog() if not (r.codes or r.reasons)]
+    assert silent == ["fold_constants"] and catalog().get("fold_constants").ungated
 
 
 def _run(rule: Rule, model: ir.Model) -> PassResult:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from tflkit.compat.flops import op_flops
-from tflkit.ir import Op, Subgraph, Tensor, schema
+from tflkit.ir import Op, Subgraph, Tensor, op_traits, schema
 
 
 @dataclass
@@ -79,19 +79,16 @@ class PartitionPlan:
         return self.flops_gpu / self.flops_total if self.flops_total else 0.0
 
 
-#: Ops the runtime treats as having side effects whatever their tensors
-#: (``Subgraph::OpMightHaveSideEffect``): control flow may run stateful ops in its subgraphs.
-SIDE_EFFECT_OPS = frozenset({"IF", "WHILE", "CALL_ONCE"})
 _RESOURCE = schema.TensorType.RESOURCE
 
 
 def has_side_effect(op: Op) -> bool:
     """The runtime's ``might_have_side_effect``: a RESOURCE tensor among the op's inputs or
-    outputs (VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE, hash tables...), or control flow."""
-    if op.type in SIDE_EFFECT_OPS:
+    outputs (VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE, hash tables...), or control flow it
+    lists (``op_traits.RUNTIME_ORDERED``)."""
+    if op.type in op_traits.RUNTIME_ORDERED:
         return True
-    tensors = (*op.inputs, *op.outputs)
-    return any(t is not None and t.type == _RESOURCE for t in tensors)
+    return any(t is not None and t.type == _RESOURCE for t in (*op.inputs, *op.outputs))
 
 
 def side_effect_ops(ops: list[Op]) -> list[Op]:

@@ -42,12 +42,11 @@ def extract_model(ops: Sequence[Op], *, signature_key: str = _SIGNATURE_KEY) -> 
             if tensor.is_variable:
                 continue
             inputs.setdefault(id(tensor), tensor)
-    pinned = source._pinned_tensors()
     outputs: dict[int, Tensor] = {}
     for op in chunk:
         for tensor in op.outputs:
             read_outside = any(id(reader) not in in_chunk for reader, _ in tensor.uses)
-            if read_outside or id(tensor) in pinned:
+            if read_outside or tensor.is_interface:
                 outputs.setdefault(id(tensor), tensor)
     if not outputs:
         outputs = {id(t): t for t in chunk[-1].outputs}

@@ -1,173 +1,50 @@
-"""Editable TFLite graph: Model, Subgraph, Tensor, Op, Buffer.
+"""Editable TFLite graph: Tensor, Op, Subgraph, SignatureDef, Model.
 
 Objects reference each other, never flatbuffer indices: an op holds its input and output
 ``Tensor`` objects, a tensor knows its producer and its uses, a tensor holds its ``Buffer``.
-``serde`` is the only module that turns these back into indices.
+``serde`` is the only module that turns these back into indices. What a tensor holds (type,
+shape, quantization, data) is ``tensor_value``'s; what an op is (code, options) is
+``op_options``'.
 
 Creating an ``Op`` connects it to its tensors (it becomes their producer and a use of its
-inputs); ``Subgraph.remove_op`` disconnects it. Read-only views of constant data stay numpy views
-of the loaded file, so loading a large model does not copy its weights.
+inputs); ``Subgraph.remove_op`` disconnects it. A subgraph's ops and tensors are read-only
+sequences changed through its methods; its inputs and outputs, and each signature's, are
+tracked containers (``ir.interface``), so a tensor answers ``is_graph_output`` or
+``is_observable`` at once. Constant data stays numpy views of the loaded file, so loading a
+large model does not copy its weights.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import hashlib
-import heapq
-import math
-import numbers
-import struct
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tflkit.errors import InvalidModelError
-from tflkit.ir import option_tables, schema
+from tflkit.ir import schema
+from tflkit.ir.interface import ReadOnlyList, TensorList, TensorMap
+from tflkit.ir.op_options import OpCode, OpOptions
+from tflkit.ir.tensor_value import Buffer, QuantParams, TensorValue
 
 if TYPE_CHECKING:
     import numpy as np
 
-_NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
-#: Ops kept by dead-code removal even when nothing reads their outputs.
-_SIDE_EFFECT_OPS = frozenset(
-    {"ASSIGN_VARIABLE", "CALL_ONCE", "IF", "WHILE", "CALL", "VAR_HANDLE", "HASHTABLE_IMPORT"}
-)
+__all__ = [
+    "Buffer",
+    "Metadata",
+    "Model",
+    "Op",
+    "OpCode",
+    "QuantParams",
+    "SignatureDef",
+    "Subgraph",
+    "Tensor",
+]
 
 
-@dataclass(frozen=True)
-class OpCode:
-    """What an op is: a builtin code or a custom code, and its version."""
-
-    builtin_code: int
-    custom_code: str | None = None
-    version: int = 1
-
-    @functools.cached_property
-    def name(self) -> str:
-        """``CONV_2D`` for builtins, the custom code for custom and flex ops."""
-        if self.builtin_code == schema.BuiltinOperator.CUSTOM:
-            return self.custom_code or "CUSTOM"
-        return schema.op_name(self.builtin_code)
-
-    @property
-    def is_custom(self) -> bool:
-        return self.builtin_code == schema.BuiltinOperator.CUSTOM
-
-    @property
-    def is_flex(self) -> bool:
-        return self.is_custom and (self.custom_code or "").startswith("Flex")
-
-    @classmethod
-    def builtin(cls, name: str, version: int = 1) -> OpCode:
-        return cls(schema.op_code(name), None, version)
-
-    @classmethod
-    def custom(cls, code: str, version: int = 1) -> OpCode:
-        return cls(schema.BuiltinOperator.CUSTOM, code, version)
-
-
-@dataclass(frozen=True)
-class QuantParams:
-    """A quantized tensor's grid, read once from its ``QuantizationParametersT``: real value =
-    (integer - zero point) * scale, per tensor or per channel along ``axis``."""
-
-    scales: np.ndarray  # float64, one per tensor or per channel
-    zero_points: np.ndarray  # int64, as the file gives them ([0] when it gives none)
-    axis: int
-
-    @property
-    def per_tensor(self) -> tuple[float, int] | None:
-        """(scale, zero point) of a per-tensor grid; None for a per-channel one."""
-        if self.scales.size != 1:
-            return None
-        return float(self.scales[0]), int(self.zero_points[0])
-
-    def broadcast(self, ndim: int) -> tuple[np.ndarray, np.ndarray]:
-        """Scales and zero points (float64) shaped to broadcast over a value of rank ``ndim``."""
-        import numpy as np
-
-        scale = self.scales
-        zero = self.zero_points.astype(np.float64)
-        if scale.size > 1 and ndim:
-            shape = [1] * ndim
-            shape[self.axis] = -1
-            scale, zero = scale.reshape(shape), zero.reshape(shape)
-        return scale, zero
-
-
-class Buffer:
-    """Raw bytes of a constant (or of metadata); ``data`` is a read-only uint8 view or None.
-
-    A loaded buffer holds a ``memoryview`` of the mapped file and becomes a numpy view when
-    ``data`` is first read (``raw`` reads the bytes without numpy).
-    """
-
-    __slots__ = ("__weakref__", "_data", "_mapped")
-
-    def __init__(self, data: np.ndarray | bytes | None = None) -> None:
-        self._data = _as_bytes_view(data)
-        self._mapped: memoryview | None = None
-
-    @classmethod
-    def mapped(cls, view: memoryview) -> Buffer:
-        """A buffer over ``view`` (read-only bytes of a loaded file), not copied."""
-        buffer = cls(None)
-        buffer._mapped = view
-        return buffer
-
-    @property
-    def data(self) -> np.ndarray | None:
-        if self._mapped is not None:
-            import numpy as np
-
-            self._data = np.frombuffer(self._mapped, dtype=np.uint8)
-            self._mapped = None
-        return self._data
-
-    @data.setter
-    def data(self, value: np.ndarray | None) -> None:
-        self._mapped = None
-        self._data = value
-
-    @property
-    def raw(self) -> memoryview | None:
-        """The bytes, read-only, without numpy (None when the buffer holds no data)."""
-        if self._mapped is not None:
-            return self._mapped
-        return None if self._data is None else memoryview(self._data).cast("B")
-
-    @property
-    def nbytes(self) -> int:
-        if self._mapped is not None:
-            return self._mapped.nbytes
-        return 0 if self._data is None else int(self._data.nbytes)
-
-    def tobytes(self) -> bytes:
-        raw = self.raw
-        return b"" if raw is None else raw.tobytes()
-
-    def __repr__(self) -> str:
-        return f"Buffer({self.nbytes} bytes)"
-
-
-def _as_bytes_view(data: np.ndarray | bytes | bytearray | memoryview | None) -> np.ndarray | None:
-    if data is None:
-        return None
-    import numpy as np
-
-    if isinstance(data, bytes | bytearray | memoryview):
-        view = np.frombuffer(data, dtype=np.uint8)
-    else:
-        view = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-    if view.flags.writeable:
-        view = view.copy()
-        view.flags.writeable = False
-    return view
-
-
-class Tensor:
+class Tensor(TensorValue):
     """A tensor of one subgraph: its type, shape, optional constant buffer and its users."""
 
     def __init__(
@@ -221,106 +98,6 @@ class Tensor:
             variant_tensors=copy.deepcopy(self.variant_tensors),
         )
 
-    # --- type and shape -------------------------------------------------------------------
-    @property
-    def type_name(self) -> str:
-        return schema.tensor_type_name(self.type)
-
-    @property
-    def dtype(self) -> np.dtype | None:
-        return schema.numpy_dtype(self.type)
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    @property
-    def is_dynamic(self) -> bool:
-        """True when the shape signature has an unknown (-1) dimension."""
-        return self.shape_signature is not None and any(d < 0 for d in self.shape_signature)
-
-    @property
-    def display_shape(self) -> tuple[int | str, ...]:
-        """The shape with dynamic dimensions shown as ``?``."""
-        dims = self.shape_signature if self.shape_signature is not None else self.shape
-        return tuple("?" if d < 0 else d for d in dims)
-
-    @property
-    def quantization(self) -> Any:
-        """``schema.fb.QuantizationParametersT`` (scale, zeroPoint, quantizedDimension...) or
-        None; a loaded tensor's is decoded when first read."""
-        lazy = self._lazy_quantization
-        if lazy is not None:
-            self._lazy_quantization = None
-            self._quantization = schema.fb.QuantizationParametersT.InitFromBuf(*lazy)
-        return self._quantization
-
-    @quantization.setter
-    def quantization(self, value: Any) -> None:
-        self._lazy_quantization = None
-        self._quantization = value
-
-    @property
-    def scale_count(self) -> int:
-        """How many scales the quantization has: 0 unquantized, 1 per tensor, more per channel
-        (read from the file without decoding the table when it is untouched)."""
-        lazy = self._lazy_quantization
-        if lazy is not None:
-            return option_tables.vector_length(*lazy, "QuantizationParameters", "Scale")
-        q = self._quantization
-        return 0 if q is None or q.scale is None else len(q.scale)
-
-    @property
-    def is_quantized(self) -> bool:
-        return self.scale_count > 0
-
-    @property
-    def quant_params(self) -> QuantParams | None:
-        """The quantization grid (scales, zero points, axis), or None when not quantized: the
-        one reader of ``quantization`` for code that computes with it."""
-        if not self.is_quantized:
-            return None
-        import numpy as np
-
-        q = self.quantization
-        scales = np.asarray(q.scale, np.float64).reshape(-1)
-        zeros = q.zeroPoint if q.zeroPoint is not None and len(q.zeroPoint) else [0]
-        zero_points = np.asarray(zeros, np.int64).reshape(-1)
-        return QuantParams(scales, zero_points, int(q.quantizedDimension or 0))
-
-    @property
-    def scale_zero_point(self) -> tuple[float, int] | None:
-        """(scale, zero point) of a per-tensor quantized tensor, else None."""
-        params = self.quant_params
-        return None if params is None else params.per_tensor
-
-    @property
-    def nbytes(self) -> int | None:
-        """Bytes of one instance of this tensor, or None for dynamic or non-numeric types."""
-        bits = schema.TYPE_BITS.get(self.type)
-        if schema.struct_code(self.type) is None or bits is None or self.is_dynamic:
-            return None
-        return math.prod(self.shape) * bits // 8
-
-    # --- constant data --------------------------------------------------------------------
-    @property
-    def is_constant(self) -> bool:
-        return self.buffer is not None and self.buffer.nbytes > 0 and not self.is_variable
-
-    @property
-    def data(self) -> np.ndarray | None:
-        """The constant value, read-only, shaped; raw bytes for sparse or non-numeric tensors."""
-        if self.buffer is None or self.buffer.data is None or self.buffer.nbytes == 0:
-            return None
-        raw = self.buffer.data
-        dtype = self.dtype
-        if dtype is None or self.sparsity is not None:
-            return raw
-        values = raw.view(dtype)
-        if values.size == math.prod(self.shape):
-            return values.reshape(self.shape)
-        return values
-
     # --- connections ----------------------------------------------------------------------
     @property
     def producer(self) -> Op | None:
@@ -336,13 +113,39 @@ class Tensor:
         """Ops that read this tensor, each once, in no guaranteed order."""
         return list(dict.fromkeys(op for op, _ in self._uses))
 
+    # --- the graph's interface (tracked by the subgraph and its signatures) ------------------
     @property
     def is_graph_input(self) -> bool:
-        return self.subgraph is not None and self in self.subgraph.inputs  # identity: no __eq__
+        return self.subgraph is not None and self.subgraph.inputs.holds(self)
 
     @property
     def is_graph_output(self) -> bool:
-        return self.subgraph is not None and self in self.subgraph.outputs
+        return self.subgraph is not None and self.subgraph.outputs.holds(self)
+
+    @property
+    def is_signature_input(self) -> bool:
+        return any(s.inputs.holds(self) for s in self._signatures())
+
+    @property
+    def is_signature_output(self) -> bool:
+        return any(s.outputs.holds(self) for s in self._signatures())
+
+    @property
+    def is_observable(self) -> bool:
+        """Whatever runs the model reads this tensor: a graph output or a signature output
+        (rewrites must keep its name and value; folding it would change the interface)."""
+        return self.is_graph_output or self.is_signature_output
+
+    @property
+    def is_interface(self) -> bool:
+        """Part of the graph's interface: observable, or fed from outside (a graph or
+        signature input); dead-code removal keeps it."""
+        return self.is_observable or self.is_graph_input or self.is_signature_input
+
+    def _signatures(self) -> list[Any]:
+        sg = self.subgraph
+        model = sg.model if sg is not None else None
+        return [] if model is None else [s for s in model.signatures if s.subgraph is sg]
 
     @property
     def index(self) -> int:
@@ -357,7 +160,7 @@ class Tensor:
         return f"Tensor({self.name!r}, {self.type_name}[{shape}]{const})"
 
 
-class Op:
+class Op(OpOptions):
     """One operator: an ``OpCode``, input and output tensors, and its options."""
 
     def __init__(
@@ -403,92 +206,6 @@ class Op:
             self._attach_output(tensor)
 
     @property
-    def type(self) -> str:
-        return self.opcode.name
-
-    @property
-    def version(self) -> int:
-        return self.opcode.version
-
-    @property
-    def is_custom(self) -> bool:
-        return self.opcode.is_custom
-
-    @property
-    def options(self) -> Any:
-        """Object-API builtin options (``schema.fb.Conv2DOptionsT``...) or None."""
-        if self._lazy_options is not None:
-            self._parse_options()
-        return self._options
-
-    @options.setter
-    def options(self, value: Any) -> None:
-        if self._lazy_options is not None:
-            self._parse_options()
-        self._options = value
-        self._options_type = None
-
-    @property
-    def options2(self) -> Any:
-        """Object-API ``BuiltinOptions2`` (StableHLO and composite ops) or None."""
-        if self._lazy_options is not None:
-            self._parse_options()
-        return self._options2
-
-    @options2.setter
-    def options2(self, value: Any) -> None:
-        if self._lazy_options is not None:
-            self._parse_options()
-        self._options2 = value
-
-    @property
-    def option_fields(self) -> Mapping[str, Any]:
-        """Read-only fields of ``options`` and ``options2`` by attribute name
-        (``fusedActivationFunction``...; ``options`` wins a clash, ``options2`` holds the StableHLO
-        and composite ones: ``name``, ``decompositionSubgraphIndex``...). A loaded op's untouched
-        options are read straight from the file, without the object API."""
-        lazy = self._lazy_options
-        if lazy is not None:
-            if self._lazy_fields is None:
-                self._lazy_fields = option_tables.decode_options(
-                    *lazy, self._options_type, self.options2_type
-                )
-            if self._lazy_fields is not None:
-                return self._lazy_fields
-        options, options2 = self.options, self.options2
-        if options is None and options2 is None:
-            return _NO_FIELDS
-        fields: dict[str, Any] = {}
-        for table in (options2, options):
-            if table is not None:
-                fields.update((k, v) for k, v in vars(table).items() if not k.startswith("_"))
-        return MappingProxyType(fields)
-
-    def _parse_options(self) -> None:
-        buf, position, position2 = self._lazy_options
-        self._lazy_options = self._lazy_fields = None
-        try:
-            if position is not None:
-                table = schema.flatbuffer_table(buf, position)
-                self._options = schema.fb.BuiltinOptionsCreator(self._options_type, table)
-            if position2 is not None:
-                table = schema.flatbuffer_table(buf, position2)
-                self._options2 = schema.fb.BuiltinOptions2Creator(self.options2_type, table)
-        except (IndexError, ValueError, TypeError, struct.error) as exc:
-            raise InvalidModelError(
-                f"{self.opcode.name} op has corrupt builtin options ({type(exc).__name__}: {exc})"
-            ) from None
-
-    @property
-    def options_type(self) -> int:
-        """The ``BuiltinOptions`` union tag of ``options`` (0 when there are none)."""
-        if self._lazy_options is None and self._options is None:
-            return 0
-        if self._options_type is None:
-            self._options_type = schema.options_type_for(self.options)
-        return self._options_type
-
-    @property
     def inputs(self) -> tuple[Tensor | None, ...]:
         return tuple(self._inputs)
 
@@ -503,19 +220,6 @@ class Op:
             raise InvalidModelError(f"op {self.type} is not in a subgraph")
         return self.subgraph._op_position(self)
 
-    @property
-    def referenced_subgraphs(self) -> dict[str, int]:
-        """Subgraph indices named by control-flow options (IF, WHILE, CALL_ONCE, composites)."""
-        if not option_tables.may_name_subgraphs(self.options_type, self.options2_type):
-            return {}
-        fields = self.option_fields
-        found: dict[str, int] = {}
-        for attr in option_tables.SUBGRAPH_FIELDS:
-            value = fields.get(attr)
-            if isinstance(value, numbers.Integral):
-                found[attr] = int(value)
-        return found
-
     def set_input(self, index: int, tensor: Tensor | None) -> None:
         """Replace input ``index``; keeps both tensors' use lists right."""
         old = self._inputs[index]
@@ -524,25 +228,6 @@ class Op:
         self._inputs[index] = tensor
         if tensor is not None:
             tensor._uses[(self, index)] = None
-
-    def set_inputs(self, tensors: Sequence[Tensor | None]) -> None:
-        """Replace the whole input list."""
-        self._detach_inputs()
-        self._inputs = []
-        for tensor in tensors:
-            self._inputs.append(tensor)
-            if tensor is not None:
-                tensor._uses[(self, len(self._inputs) - 1)] = None
-
-    def set_output(self, index: int, tensor: Tensor) -> None:
-        """Make ``tensor`` output ``index`` of this op (it must have no other producer)."""
-        old = self._outputs[index]
-        if old._producer is self:
-            old._producer = None
-        if tensor._producer is not None and tensor._producer is not self:
-            raise InvalidModelError(f"tensor {tensor.name!r} already has a producer")
-        self._outputs[index] = tensor
-        tensor._producer = self
 
     def _attach_output(self, tensor: Tensor) -> None:
         if tensor._producer is not None and tensor._producer is not self:
@@ -575,15 +260,54 @@ class Subgraph:
     def __init__(self, name: str = "", model: Model | None = None) -> None:
         self.name = name
         self.model = model
-        #: Tensors in file order. Mutate through ``add_tensor`` / ``remove_unused`` only.
-        self.tensors: list[Tensor] = []
-        #: Ops in execution order. Mutate through ``add_op`` / ``insert_op`` / ``remove_op``.
-        self.ops: list[Op] = []
-        self.inputs: list[Tensor] = []
-        self.outputs: list[Tensor] = []
+        self._tensors: list[Tensor] = []
+        self._ops: list[Op] = []
+        self._tensor_view = ReadOnlyList(self._tensors)
+        self._op_view = ReadOnlyList(self._ops)
+        self._inputs = TensorList()
+        self._outputs = TensorList()
         self.debug_metadata_index = -1
         self._positions: dict[int, int] | None = None
         self._op_positions: dict[int, int] | None = None
+
+    @property
+    def tensors(self) -> ReadOnlyList[Tensor]:
+        """Tensors in file order (changed by ``add_tensor`` and ``remove_unused``)."""
+        return self._tensor_view
+
+    @property
+    def ops(self) -> ReadOnlyList[Op]:
+        """Ops in execution order (changed by ``add_op``, ``insert_op``, ``remove_op`` and
+        ``topological_sort``)."""
+        return self._op_view
+
+    @property
+    def inputs(self) -> TensorList:
+        """The graph inputs, in order (tracked: ``tensor.is_graph_input``)."""
+        return self._inputs
+
+    @inputs.setter
+    def inputs(self, tensors: Iterable[Tensor]) -> None:
+        self._inputs = TensorList(tensors)
+
+    @property
+    def outputs(self) -> TensorList:
+        """The graph outputs, in order (tracked: ``tensor.is_graph_output``)."""
+        return self._outputs
+
+    @outputs.setter
+    def outputs(self, tensors: Iterable[Tensor]) -> None:
+        self._outputs = TensorList(tensors)
+
+    def _set_loaded(
+        self, tensors: list[Tensor], ops: list[Op], inputs: list[Tensor], outputs: list[Tensor]
+    ) -> None:
+        """Take a loaded subgraph's tensors and ops (already linked to it) whole."""
+        self._tensors[:] = tensors
+        self._ops[:] = ops
+        self._inputs = TensorList(inputs)
+        self._outputs = TensorList(outputs)
+        self._changed()
 
     @property
     def index(self) -> int:
@@ -593,22 +317,22 @@ class Subgraph:
 
     # --- positions ------------------------------------------------------------------------
     def _tensor_position(self, tensor: Tensor) -> int:
-        if self._positions is None or len(self._positions) != len(self.tensors):
-            self._positions = {id(t): i for i, t in enumerate(self.tensors)}
+        if self._positions is None or len(self._positions) != len(self._tensors):
+            self._positions = {id(t): i for i, t in enumerate(self._tensors)}
         position = self._positions.get(id(tensor))
-        if position is None or self.tensors[position] is not tensor:
-            self._positions = {id(t): i for i, t in enumerate(self.tensors)}
+        if position is None or self._tensors[position] is not tensor:
+            self._positions = {id(t): i for i, t in enumerate(self._tensors)}
             position = self._positions.get(id(tensor))
         if position is None:
             raise InvalidModelError(f"tensor {tensor.name!r} is not in subgraph {self.name!r}")
         return position
 
     def _op_position(self, op: Op) -> int:
-        if self._op_positions is None or len(self._op_positions) != len(self.ops):
-            self._op_positions = {id(o): i for i, o in enumerate(self.ops)}
+        if self._op_positions is None or len(self._op_positions) != len(self._ops):
+            self._op_positions = {id(o): i for i, o in enumerate(self._ops)}
         position = self._op_positions.get(id(op))
-        if position is None or self.ops[position] is not op:
-            self._op_positions = {id(o): i for i, o in enumerate(self.ops)}
+        if position is None or self._ops[position] is not op:
+            self._op_positions = {id(o): i for i, o in enumerate(self._ops)}
             position = self._op_positions.get(id(op))
         if position is None:
             raise InvalidModelError(f"{op!r} is not in subgraph {self.name!r}")
@@ -625,7 +349,7 @@ class Subgraph:
             raise InvalidModelError(f"tensor {tensor.name!r} belongs to another subgraph")
         if tensor.subgraph is None:
             tensor.subgraph = self
-            self.tensors.append(tensor)
+            self._tensors.append(tensor)
             self._changed()
         return tensor
 
@@ -652,7 +376,7 @@ class Subgraph:
 
     def unique_name(self, base: str) -> str:
         """``base``, or ``base_1``, ``base_2``... if a tensor of this subgraph has that name."""
-        names = {t.name for t in self.tensors}
+        names = {t.name for t in self._tensors}
         if base not in names:
             return base
         i = 1
@@ -662,7 +386,7 @@ class Subgraph:
 
     def tensor(self, name: str) -> Tensor:
         """The tensor called ``name``; KeyError if none."""
-        for tensor in self.tensors:
+        for tensor in self._tensors:
             if tensor.name == name:
                 return tensor
         raise KeyError(f"no tensor named {name!r} in subgraph {self.name!r}")
@@ -670,7 +394,7 @@ class Subgraph:
     # --- ops ------------------------------------------------------------------------------
     def add_op(self, op: Op) -> Op:
         """Append ``op`` at the end of the execution order."""
-        return self.insert_op(len(self.ops), op)
+        return self.insert_op(len(self._ops), op)
 
     def insert_op(self, position: int, op: Op) -> Op:
         """Insert ``op`` at ``position`` in execution order; adds its new tensors too."""
@@ -687,20 +411,14 @@ class Subgraph:
                 raise InvalidModelError(f"tensor {tensor.name!r} already has a producer")
             tensor._producer = op
         op.subgraph = self
-        self.ops.insert(position, op)
+        self._ops.insert(position, op)
         self._changed()
         return op
-
-    def insert_before(self, anchor: Op, op: Op) -> Op:
-        return self.insert_op(anchor.index, op)
-
-    def insert_after(self, anchor: Op, op: Op) -> Op:
-        return self.insert_op(anchor.index + 1, op)
 
     def remove_op(self, op: Op) -> None:
         """Remove ``op`` and disconnect it from its tensors (the tensors stay)."""
         position = op.index
-        del self.ops[position]
+        del self._ops[position]
         op._detach()
         op.subgraph = None
         self._changed()
@@ -713,95 +431,68 @@ class Subgraph:
             op.set_input(index, new)
         if not graph_outputs:
             return
-        self.outputs = [new if t is old else t for t in self.outputs]
-        if self.model is not None:
-            for signature in self.model.signatures:
-                if signature.subgraph is self:
-                    for key, tensor in signature.outputs.items():
-                        if tensor is old:
-                            signature.outputs[key] = new
+        self._outputs.replace(old, new)
+        for signature in old._signatures():
+            for key, tensor in list(signature.outputs.items()):
+                if tensor is old:
+                    signature.outputs[key] = new
 
-    # --- whole-graph edits ----------------------------------------------------------------
-    def topological_sort(self) -> None:
-        """Reorder ops so every op comes after the producers of its inputs (stable)."""
-        order = {id(op): i for i, op in enumerate(self.ops)}
-        pending = {id(op): 0 for op in self.ops}
-        readers: dict[int, list[Op]] = {id(op): [] for op in self.ops}
-        for op in self.ops:
-            for tensor in dict.fromkeys(t for t in op.inputs if t is not None):
-                producer = tensor.producer
-                if producer is not None and id(producer) in pending:
-                    pending[id(op)] += 1
-                    readers[id(producer)].append(op)
-
-        ready = [(order[id(op)], op) for op in self.ops if pending[id(op)] == 0]
-        heapq.heapify(ready)
-        sorted_ops: list[Op] = []
-        while ready:
-            _, op = heapq.heappop(ready)
-            sorted_ops.append(op)
-            for reader in readers[id(op)]:
-                pending[id(reader)] -= 1
-                if pending[id(reader)] == 0:
-                    heapq.heappush(ready, (order[id(reader)], reader))
-        if len(sorted_ops) != len(self.ops):
-            raise InvalidModelError(f"subgraph {self.name!r} has a cycle")
-        self.ops = sorted_ops
+    def reorder(self, ops: Sequence[Op]) -> None:
+        """Put this subgraph's ops in the order ``ops`` gives (the same ops, each once); the
+        order is not checked against the data flow (``graph_edits.topological_sort`` repairs
+        it)."""
+        if len(ops) != len(self._ops) or {id(op) for op in ops} != {id(op) for op in self._ops}:
+            raise InvalidModelError("reorder takes the subgraph's own ops, each once")
+        self._ops[:] = ops
         self._changed()
 
-    def remove_unused(self) -> tuple[int, int]:
-        """Remove ops whose results nobody reads, then unreferenced tensors.
-
-        Ops with side effects (variables, control flow, custom ops) stay. Returns
-        (ops removed, tensors removed).
-        """
-        keep_tensors = self._pinned_tensors()
-        removed_ops = 0
-        changed = True
-        while changed:
-            changed = False
-            for op in reversed(list(self.ops)):
-                if op.opcode.is_custom or op.type in _SIDE_EFFECT_OPS or not op.outputs:
-                    continue
-                if any(t._uses or id(t) in keep_tensors for t in op.outputs):
-                    continue
-                self.remove_op(op)
-                removed_ops += 1
-                changed = True
-        referenced = set(keep_tensors)
-        for op in self.ops:
-            for tensor in (*op.inputs, *op.outputs, *op.intermediates):
-                if tensor is not None:
-                    referenced.add(id(tensor))
-        before = len(self.tensors)
-        for tensor in self.tensors:
-            if id(tensor) not in referenced:
+    def remove_tensors(self, tensors: Iterable[Tensor]) -> None:
+        """Take ``tensors`` out of this subgraph (no op may still use them)."""
+        gone = {id(t) for t in tensors}
+        for tensor in self._tensors:
+            if id(tensor) in gone:
                 tensor.subgraph = None
-        self.tensors = [t for t in self.tensors if id(t) in referenced]
+        self._tensors[:] = [t for t in self._tensors if id(t) not in gone]
         self._changed()
-        return removed_ops, before - len(self.tensors)
-
-    def _pinned_tensors(self) -> set[int]:
-        pinned = {id(t) for t in (*self.inputs, *self.outputs)}
-        if self.model is not None:
-            for signature in self.model.signatures:
-                if signature.subgraph is self:
-                    pinned.update(id(t) for t in signature.inputs.values())
-                    pinned.update(id(t) for t in signature.outputs.values())
-        return pinned
 
     def __repr__(self) -> str:
-        return f"Subgraph({self.name!r}, {len(self.ops)} ops, {len(self.tensors)} tensors)"
+        return f"Subgraph({self.name!r}, {len(self._ops)} ops, {len(self._tensors)} tensors)"
 
 
-@dataclass
 class SignatureDef:
-    """A named entry point: input and output names mapped to tensors of one subgraph."""
+    """A named entry point: input and output names mapped to tensors of one subgraph (tracked:
+    ``tensor.is_signature_input`` / ``is_signature_output``)."""
 
-    key: str
-    subgraph: Subgraph
-    inputs: dict[str, Tensor] = field(default_factory=dict)
-    outputs: dict[str, Tensor] = field(default_factory=dict)
+    def __init__(
+        self,
+        key: str,
+        subgraph: Subgraph,
+        inputs: Mapping[str, Tensor] | None = None,
+        outputs: Mapping[str, Tensor] | None = None,
+    ) -> None:
+        self.key = key
+        self.subgraph = subgraph
+        self._inputs = TensorMap(inputs)
+        self._outputs = TensorMap(outputs)
+
+    @property
+    def inputs(self) -> TensorMap:
+        return self._inputs
+
+    @inputs.setter
+    def inputs(self, tensors: Mapping[str, Tensor]) -> None:
+        self._inputs = TensorMap(tensors)
+
+    @property
+    def outputs(self) -> TensorMap:
+        return self._outputs
+
+    @outputs.setter
+    def outputs(self, tensors: Mapping[str, Tensor]) -> None:
+        self._outputs = TensorMap(tensors)
+
+    def __repr__(self) -> str:
+        return f"SignatureDef({self.key!r}, {list(self._inputs)} -> {list(self._outputs)})"
 
 
 @dataclass
@@ -885,6 +576,10 @@ class Model:
         digests[key] = buffer
         return buffer
 
+    def forget_buffer_digests(self) -> None:
+        """Drop the digests ``intern_buffer`` keeps (after buffers were removed)."""
+        self._buffer_digests = None
+
     def _buffer_index(self) -> dict[tuple[int, bytes], Buffer]:
         if self._buffer_digests is None:
             self._buffer_digests = {}
@@ -893,21 +588,6 @@ class Model:
                     digest = hashlib.blake2b(buffer.data.data, digest_size=16).digest()
                     self._buffer_digests.setdefault((buffer.nbytes, digest), buffer)
         return self._buffer_digests
-
-    def remove_unused(self) -> dict[str, int]:
-        """Dead ops and tensors in every subgraph, then buffers nothing references."""
-        ops = tensors = 0
-        for subgraph in self.subgraphs:
-            removed_ops, removed_tensors = subgraph.remove_unused()
-            ops += removed_ops
-            tensors += removed_tensors
-        used = {id(t.buffer) for sg in self.subgraphs for t in sg.tensors if t.buffer is not None}
-        used.update(id(m.buffer) for m in self.metadata)
-        used.update(id(b) for b in self.metadata_buffer or ())
-        before = len(self.buffers)
-        self.buffers = [b for b in self.buffers if id(b) in used]
-        self._buffer_digests = None
-        return {"ops": ops, "tensors": tensors, "buffers": before - len(self.buffers)}
 
     # --- queries --------------------------------------------------------------------------
     def iter_ops(self) -> Iterable[Op]:

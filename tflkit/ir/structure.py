@@ -18,7 +18,6 @@ wrong and where. The walk is O(tables + index vectors), never O(bytes of weights
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import struct
@@ -26,7 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tflkit.errors import ModelLoadError
-from tflkit.ir import schema, schema_layout
+from tflkit.ir import field_slots, schema
+from tflkit.ir.walk import OpFacts, TensorFacts, Walk
 
 __all__ = ["StructureError", "Walk", "max_tensor_bytes", "verify_bytes"]
 
@@ -83,37 +83,6 @@ def _past_file(message: str) -> _Fail:
     return failure
 
 
-#: A table as the walk holds it: (position, inline size, vtable slots).
-Table = tuple[int, int, tuple[int, ...]]
-#: What the walk read of a tensor: (table, shape, shape signature or None, type, buffer index,
-#: name, sparsity table position or None, quantization table position or None).
-TensorFacts = tuple[
-    Table, tuple[int, ...], tuple[int, ...] | None, int, int, str, int | None, int | None
-]
-#: What the walk read of an op: (table, opcode index, inputs, outputs, intermediates,
-#: custom options (start, length) or None, builtin options (type, position or None),
-#: builtin options 2 (type, position or None)).
-OpFacts = tuple[
-    Table,
-    int,
-    tuple[int, ...],
-    tuple[int, ...],
-    tuple[int, ...],
-    tuple[int, int] | None,
-    tuple[int, int | None],
-    tuple[int, int | None],
-]
-
-
-@dataclasses.dataclass
-class Walk:
-    """What the verifying walk read of each subgraph's tensors and ops (bounds-checked): the
-    reader (``serde``) builds the IR from it instead of reading those tables again."""
-
-    tensors: list[list[TensorFacts]] = dataclasses.field(default_factory=list)
-    ops: list[list[OpFacts]] = dataclasses.field(default_factory=list)
-
-
 def verify_bytes(data: bytes | bytearray | memoryview, label: str = "<bytes>") -> Walk:
     """Raise :class:`StructureError` unless ``data`` is a structurally sound TFLite model;
     returns what the walk read of the tensors and ops."""
@@ -131,73 +100,8 @@ def verify_bytes(data: bytes | bytearray | memoryview, label: str = "<bytes>") -
         raise StructureError(f"{label}: {what} TFLite model: {message}") from None
 
 
-# --------------------------------------------------------------------------------------------
-# schema facts, from the generated ``schema_layout`` (no hand-copied slot numbers)
-# --------------------------------------------------------------------------------------------
-#: Element size of each ``struct`` code of ``schema_layout``, and its little-endian reader.
-_SIZES = {"?": 1, "b": 1, "B": 1, "h": 2, "H": 2, "i": 4, "I": 4, "f": 4, "q": 8, "Q": 8, "d": 8}
-_SCALARS = {code: struct.Struct("<" + code).unpack_from for code in _SIZES}
-
-
-@functools.cache
-def _fields(table: str) -> dict[str, tuple[int, str, int]]:
-    """Field name -> (slot, kind, element size) of schema table ``table``.
-
-    kind is ``scalar`` (size in bytes), ``struct``, ``string``, ``offset`` (table or union) or
-    ``vector`` (element size in bytes; 4 for vectors of tables or strings).
-    """
-    found: dict[str, tuple[int, str, int]] = {}
-    for field, slot, kind, code, _attribute, _default in schema_layout.TABLES.get(table, ()):
-        if kind in ("table", "union"):
-            found[field] = (slot, "offset", 4)
-        elif kind == "string":
-            found[field] = (slot, "string", 1)
-        elif kind == "struct":
-            found[field] = (slot, "struct", 0)
-        else:
-            found[field] = (slot, kind, _SIZES.get(code, 4))
-    return found
-
-
-@functools.cache
-def _field_checks(
-    table: str,
-) -> tuple[tuple[tuple[str, int, int], ...], tuple[tuple[str, int, str, int], ...]]:
-    """The fields of ``table`` to check: scalars (field, slot, size), then the rest (field,
-    slot, kind, element size)."""
-    fields = _fields(table).items()
-    scalars = tuple((f, slot, size) for f, (slot, kind, size) in fields if kind == "scalar")
-    others = tuple((f, slot, kind, size) for f, (slot, kind, size) in fields if kind != "scalar")
-    return scalars, others
-
-
-def _slot(table: str, field: str) -> int:
-    return _fields(table)[field][0]
-
-
-@functools.cache
-def _subgraph_fields(table: str) -> tuple[tuple[str, int, str], ...]:
-    """(field, slot, kind) of the fields of an options table that name subgraphs."""
-    return tuple(
-        (name, slot, kind)
-        for name, (slot, kind, _) in _fields(table).items()
-        if name.endswith(("SubgraphIndex", "SubgraphIndices"))
-    )
-
-
-@functools.cache
-def _own_options(code: int, union: str) -> int | None:
-    """The options type of op ``code`` when the schema names one after the op (CONV_2D ->
-    Conv2DOptions, SOFTMAX -> SoftmaxOptions); None for ops that share or lack one."""
-    camel = "".join(part[:1] + part[1:].lower() for part in schema.op_name(code).split("_"))
-    wanted = f"{camel}Options".lower()
-    matches = [v for v, name in schema.enum_names(union).items() if name.lower() == wanted]
-    return matches[0] if len(matches) == 1 else None
-
-
-@functools.cache
-def _enum_values(enum: str) -> frozenset[int]:
-    return frozenset(schema.enum_names(enum))
+#: The little-endian reader of each ``struct`` code of ``schema_layout``.
+_SCALARS = {code: struct.Struct("<" + code).unpack_from for code in field_slots.SIZES}
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,39 +115,6 @@ def _w(where: Where) -> str:
     if isinstance(where, str):
         return where
     return where[0].format(*(_w(p) if isinstance(p, tuple) else p for p in where[1:]))
-
-
-class _Slots:
-    """The slot numbers the walk reads, looked up once from the generated schema."""
-
-    def __init__(self) -> None:
-        for table, fields in (
-            (
-                "Model",
-                "OperatorCodes Subgraphs Description Buffers MetadataBuffer Metadata SignatureDefs",
-            ),
-            ("OperatorCode", "DeprecatedBuiltinCode BuiltinCode CustomCode"),
-            ("Buffer", "Data Offset Size"),
-            ("Metadata", "Name Buffer"),
-            ("SubGraph", "Tensors Inputs Outputs Operators Name"),
-            ("Tensor", "Shape Type Buffer Name Quantization Sparsity ShapeSignature"),
-            (
-                "Operator",
-                "OpcodeIndex Inputs Outputs BuiltinOptionsType BuiltinOptions "
-                "CustomOptions MutatingVariableInputs Intermediates LargeCustomOptionsOffset "
-                "LargeCustomOptionsSize BuiltinOptions2Type BuiltinOptions2",
-            ),
-            ("QuantizationParameters", "DetailsType Details"),
-            ("SignatureDef", "Inputs Outputs SignatureKey SubgraphIndex"),
-            ("TensorMap", "Name TensorIndex"),
-        ):
-            for field in fields.split():
-                setattr(self, f"{table}_{field}", _slot(table, field))
-
-
-@functools.cache
-def _slots() -> _Slots:
-    return _Slots()
 
 
 #: A flatbuffer addresses at most 2 GiB - 1 bytes; LiteRT verifies only that much of a file.
@@ -261,7 +132,7 @@ class _Walker:
         self.n = min(self.size, MAX_FLATBUFFER)
         self.flatbuffer_end = f"a flatbuffer ends by byte {MAX_FLATBUFFER}"
         self.limit = max_tensor_bytes()
-        self.s = _slots()
+        self.s = field_slots.slots()
 
     # -- primitives (a table is (position, inline size, vtable slots)) -------------------------
     def table(self, pos: int, where: Where) -> tuple[int, int, tuple[int, ...]]:
@@ -287,7 +158,7 @@ class _Walker:
         offset = slots[slot] if slot < len(slots) else 0
         if not offset:
             return 0
-        if offset + _SIZES[code] > t[1]:
+        if offset + field_slots.SIZES[code] > t[1]:
             raise _Fail(f"field {slot} of the table at byte {t[0]} runs past its table")
         return _SCALARS[code](self.buf, t[0] + offset)[0]
 
@@ -428,7 +299,7 @@ class _Walker:
             self.scalar(t, s.OperatorCode_DeprecatedBuiltinCode, "b"),
             self.scalar(t, s.OperatorCode_BuiltinCode, "i"),
         )
-        if code not in _enum_values("BuiltinOperator"):
+        if code not in field_slots.enum_values("BuiltinOperator"):
             raise _Fail(f"{_w(where)}: unknown builtin operator code {code}")
         name = self.string(t, s.OperatorCode_CustomCode, where)
         if code == _CUSTOM and not name:
@@ -517,16 +388,16 @@ class _Walker:
                 options = self.union(op, slot, kind, union, here) if kind else None
                 unions.append((kind, None if options is None else options[0][0]))
                 if kind:
-                    expected = _own_options(opcodes[opcode], union)
+                    expected = field_slots.own_options(opcodes[opcode], union)
                     if expected is not None and expected != kind:
                         members = schema.enum_names(union)
                         raise _Fail(
                             f"{_w(here)}: builtin options are {members[kind]}, not the op's "
                             f"{members[expected]}"
                         )
-                    if options is not None and _subgraph_fields(options[1]):
+                    if options is not None and field_slots.subgraph_fields(options[1]):
                         calls |= self.subgraph_refs(*options, here, subgraph_count)
-            ops.append((op, opcode, inputs, outputs, intermediates, custom, *unions))
+            ops.append(OpFacts(op, opcode, inputs, outputs, intermediates, custom, *unions))
         self.op_order(consumers, producer, where)
         return tensors, ops, calls
 
@@ -540,10 +411,10 @@ class _Walker:
         if to is None:
             return None
         table = self.table(to, ("{} {}", where, name))
-        scalars, others = _field_checks(name)
-        slots, size = table[2], table[1]
+        scalars, others = field_slots.field_checks(name)
+        present, size = table[2], table[1]
         for field, fslot, width in scalars:
-            if fslot < len(slots) and slots[fslot] + width > size:
+            if fslot < len(present) and present[fslot] + width > size:
                 raise _Fail(f"{_w(where)} {name}.{field}: runs past its table")
         for field, fslot, fkind, width in others:
             if fkind == "vector":
@@ -558,7 +429,7 @@ class _Walker:
         self, t: tuple[int, int, tuple[int, ...]], name: str, where: Where, count: int
     ) -> set[int]:
         found: set[int] = set()
-        for field, slot, kind in _subgraph_fields(name):
+        for field, slot, kind in field_slots.subgraph_fields(name):
             here = ("{} {}.{}", where, name, field)
             values = self.ints(t, slot, here) if kind == "vector" else (self.scalar(t, slot, "i"),)
             for value in values:
@@ -589,7 +460,7 @@ class _Walker:
         quant = self.target(t, s.Tensor_Quantization, ("{} quantization", where))
         if quant is not None:
             self.quantization(self.table(quant, ("{} quantization", where)), where)
-        facts = (t, shape, signature, kind, buffer, name, sparse, quant)
+        facts = TensorFacts(t, shape, signature, kind, buffer, name, sparse, quant)
         if bits is None:
             return facts
         elements = 1
@@ -612,9 +483,9 @@ class _Walker:
     def sparsity(self, t: tuple[int, int, tuple[int, ...]], rank: int, where: Where) -> None:
         """Traversal order covers the tensor's dims plus its block dims, one metadata each."""
         here = ("{} sparsity", where)
-        order = self.ints(t, _slot("SparsityParameters", "TraversalOrder"), here)
-        blocks = self.ints(t, _slot("SparsityParameters", "BlockMap"), here)
-        dims = self.tables(t, _slot("SparsityParameters", "DimMetadata"), here)
+        order = self.ints(t, field_slots.slot("SparsityParameters", "TraversalOrder"), here)
+        blocks = self.ints(t, field_slots.slot("SparsityParameters", "BlockMap"), here)
+        dims = self.tables(t, field_slots.slot("SparsityParameters", "DimMetadata"), here)
         if len(order) != rank + len(blocks) or len(dims) != len(order):
             raise _Fail(
                 f"{_w(where)}: sparsity describes {len(order)} traversed dims and "
@@ -622,7 +493,7 @@ class _Walker:
             )
         if sorted(order) != list(range(len(order))) or any(not 0 <= b < rank for b in blocks):
             raise _Fail(f"{_w(where)}: sparsity traversal order {list(order)} is not a permutation")
-        fields = _fields("DimensionMetadata")
+        fields = field_slots.fields("DimensionMetadata")
         for dim in dims:
             for kind_field, field in (
                 ("ArraySegmentsType", "ArraySegments"),
@@ -633,7 +504,7 @@ class _Walker:
                     self.union(dim, fields[field][0], kind, "SparseIndexVector", here)
 
     def quantization(self, t: tuple[int, int, tuple[int, ...]], where: Where) -> None:
-        for field, (slot, kind, size) in _fields("QuantizationParameters").items():
+        for field, (slot, kind, size) in field_slots.fields("QuantizationParameters").items():
             if kind == "vector" and slot < len(t[2]) and t[2][slot]:
                 self.vector(t, slot, size, ("{} quantization.{}", where, field))
         kind = self.scalar(t, self.s.QuantizationParameters_DetailsType, "B")

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tflkit.ir import graph_edits
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Subgraph
 from tflkit.jsonable import plain_fields
@@ -170,7 +171,7 @@ def run_passes(
         if not changed:
             break
     if result.fired:
-        model.remove_unused()
+        graph_edits.remove_unused(model)
     return result
 
 

@@ -233,7 +233,7 @@ def replace(op: Op, new_outputs: Sequence[Tensor]) -> None:
     for old, new in zip(old_outputs, new_outputs, strict=True):
         if old.is_quantized and new.type == old.type and not new.consumers:
             new.quantization = copy.deepcopy(old.quantization)
-        pinned = old.is_graph_output or _is_signature_output(old)
+        pinned = old.is_observable
         subgraph.replace_all_uses_with(old, new)
         if pinned:
             name = old.name
@@ -241,15 +241,6 @@ def replace(op: Op, new_outputs: Sequence[Tensor]) -> None:
             new.name = name
             if new.quantization is None:
                 new.quantization = old.quantization
-
-
-def _is_signature_output(tensor: Tensor) -> bool:
-    sg = tensor.subgraph
-    if sg is None or sg.model is None:
-        return False
-    return any(
-        t is tensor for s in sg.model.signatures if s.subgraph is sg for t in s.outputs.values()
-    )
 
 
 def is_float(tensor: Tensor | None) -> bool:

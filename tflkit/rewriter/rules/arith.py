@@ -115,7 +115,7 @@ class ArgInt64ToInt32(OpRewrite):
             options=options(kind, outputType=INT32),
             name=op.type.lower(),
         )
-        needs_int64 = out.is_graph_output or any(
+        needs_int64 = out.is_observable or any(
             (reader.type, i) not in _INDEX_READERS for reader, i in out.uses
         )
         if not needs_int64:

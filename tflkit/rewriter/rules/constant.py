@@ -15,10 +15,11 @@ from tflkit import ir
 from tflkit.compat.reasons import Reason
 from tflkit.compat.targets.common import SHAPE_DEFINING_INPUTS
 from tflkit.errors import ModelLoadError
+from tflkit.ir import op_traits
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Match, OpRewrite, _is_signature_output, replace
+from tflkit.rewriter.rule import Example, Match, OpRewrite, replace
 
 
 def evaluate(op: Op) -> list[np.ndarray]:
@@ -165,7 +166,7 @@ class _Fold(OpRewrite):
                 return Match.fail(f"input {i} ({tensor.name}) is not a constant")
         if any(t.is_dynamic for t in (*op.inputs, *op.outputs) if t is not None):
             return Match.fail("a shape is dynamic (fix it with --input-shape first)")
-        if any(t.is_graph_output for t in op.outputs):
+        if any(t.is_observable for t in op.outputs):
             return Match.fail(
                 "its output is a graph output (a constant output would change the interface)"
             )
@@ -406,21 +407,11 @@ class FoldShapeInputs(OpRewrite):
 #: read by nothing else) are at least as large: the model does not grow.
 FOLD_MAX_BYTES = 4096
 
-#: Never folded: random ops (a fresh value each run), ops with side effects or state (resource
-#: variables, hash tables, CALL_ONCE), control flow (their bodies run other subgraphs), stateful
-#: sequence ops, and DEQUANTIZE (fp16/int8 weights the delegate reads as they are: folding would
-#: only grow the file) and DENSIFY (``fold_densify``).
-NEVER_FOLD = frozenset(
-    {
-        "RANDOM_STANDARD_NORMAL", "RANDOM_UNIFORM", "MULTINOMIAL",
-        "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE",
-        "HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE",
-        "IF", "WHILE", "CALL", "STABLEHLO_WHILE", "STABLEHLO_CASE",
-        "SVDF", "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM",
-        "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "RNN",
-        "DEQUANTIZE", "DENSIFY",
-    }
-)  # fmt: skip
+#: Never folded: ops whose outputs are not a function of their inputs alone
+#: (``op_traits.IMPURE``: random ops, resource variables and hash tables, control flow,
+#: stateful sequence ops), and DEQUANTIZE (fp16/int8 weights the delegate reads as they are:
+#: folding would only grow the file) and DENSIFY (``fold_densify``).
+NEVER_FOLD = op_traits.IMPURE | frozenset({"DEQUANTIZE", "DENSIFY"})
 #: Ops whose result depends only on the input's (static) shape, not its values.
 SHAPE_ONLY = frozenset({"SHAPE", "RANK"})
 #: Types a folded constant can hold.
@@ -486,7 +477,7 @@ class FoldConstants(OpRewrite):
         if not present:
             return False  # nothing to compute from (e.g. VAR_HANDLE)
         uses = [use for t in op.outputs for use in t.uses]
-        if not uses and not any(t.is_graph_output for t in op.outputs):
+        if not uses and not any(t.is_observable for t in op.outputs):
             return False  # dead: removed as unused
         if uses and all(reader.type == "RESHAPE" and i == 1 for reader, i in uses):
             return False  # a RESHAPE shape: reshape_static_shape folds it and fixes the output
@@ -505,7 +496,7 @@ class FoldConstants(OpRewrite):
             return Match.fail("it reads a variable tensor")
         if any(t.is_dynamic for t in (*op.inputs, *op.outputs) if t is not None):
             return Match.fail("a shape is dynamic (fix it with --input-shape first)")
-        if any(t.is_graph_output or _is_signature_output(t) for t in op.outputs):
+        if any(t.is_observable for t in op.outputs):
             return Match.fail(
                 "its output is a graph output (a constant output would change the interface)"
             )
@@ -529,7 +520,7 @@ class FoldConstants(OpRewrite):
             for t in op.inputs
             if t is not None and t.is_constant and all(reader is op for reader, _ in t.uses)
         }
-        return sum(t.buffer.nbytes for t in alone.values() if not t.is_graph_output)
+        return sum(t.buffer.nbytes for t in alone.values() if not t.is_observable)
 
     @staticmethod
     def _evaluate(op: Op) -> list[np.ndarray] | str:

@@ -58,19 +58,7 @@ def _plain(op: Op) -> bool:
 
 def _private(tensor: Tensor, reader: Op) -> bool:
     """The tensor is read by ``reader`` alone and is no graph or signature output."""
-    return tensor.consumers == [reader] and not _pinned(tensor)
-
-
-def _pinned(tensor: Tensor) -> bool:
-    sg = tensor.subgraph
-    if sg is None:
-        return True
-    outputs = {id(t) for t in sg.outputs}
-    if sg.model is not None:
-        for signature in sg.model.signatures:
-            if signature.subgraph is sg:
-                outputs.update(id(t) for t in signature.outputs.values())
-    return id(tensor) in outputs
+    return tensor.consumers == [reader] and not tensor.is_observable
 
 
 def erf_argument(op: Op) -> tuple[Tensor, Op] | None:
@@ -141,7 +129,7 @@ def match_gelu(op: Op) -> tuple[Tensor, list[Op], Op] | None:
     poly: Poly = {(0, 1): 1.0}
     current, tensor = op, op.outputs[0]
     for _ in range(MAX_CHAIN):
-        if len(tensor.consumers) != 1 or _pinned(tensor):
+        if len(tensor.consumers) != 1 or tensor.is_observable:
             return None
         reader = tensor.consumers[0]
         if reader.type not in ("ADD", "MUL") or not _plain(reader) or len(reader.inputs) != 2:

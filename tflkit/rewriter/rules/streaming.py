@@ -209,7 +209,7 @@ def make_state_explicit(model: Model) -> list[StateBinding]:
         if op.type == "READ_VARIABLE":
             value = current[key_of[id(op.inputs[0])]]
             out = op.outputs[0]
-            if value.is_graph_input and (out.is_graph_output or _in_signature(out)):
+            if value.is_graph_input and out.is_interface:
                 value = _copy(OpBuilder(main, before=op, prefix="state"), value)
             replace(op, [value])
         elif op.type == "ASSIGN_VARIABLE":
@@ -225,7 +225,7 @@ def make_state_explicit(model: Model) -> list[StateBinding]:
         state_in, final = inputs[key], current[key]
         output = None
         if final is not state_in:
-            if final.is_graph_output or _in_signature(final) or final.is_constant:
+            if final.is_interface or final.is_constant:
                 final = _copy(b, final)
             final.name = main.unique_name(f"state/{variable.name}/next")
             main.outputs = [*main.outputs, final]
@@ -259,14 +259,6 @@ def _copy(b: OpBuilder, tensor: Tensor) -> Tensor:
     dims = [int(d) for d in tensor.shape]
     opts = options("ReshapeOptions", newShape=dims)
     return b.RESHAPE(tensor, np.array(dims, np.int32), shape=dims, options=opts, name="copy")
-
-
-def _in_signature(tensor: Tensor) -> bool:
-    sg = tensor.subgraph
-    model = sg.model if sg is not None else None
-    return model is not None and any(
-        t is tensor for s in model.signatures for t in (*s.inputs.values(), *s.outputs.values())
-    )
 
 
 def _remove_subgraph(model: Model, index: int) -> None:
