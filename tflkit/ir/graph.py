@@ -26,22 +26,10 @@ from tflkit.errors import InvalidModelError
 from tflkit.ir import schema
 from tflkit.ir.interface import ReadOnlyList, TensorList, TensorMap
 from tflkit.ir.op_options import OpCode, OpOptions
-from tflkit.ir.tensor_value import Buffer, QuantParams, TensorValue
+from tflkit.ir.tensor_value import Buffer, TensorValue
 
 if TYPE_CHECKING:
     import numpy as np
-
-__all__ = [
-    "Buffer",
-    "Metadata",
-    "Model",
-    "Op",
-    "OpCode",
-    "QuantParams",
-    "SignatureDef",
-    "Subgraph",
-    "Tensor",
-]
 
 
 class Tensor(TensorValue):
