@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 class Advisor:
-    """Names the rule that fixes an op (``check_model``'s ``advise``), for the ops of one model.
+    """Names the rule that fixes an op (``check_report``'s ``advise``), for the ops of one model.
 
     Default rules come before opt-in ones. A model pass answers for every op type it fixes
     with its verdict on the model (asked once per model); op rewrites answer op by op: the
