@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field, fields
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tflkit.gpu.log import Adapter, GpuLog, parse_gpu_log
 from tflkit.jsonable import plain
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Probe statuses after which the accelerator has compiled the model.
 COMPILED_STATUSES = ("ok", "run_error")
