@@ -28,11 +28,12 @@ import pytest
 from tests.needs import unavailable
 from tests.test_device_transports import Adbd, _free_port, _stop, adbd_on_loopback
 from tflkit.cli.main import main
+from tflkit.harness.adb import AdbDevice
 from tflkit.harness.browser.chromium import CHROMIUM, Chromium, processes_tagged
 from tflkit.harness.browser.job import BrowserOptions, write_browser_job
 from tflkit.harness.browser.remote import REMOTE_MARKER, AdbBrowserDevice, adb_device, print_qr
 from tflkit.harness.protocol import read_result
-from tflkit.harness.transport import AdbDevice, DeviceError
+from tflkit.harness.transport import DeviceError
 from tflkit.proc.child_env import project_root
 
 TINY = project_root() / "tflkit" / "examples" / "tiny_classifier.tflite"

@@ -26,6 +26,7 @@ from tests.test_device_transports import (
     _example_feed,
     _ssh_args,
 )
+from tflkit.harness import config_write
 from tflkit.harness import setup as device_setup
 from tflkit.harness.protocol import JobOptions, write_job
 
@@ -276,12 +277,12 @@ def test_devices_toml_edits_keep_the_users_text(
         "python = '/usr/bin/python3'  # old\r\n\r\n[jetson]\r\ndevice = \"ssh:nv@jetson\"\r\n"
     )
     path.write_bytes(text.encode())
-    done = device_setup.record_python("ssh:pi@rpi5", "ssh:pi@rpi5", "/home/pi/v/bin/python")
+    done = config_write.record_python("ssh:pi@rpi5", "ssh:pi@rpi5", "/home/pi/v/bin/python")
     assert done["entries"] == ["rpi 5"] and done["action"] == "updated"
     assert path.read_bytes().decode() == text.replace(
         "'/usr/bin/python3'", '"/home/pi/v/bin/python"'
     )
-    done = device_setup.record_python("jetson", "ssh:nv@jetson", "/opt/v/bin/python")
+    done = config_write.record_python("jetson", "ssh:nv@jetson", "/opt/v/bin/python")
     assert done["action"] == "updated"
     assert configured_devices()["jetson"]["python"] == "/opt/v/bin/python"
     assert configured_devices()["rpi 5"]["python"] == "/home/pi/v/bin/python"
@@ -289,5 +290,5 @@ def test_devices_toml_edits_keep_the_users_text(
     path.write_text('board = { device = "adb:X", python = "a" }\n[other]\ndevice = "adb:Y"\n')
     before = path.read_text()
     with pytest.raises(device_setup.SetupError, match=r'add python = "/v/bin/python" to \[board\]'):
-        device_setup.record_python("board", "adb:X", "/v/bin/python")
+        config_write.record_python("board", "adb:X", "/v/bin/python")
     assert path.read_text() == before

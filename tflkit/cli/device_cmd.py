@@ -104,8 +104,9 @@ def _devices(
 @app.command("list")
 def list_devices(json_output: JsonOption = False) -> None:
     """This machine, named devices (devices.toml) and adb devices (Android or Linux)."""
+    from tflkit.harness.adb import AdbDevice, adb_devices
     from tflkit.harness.config import config_path, configured_devices
-    from tflkit.harness.transport import AdbDevice, DeviceError, adb_devices
+    from tflkit.harness.transport import DeviceError
 
     rows = [{"device": "local", "kind": "linux", "state": "ready", "detail": "this machine"}]
     for name, entry in configured_devices().items():
@@ -353,8 +354,9 @@ def setup(
 ) -> None:
     """Build a venv with ai-edge-litert and numpy on a Linux device (wheels from this host, no
     network there) and record its Python in devices.toml for later jobs."""
-    from tflkit.harness.setup import record_python, setup_device
-    from tflkit.harness.transport import parse_device
+    from tflkit.harness.config_write import record_python
+    from tflkit.harness.device_spec import parse_device
+    from tflkit.harness.setup import setup_device
 
     target = parse_device(device, identity=identity, ssh_config=ssh_config)
     result, _ = setup_device(target, python=device_python, workdir=workdir, progress=_progress)

@@ -11,7 +11,7 @@ and ``DIR/venv/bin/pip install --no-index --find-links`` build the environment t
 ``--workdir``, default ``~/.local/share/tflkit`` on the board), and ``import ai_edge_litert,
 numpy`` checks it. A venv that already imports the pinned version is reused as it is.
 
-The board's venv Python is recorded in ``devices.toml`` (:mod:`tflkit.harness.config`): the
+The board's venv Python is recorded in ``devices.toml`` (:mod:`tflkit.harness.config_write`): the
 entries naming this device (``device = "<spec>"``, or the name given to ``setup``) get their
 ``python`` line set or replaced; otherwise an entry named after the spec is appended. The file is
 edited as text (comments and other entries stay as they are), the edit is checked by parsing it
@@ -23,7 +23,6 @@ back, and it is written atomically; an edit that does not read back as intended 
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import json
 import os
@@ -33,7 +32,6 @@ import shutil
 import sys
 import tempfile
 import time
-import tomllib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,17 +42,16 @@ from typing import Any
 from tflkit import fsio
 from tflkit.errors import TflkitError, UsageError
 from tflkit.fsio import exclusive_lock
-from tflkit.harness.config import config_path, configured_devices
+from tflkit.harness.adb import AdbDevice
 from tflkit.harness.transport import (
     COMMAND_TIMEOUT,
-    AdbDevice,
     Completed,
     Device,
     ShellDevice,
     run_command,
 )
 
-__all__ = ["SetupError", "SetupResult", "Target", "record_python", "setup_device", "target_of"]
+__all__ = ["SetupError", "SetupResult", "Target", "setup_device", "target_of"]
 
 Progress = Callable[[str], None]
 WHEELS_ENV = "TFLKIT_DEVICE_WHEELS_DIR"
@@ -475,7 +472,7 @@ def setup_device(
     workdir: str | None = None,
     progress: Progress | None = None,
 ) -> tuple[SetupResult, Target]:
-    """Build (or reuse) the venv on ``device``; the caller records it (:func:`record_python`)."""
+    """Build (or reuse) the venv on ``device``; the caller records it (``config_write``)."""
     say = progress or (lambda _m: None)
     start = time.monotonic()
     _require_linux(device)
@@ -510,106 +507,3 @@ def setup_device(
     result = SetupResult(spec, venv_python, venv, target, versions, wheels, {}, False, 0.0)
     result.seconds = time.monotonic() - start
     return result, target
-
-
-# devices.toml --------------------------------------------------------------------------------
-def _toml_string(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-_HEADER = re.compile(r"^\s*\[(?!\[)")
-_PYTHON_LINE = re.compile(
-    r"^(?P<head>\s*python\s*=\s*)(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^']*')(?P<tail>\s*(?:#.*)?)$"
-)
-
-
-def _header_name(line: str) -> str | None:
-    try:
-        parsed = tomllib.loads(line + "\n")
-    except tomllib.TOMLDecodeError:
-        return None
-    if len(parsed) == 1:
-        name, value = next(iter(parsed.items()))
-        if value == {}:
-            return name
-    return None
-
-
-def _set_python(text: str, name: str, python: str) -> str | None:
-    """``text`` with ``[name]``'s python set; None when a line edit cannot find the table."""
-    lines = text.splitlines(keepends=True)
-    start = next(
-        (i for i, line in enumerate(lines) if _HEADER.match(line) and _header_name(line) == name),
-        None,
-    )
-    if start is None:
-        return None
-    end = next((i for i in range(start + 1, len(lines)) if _HEADER.match(lines[i])), len(lines))
-    newline = "\r\n" if lines[start].endswith("\r\n") else "\n"
-    for i in range(start + 1, end):
-        if re.match(r"^\s*python\s*=", lines[i]):
-            match = _PYTHON_LINE.match(lines[i].rstrip("\r\n"))
-            if match is None:
-                return None
-            lines[i] = f"{match['head']}{_toml_string(python)}{match['tail']}{newline}"
-            return "".join(lines)
-    if not lines[start].endswith(("\n", "\r\n")):
-        lines[start] += newline
-    lines.insert(start + 1, f"python = {_toml_string(python)}{newline}")
-    return "".join(lines)
-
-
-def record_python(
-    name_or_spec: str,
-    spec: str,
-    python: str,
-    *,
-    identity: Path | None = None,
-    ssh_config: Path | None = None,
-    note: str = "",
-) -> dict[str, Any]:
-    """Make later ``--device name_or_spec`` use ``python``: see the module docstring."""
-    path = config_path()
-    devices = configured_devices()  # a malformed file stops here, untouched
-    if ":" not in name_or_spec and name_or_spec in devices:
-        names = [name_or_spec]
-    else:
-        names = [n for n, entry in devices.items() if entry["device"] == spec]
-    text = path.read_bytes().decode("utf-8") if path.is_file() else ""  # CRLF kept as it is
-    expected = copy.deepcopy(tomllib.loads(text)) if text else {}
-    if names and all(devices[n].get("python") == python for n in names):
-        return {"path": str(path), "entries": names, "action": "unchanged"}
-    new: str | None = text
-    if names:
-        for name in names:
-            expected[name]["python"] = python
-            new = _set_python(new, name, python) if new is not None else None
-        action = "updated"
-    else:
-        names = [spec]
-        entry: dict[str, Any] = {"device": spec, "python": python}
-        if identity is not None:
-            entry["identity"] = str(identity.expanduser().resolve())
-        if ssh_config is not None:
-            entry["ssh_config"] = str(ssh_config.expanduser().resolve())
-        expected[spec] = entry
-        block = "".join(f"{k} = {_toml_string(v)}\n" for k, v in entry.items())
-        comment = f"# {note}\n" if note else ""
-        sep = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
-        new = f"{text}{sep}{comment}[{_toml_string(spec)}]\n{block}"
-        action = "added"
-    try:
-        ok = new is not None and tomllib.loads(new) == expected
-    except tomllib.TOMLDecodeError:
-        ok = False
-    if not ok or new is None:
-        raise SetupError(
-            f"the venv is ready, but {path} could not be edited safely: add "
-            f"python = {_toml_string(python)} to [{names[0]}] yourself"
-        )
-    mode = path.stat().st_mode & 0o777 if path.exists() else None
-    fsio.write_atomic(path, new.encode("utf-8"))
-    if mode is not None:
-        with contextlib.suppress(OSError):
-            os.chmod(path, mode)
-    return {"path": str(path), "entries": names, "action": action}

@@ -17,7 +17,6 @@ line, exit code 4).
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import shlex
 import shutil
@@ -26,10 +25,9 @@ import sys
 import tarfile
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -40,19 +38,15 @@ from tflkit.proc.interrupts import signal_received
 from tflkit.proc.worker import own_session
 
 __all__ = [
-    "AdbDevice",
     "Device",
     "DeviceError",
     "LocalDevice",
     "SshDevice",
-    "parse_device",
 ]
 
 Progress = Callable[[str], None]
 #: Printed by the remote shell after the harness exits; without it the connection dropped.
-_SENTINEL = "tflkit-harness-exit:"
-_ANDROID_PACKAGE = "dev.tflkit.harness"
-_ANDROID_RUNNER = f"{_ANDROID_PACKAGE}/.JobInstrumentation"
+HARNESS_SENTINEL = "tflkit-harness-exit:"
 #: Seconds for the quick commands (mkdir, push, pull, getprop); the run itself gets the job's.
 COMMAND_TIMEOUT = 120.0
 
@@ -132,7 +126,7 @@ def run_command(
     return Completed(proc.returncode, "\n".join(lines), err, timed_out)
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
 
@@ -203,7 +197,7 @@ class LocalDevice(Device):
                 timeout=timeout,
                 on_line=_harness_lines(self.spec, progress),
             )
-            _check_harness(self.spec, done, timeout, expect_sentinel=False)
+            check_harness(self.spec, done, timeout, expect_sentinel=False)
             return _install(out, dest)
 
 
@@ -215,21 +209,21 @@ def _harness_lines(spec: str, progress: Progress | None) -> Progress:
     return on_line
 
 
-def _check_harness(
+def check_harness(
     spec: str, done: Completed, timeout: float, *, expect_sentinel: bool, any_status: bool = False
 ) -> None:
     if done.timed_out:
         raise DeviceError(f"{spec}: the job did not finish within {timeout:g} s (stopped)")
     code: int | None = done.returncode
     if expect_sentinel:
-        match = re.search(rf"^{_SENTINEL}(\d+)\s*$", done.stdout, re.MULTILINE)
+        match = re.search(rf"^{HARNESS_SENTINEL}(\d+)\s*$", done.stdout, re.MULTILINE)
         if match is None:
-            why = _last_line(done.stderr) or "the connection closed before the harness finished"
+            why = last_line(done.stderr) or "the connection closed before the harness finished"
             raise DeviceError(f"{spec}: the device disconnected during the job ({why})")
         code = int(match[1])
     if code == 0 or any_status:
         return
-    detail = _last_line(done.stderr) or _last_line(done.stdout) or f"exit status {code}"
+    detail = last_line(done.stderr) or last_line(done.stdout) or f"exit status {code}"
     detail = detail.removeprefix("tflkit-harness: error: ")
     raise DeviceError(f"{spec}: the harness failed: {detail}")
 
@@ -268,7 +262,7 @@ class ShellDevice(Device):
             return _install(tmp / "result", dest)
 
     def _why(self, done: Completed) -> str:
-        return _last_line(done.stderr) or _last_line(done.stdout) or f"exit {done.returncode}"
+        return last_line(done.stderr) or last_line(done.stdout) or f"exit {done.returncode}"
 
     def run_job(
         self, job: Path, dest: Path, *, timeout: float, progress: Progress | None = None
@@ -286,10 +280,10 @@ class ShellDevice(Device):
             q = shlex.quote
             command = (
                 f"cd {q(remote)} && {q(self.python)} linux_harness.py run job result; "
-                f"echo {_SENTINEL}$?"
+                f"echo {HARNESS_SENTINEL}$?"
             )
             done = self.shell(command, timeout=timeout, on_line=_harness_lines(self.spec, progress))
-            _check_harness(self.spec, done, timeout, expect_sentinel=True)
+            check_harness(self.spec, done, timeout, expect_sentinel=True)
             return self._pull_result(remote, dest, say)
         finally:
             # After Ctrl-C or SIGTERM the user is waiting: no cleanup (the harness on the device
@@ -389,252 +383,3 @@ def _safe_extract(tar: tarfile.TarFile, dest: Path) -> None:
         if not (member.isfile() or member.isdir()) or not target.is_relative_to(dest.resolve()):
             raise DeviceError(f"the result archive holds an unexpected entry {member.name!r}")
     extract_tar(tar, dest)  # every member was checked above
-
-
-@dataclass
-class AdbTarget:
-    """One line of ``adb devices -l``."""
-
-    serial: str
-    state: str
-    details: dict[str, str] = field(default_factory=dict)
-
-
-def adb_devices(timeout: float = 30.0) -> list[AdbTarget]:
-    """The devices the adb server knows (empty when adb is not installed)."""
-    if shutil.which("adb") is None:
-        return []
-    done = run_command(["adb", "devices", "-l"], timeout=timeout)
-    targets = []
-    for line in done.stdout.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) >= 2:
-            details = dict(p.split(":", 1) for p in parts[2:] if ":" in p)
-            targets.append(AdbTarget(parts[0], parts[1], details))
-    return targets
-
-
-class AdbDevice(ShellDevice):
-    """``adb:SERIAL``: an Android phone (the tflkit app) or a Linux device running adbd."""
-
-    def __init__(self, serial: str, *, python: str = "python3", workdir: str | None = None) -> None:
-        super().__init__(python, workdir or "/tmp/tflkit-jobs")
-        if not serial:
-            raise UsageError("--device adb:SERIAL needs a serial (see `adb devices`)")
-        self.serial = serial
-        self.spec = f"adb:{serial}"
-        self._explicit_workdir = workdir is not None
-        self._kind: str | None = None
-
-    def _adb(self, *args: str) -> list[str]:
-        return ["adb", "-s", self.serial, *args]
-
-    def _fail(self, done: Completed, what: str) -> None:
-        if done.timed_out:
-            raise DeviceError(f"{self.spec}: {what} did not finish within the time allowed")
-        if done.returncode != 0:
-            raise DeviceError(f"{self.spec}: {what} failed: {self._why(done)}")
-
-    def connect(self) -> None:
-        """Make sure adb sees the device; ``HOST:PORT`` serials are (re)connected first."""
-        states = {t.serial: t.state for t in adb_devices()}
-        if states.get(self.serial) != "device" and re.fullmatch(r"[\w.\-]+:\d+", self.serial):
-            if self.serial in states:  # offline: adb keeps the dead connection until told
-                run_command(["adb", "disconnect", self.serial], timeout=COMMAND_TIMEOUT)
-            run_command(["adb", "connect", self.serial], timeout=COMMAND_TIMEOUT)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                states = {t.serial: t.state for t in adb_devices()}
-                if states.get(self.serial) == "device":
-                    break
-                time.sleep(0.2)
-        state = states.get(self.serial)
-        if state != "device":
-            raise DeviceError(
-                f"{self.spec}: adb does not see the device"
-                + (f" (state {state})" if state else "")
-                + "; check `adb devices`"
-            )
-
-    @property
-    def kind(self) -> str:  # type: ignore[override]
-        """``android`` when ``getprop`` answers with an SDK level, else ``linux``."""
-        if self._kind is None:
-            self.connect()
-            done = self.shell("getprop ro.build.version.sdk", timeout=COMMAND_TIMEOUT)
-            if done.timed_out:
-                raise DeviceError(f"{self.spec}: the device did not answer within the time allowed")
-            sdk = done.stdout.strip()
-            self._kind = "android" if done.returncode == 0 and sdk.isdigit() else "linux"
-            if self._kind == "android" and not self._explicit_workdir:
-                # the app's own external files folder: adb can write there, the app can read it
-                self.workdir = f"/sdcard/Android/data/{_ANDROID_PACKAGE}/files/jobs"
-        return self._kind
-
-    def describe(self) -> str:
-        if self.kind == "android":
-            model = self.shell("getprop ro.product.model", timeout=COMMAND_TIMEOUT).stdout.strip()
-            return f"Android device {model or self.serial} (tflkit app)"
-        return f"Linux device {self.serial} over adb"
-
-    def shell(self, command: str, *, timeout: float, on_line: Progress | None = None) -> Completed:
-        done = run_command(self._adb("shell", command), timeout=timeout, on_line=on_line)
-        if not done.timed_out and re.search(r"^(?:adb: )?error: ", done.stderr, re.MULTILINE):
-            raise DeviceError(f"{self.spec}: {self._why(done)}")
-        return done
-
-    def push(self, local: Path, remote: str) -> None:
-        for child in sorted(local.iterdir()):
-            done = run_command(
-                self._adb("push", str(child), f"{remote}/{child.name}"), timeout=COMMAND_TIMEOUT
-            )
-            self._fail(done, "pushing the job")
-
-    def pull(self, remote: str, local: Path) -> None:
-        done = run_command(self._adb("pull", remote, str(local)), timeout=COMMAND_TIMEOUT)
-        self._fail(done, "pulling the result")
-
-    def app_installed(self) -> bool:
-        """Whether the tflkit harness app (``dev.tflkit.harness``) is installed (Android)."""
-        done = self.shell(f"pm path {_ANDROID_PACKAGE}", timeout=COMMAND_TIMEOUT)
-        return "package:" in done.stdout
-
-    # port forwards (the browser harness: the device's browser reaches the host's job server) --
-    def reverse(self, host_port: int, device_port: int = 0) -> int:
-        """``adb reverse tcp:DEVICE tcp:HOST``: the device's ``127.0.0.1:DEVICE`` reaches this
-        machine's ``127.0.0.1:HOST``. ``device_port`` 0 lets adbd pick a free one; returns it."""
-        done = run_command(
-            self._adb("reverse", f"tcp:{device_port}", f"tcp:{host_port}"),
-            timeout=COMMAND_TIMEOUT,
-        )
-        self._fail(done, f"adb reverse tcp:{device_port} tcp:{host_port}")
-        if device_port:
-            return device_port
-        picked = _last_line(done.stdout)
-        if not picked.isdigit():
-            raise DeviceError(f"{self.spec}: adb reverse tcp:0 did not say which port: {picked!r}")
-        return int(picked)
-
-    def reverses(self) -> list[tuple[int, str]]:
-        """The device's reverse forwards as (device port, host side such as ``tcp:8080``)."""
-        done = run_command(self._adb("reverse", "--list"), timeout=COMMAND_TIMEOUT)
-        self._fail(done, "adb reverse --list")
-        found = []
-        for line in done.stdout.splitlines():
-            match = re.search(r"\btcp:(\d+)\s+(\S+)\s*$", line)
-            if match:
-                found.append((int(match[1]), match[2]))
-        return found
-
-    def remove_reverse(self, device_port: int) -> None:
-        """``adb reverse --remove tcp:PORT`` (no error when it is already gone)."""
-        run_command(self._adb("reverse", "--remove", f"tcp:{device_port}"), timeout=COMMAND_TIMEOUT)
-
-    def run_job(
-        self, job: Path, dest: Path, *, timeout: float, progress: Progress | None = None
-    ) -> DeviceResult:
-        if self.kind == "linux":
-            return super().run_job(job, dest, timeout=timeout, progress=progress)
-        return self._run_android(job, dest, timeout=timeout, progress=progress)
-
-    def _run_android(
-        self, job: Path, dest: Path, *, timeout: float, progress: Progress | None
-    ) -> DeviceResult:
-        """Push the job, ``am instrument`` the tflkit app, pull the result (see the app README)."""
-        say = progress or (lambda _m: None)
-        if not self.app_installed():
-            raise DeviceError(
-                f"{self.spec}: the tflkit harness app ({_ANDROID_PACKAGE}) is not installed; "
-                "build and install it as android_harness/README.md says, or run the job in the "
-                "device's browser (--via browser)"
-            )
-        remote = f"{self.workdir}/{uuid.uuid4().hex[:12]}"
-        self._quick(f"mkdir -p {shlex.quote(remote)}", "creating the job folder")
-        try:
-            say(f"{self.spec}: pushing the job")
-            push = self._adb("push", str(job), f"{remote}/job")
-            done = run_command(push, timeout=COMMAND_TIMEOUT)
-            self._fail(done, "pushing the job")
-            q = shlex.quote
-            base = f"am instrument -w -e job {q(remote + '/job')} -e result {q(remote + '/result')}"
-            # a GPU driver abort kills the app: run again with resume, which records that
-            # backend as crashed and goes on with the others (one more try per backend)
-            for attempt in range(len(_job_backends(job)) + 1):
-                resume = " -e resume true" if attempt else ""
-                say(f"{self.spec}: running the tflkit app" + (" (resumed)" if attempt else ""))
-                run = self.shell(
-                    f"{base}{resume} {_ANDROID_RUNNER}; echo {_SENTINEL}$?", timeout=timeout
-                )
-                # am's exit status says little; the instrumentation result says the rest
-                _check_harness(self.spec, run, timeout, expect_sentinel=True, any_status=True)
-                if "Process crashed" not in run.stdout:
-                    break
-            failed = re.search(r"tflkit-error=(.*)", run.stdout)
-            if failed or "tflkit-status=ok" not in run.stdout:
-                detail = failed[1] if failed else _last_line(run.stdout)
-                raise DeviceError(f"{self.spec}: the tflkit app failed: {detail}")
-            return self._pull_result(remote, dest, say)
-        finally:
-            hurry = signal_received()  # the user waits: stop the app, leave its folder
-            with contextlib.suppress(DeviceError):
-                self.shell(f"am force-stop {_ANDROID_PACKAGE}", timeout=5 if hurry else 30)
-                if not hurry:
-                    self.shell(f"rm -rf {shlex.quote(remote)}", timeout=30)
-
-
-def _job_backends(job: Path) -> list[str]:
-    try:
-        return list(json.loads((job / "job.json").read_text())["backends"])
-    except (OSError, ValueError, KeyError):
-        return []
-
-
-def parse_device(
-    spec: str,
-    *,
-    identity: Path | None = None,
-    ssh_config: Path | None = None,
-    python: str | None = None,
-) -> Device:
-    """``local``, ``adb:SERIAL``, ``ssh:USER@HOST[:PORT]`` or a name from the devices file."""
-    settings: dict = {}
-    if ":" not in spec and spec != "local":
-        from tflkit.harness.config import config_path, configured_devices
-
-        named = configured_devices()
-        if spec not in named:
-            known = ", ".join(sorted(named)) or f"none configured in {config_path()}"
-            raise UsageError(
-                f"--device takes local, adb:SERIAL, ssh:USER@HOST[:PORT] or a configured name "
-                f"({known}), got {spec!r}"
-            )
-        settings = named[spec]
-        spec = settings["device"]
-    elif spec.startswith(("adb:", "ssh:")):  # an entry for it (`device setup` writes one)
-        from tflkit.harness.config import settings_for
-
-        settings = settings_for(spec)
-
-    def path(value: object) -> Path | None:
-        return Path(str(value)).expanduser() if value else None
-
-    identity = identity or path(settings.get("identity"))
-    ssh_config = ssh_config or path(settings.get("ssh_config"))
-    python = python or settings.get("python")
-    workdir = settings.get("workdir")
-    scheme, sep, rest = spec.partition(":")
-    if spec == "local":
-        return LocalDevice(python)
-    if sep and scheme == "adb":
-        return AdbDevice(rest, python=python or "python3", workdir=workdir)
-    if sep and scheme == "ssh":
-        return SshDevice(
-            rest,
-            identity=identity,
-            ssh_config=ssh_config,
-            python=python or "python3",
-            workdir=workdir or "/tmp/tflkit-jobs",
-        )
-    raise UsageError(
-        f"--device takes local, adb:SERIAL, ssh:USER@HOST[:PORT] or a configured name, got {spec!r}"
-    )

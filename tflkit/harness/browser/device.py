@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from tflkit.errors import UsageError
+from tflkit.harness.device_spec import parse_device
 from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, ProtocolError, read_result
-from tflkit.harness.transport import Device, DeviceError, parse_device
+from tflkit.harness.transport import Device, DeviceError
 
 from .chromium import ADAPTERS
 from .errors import BrowserHarnessError
@@ -52,7 +53,7 @@ def parse_browser_spec(spec: str) -> str:
 
 
 def device_from_spec(spec: str, **kwargs: object) -> Device:
-    """``browser[:ADAPTER]`` here, every other spec through :func:`transport.parse_device`
+    """``browser[:ADAPTER]`` here, every other spec through :func:`device_spec.parse_device`
     (``kwargs``: its identity, ssh_config, python)."""
     if spec == "browser" or spec.startswith("browser:"):
         return BrowserDevice.from_spec(spec)

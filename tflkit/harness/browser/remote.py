@@ -53,8 +53,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tflkit.errors import UsageError
+from tflkit.harness.adb import AdbDevice
 from tflkit.harness.protocol import DeviceResult
-from tflkit.harness.transport import COMMAND_TIMEOUT, AdbDevice, Device, DeviceError
+from tflkit.harness.transport import COMMAND_TIMEOUT, Device, DeviceError
 from tflkit.proc.worker import own_session
 
 from .chromium import ADAPTERS, COMMON_FLAGS
