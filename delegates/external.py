@@ -14,11 +14,10 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from tflkit.proc.worker import run_worker
 
 from .base import Feed, RunnerUnavailable, RunResult
+from .child_files import read_output_sets, read_state, write_input_sets
 
 __all__ = ["ExternalDelegateRunner"]
 
@@ -60,10 +59,7 @@ class ExternalDelegateRunner:
         with tempfile.TemporaryDirectory(prefix="tflkit-delegate-") as tmp:
             work = Path(tmp)
             (work / "model.tflite").write_bytes(self.model)
-            np.savez(
-                work / "in.npz",
-                **{f"s{k}_in_{i}": f[n] for k, f in enumerate(feeds) for i, n in enumerate(names)},
-            )
+            write_input_sets(work / "in.npz", feeds, names)
             (work / "names.json").write_text(json.dumps(tensor_names))
             cmd = [sys.executable, "-m", _WORKER, "--model", str(work / "model.tflite")]
             cmd += ["--delegate", str(self.library.resolve()), "--inputs", str(work / "in.npz")]
@@ -75,10 +71,7 @@ class ExternalDelegateRunner:
             if finished.timed_out:
                 return RunResult(self.name, "timeout", error=f"no answer in {self.timeout:g} s")
             wall = finished.seconds
-            try:
-                state = json.loads((work / "r.json").read_text())
-            except (OSError, ValueError):
-                state = {}
+            state = read_state(work / "r.json") or {}
             executed = {"runtime": "LiteRT Interpreter", "delegate": str(self.library)}
             if state.get("stage") != "done":
                 stage = state.get("stage", "start")
@@ -92,10 +85,7 @@ class ExternalDelegateRunner:
                 status = "unavailable" if "load_delegate" in state["error"] else "compile_error"
                 return RunResult(self.name, status, executed=executed, error=state["error"])
             labels = [self.output_names.get(n, n) for n in state["output_names"]]
-            outputs = []
-            with np.load(work / "out.npz", allow_pickle=False) as npz:
-                for k in range(state["sets"]):
-                    outputs.append({lab: npz[f"s{k}_out_{j}"] for j, lab in enumerate(labels)})
+            outputs = read_output_sets(work / "out.npz", state["sets"], labels)
         return RunResult(
             self.name,
             "ok",

@@ -29,6 +29,7 @@ from tflkit.fsio import atomic_output
 from tflkit.proc.worker import run_worker
 
 from .base import Feed, RunnerUnavailable, RunResult
+from .child_files import read_output_sets, read_state, write_input_sets
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -212,10 +213,7 @@ class ReferenceRunner:
         names = list(feeds[0]) if feeds else []
         with tempfile.TemporaryDirectory(prefix="tflkit-ref-") as tmp:
             work = Path(tmp)
-            np.savez(
-                work / "in.npz",
-                **{f"s{k}_in_{i}": f[n] for k, f in enumerate(feeds) for i, n in enumerate(names)},
-            )
+            write_input_sets(work / "in.npz", feeds, names)
             (work / "names.json").write_text(json.dumps(names))
             cmd = [sys.executable, "-m", _WORKER, "--source", str(self.source.resolve())]
             cmd += ["--inputs", str(work / "in.npz"), "--names", str(work / "names.json")]
@@ -226,20 +224,17 @@ class ReferenceRunner:
             if finished.timed_out:
                 return RunResult(self.name, "timeout", error=f"no answer in {self.timeout:g} s")
             wall = finished.seconds
-            try:
-                state = json.loads((work / "r.json").read_text())
-            except (OSError, ValueError):
+            state = read_state(work / "r.json")
+            if state is None:
                 last = finished.last_line or "no output"
                 return RunResult(self.name, "crashed", error=f"{finished.how}: {last}")
             if state.get("stage") != "done":
                 return RunResult(self.name, "run_error", error=state.get("error"))
             labels = state["output_names"]
             outputs, how = [], "name"
-            with np.load(work / "out.npz", allow_pickle=False) as npz:
-                for k in range(state["sets"]):
-                    produced = {lab: npz[f"s{k}_out_{j}"] for j, lab in enumerate(labels)}
-                    matched, how = match_outputs(produced, self.wanted)
-                    outputs.append(matched)
+            for produced in read_output_sets(work / "out.npz", state["sets"], labels):
+                matched, how = match_outputs(produced, self.wanted)
+                outputs.append(matched)
         return RunResult(
             self.name,
             "ok",

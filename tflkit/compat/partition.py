@@ -25,6 +25,7 @@ from itertools import pairwise
 
 from tflkit.compat.flops import op_flops
 from tflkit.ir import Op, Subgraph, Tensor, op_traits, schema
+from tflkit.ir.graph_edits import data_dependencies
 
 
 @dataclass
@@ -104,14 +105,7 @@ def split_into_subsets(
     (data dependencies and the chain of ops with side effects)."""
     position = {id(op): i for i, op in enumerate(ops)}
     kinds = {id(op): bool(supported(op)) for op in ops}
-    pending = {id(op): 0 for op in ops}
-    readers: dict[int, list[Op]] = {id(op): [] for op in ops}
-    for op in ops:
-        for tensor in dict.fromkeys(t for t in op.inputs if t is not None):
-            producer = tensor.producer
-            if producer is not None and id(producer) in pending:
-                pending[id(op)] += 1
-                readers[id(producer)].append(op)
+    pending, readers = data_dependencies(ops)
     chain = side_effect_ops(ops)
     for before, after in pairwise(chain):
         pending[id(after)] += 1

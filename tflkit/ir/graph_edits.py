@@ -9,11 +9,9 @@ from tflkit.ir import op_traits
 from tflkit.ir.graph import Model, Op, Subgraph
 
 
-def topological_sort(subgraph: Subgraph) -> None:
-    """Reorder ``subgraph``'s ops so every op comes after the producers of its inputs
-    (stable: ops already in order keep it)."""
-    ops = list(subgraph.ops)
-    order = {id(op): i for i, op in enumerate(ops)}
+def data_dependencies(ops: list[Op]) -> tuple[dict[int, int], dict[int, list[Op]]]:
+    """Per op (by ``id``): how many of ``ops`` produce its inputs, and which of ``ops`` read each
+    op's outputs (a tensor read twice by one op counts once)."""
     pending = {id(op): 0 for op in ops}
     readers: dict[int, list[Op]] = {id(op): [] for op in ops}
     for op in ops:
@@ -22,7 +20,15 @@ def topological_sort(subgraph: Subgraph) -> None:
             if producer is not None and id(producer) in pending:
                 pending[id(op)] += 1
                 readers[id(producer)].append(op)
+    return pending, readers
 
+
+def topological_sort(subgraph: Subgraph) -> None:
+    """Reorder ``subgraph``'s ops so every op comes after the producers of its inputs
+    (stable: ops already in order keep it)."""
+    ops = list(subgraph.ops)
+    order = {id(op): i for i, op in enumerate(ops)}
+    pending, readers = data_dependencies(ops)
     ready = [(order[id(op)], op) for op in ops if pending[id(op)] == 0]
     heapq.heapify(ready)
     sorted_ops: list[Op] = []
