@@ -1,0 +1,197 @@
+"""Build tiny ``.litertlm`` bundles the way users make them: litert-torch 0.10's
+``utilities.converter.convert_to_litert(..., output_format="litertlm")`` (which packs with
+``litert-lm-builder``, a dependency of litert-torch) from the LLM corpus's tinyllama architecture
+(``llm_build._model``: litert-torch's own example, shrunk, random weights, seed 0).
+
+``python tests/corpus/llm_bundle_build.py OUTDIR``: run by the interpreter of the LLM builder
+environment (``llm_build.ensure_env``: torch 2.13, litert-torch 0.10, tensorflow-cpu), never in
+the test process. Writes ``OUTDIR/<name>.litertlm``, the tokenizers it packed
+(``tokenizer.json``: an HF WordLevel tokenizer; ``tokenizer.model``: a SentencePiece model trained
+here) and ``OUTDIR/MANIFEST.json`` (how each bundle was made; no results).
+
+Bundles (:data:`BUNDLES`): the transposed KV layout with the mask as an input (what LiteRT-LM's
+GPU executor expects) and litert-torch's default layout; ``quantize="dynamic_int8"`` (int8
+weights) and ``"none"`` (fp32 weights); two planted faults on the healthy bundle's weights:
+
+- ``norm_x3e5``: the final RMS norm's scale times 3e5, so its output (about 3e5) overflows fp16
+  (65504) while fp32 holds it;
+- ``wrong_weight``: one weight of layer 1's MLP down projection set to 3e4 (a corrupted
+  element): that layer's output overflows fp16 in its FULLY_CONNECTED.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import llm_build  # noqa: E402  (this script runs as a file in the builder environment)
+
+ARCH = "tinyllama"
+PREFILL_LEN = 8
+KV_CACHE_LEN = 32
+PAD, BOS, EOS, UNK = 0, 1, 2, 3
+#: The tokenizers' words after the four special tokens (the default prompts of
+#: ``tflkit.bundle.prompts`` are made of them); padded with w<i> to the model's vocabulary.
+WORDS = (
+    "the a an of to in on at is was are be it he she they we you i and or but not with for "
+    "from by as this that there here what who how when where why time day night year way "
+    "people man woman child world life hand part place case week company system program "
+    "question work number point home water room mother area money story fact month lot right "
+    "study book eye job word business issue side kind head house service friend father power "
+    "hour game line end member law car city name team minute idea kid body face others level "
+    "office door health person art war history party result change morning reason research "
+    "girl guy moment air teacher force education once upon weather today quick brown fox jumps "
+    "over lazy dog cat sat mat sun rain good new first last long great little own other old "
+    "big high different small large next early young important few public bad same able "
+    "said made went came saw knew took gave found told asked felt left called tried"
+).split()
+#: name -> (KV layout, quantize, tokenizer, fault)
+BUNDLES = {
+    "tkv_int8_hf": ("transposed", "dynamic_int8", "hf", None),
+    "tkv_int8_sp": ("transposed", "dynamic_int8", "sp", None),
+    "tkv_none_hf": ("transposed", "none", "hf", None),
+    "default_int8_hf": ("default", "dynamic_int8", "hf", None),
+    "tkv_int8_hf_norm_x3e5": ("transposed", "dynamic_int8", "hf", "norm_x3e5"),
+    "tkv_int8_hf_wrong_weight": ("transposed", "dynamic_int8", "hf", "wrong_weight"),
+}
+FAULTS = {
+    "norm_x3e5": "final_norm.weight x 3e5 (its output overflows fp16)",
+    "wrong_weight": "transformer_blocks.1.ff.w2.weight[0, 0] = 3e4 (layer 1's MLP output "
+    "overflows fp16)",
+}
+
+
+def vocabulary() -> list[str]:
+    """The 256 tokens: specials, :data:`WORDS`, then ``w<i>`` fillers."""
+    words = ["<pad>", "<bos>", "<eos>", "<unk>", *dict.fromkeys(WORDS)]
+    words += [f"w{i}" for i in range(llm_build.VOCAB - len(words))]
+    return words[: llm_build.VOCAB]
+
+
+def hf_tokenizer(target: Path) -> Path:
+    """An HF ``tokenizer.json``: WordLevel over :func:`vocabulary`, split on whitespace."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {word: i for i, word in enumerate(vocabulary())}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
+    tokenizer.add_special_tokens(["<pad>", "<bos>", "<eos>", "<unk>"])
+    tokenizer.save(str(target))
+    return target
+
+
+def sp_tokenizer(target: Path) -> Path:
+    """A SentencePiece unigram model of 256 pieces trained here on sentences of :data:`WORDS`
+    (seed 0), ids 0-3 the same specials as the HF tokenizer's."""
+    import sentencepiece as spm
+
+    rng = random.Random(llm_build.SEED)
+    words = list(dict.fromkeys(WORDS))
+    sentences = [" ".join(rng.choice(words) for _ in range(8)) for _ in range(4000)]
+    prefix = target.with_suffix("")
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_prefix=str(prefix),
+        vocab_size=llm_build.VOCAB,
+        model_type="unigram",
+        pad_id=PAD,
+        bos_id=BOS,
+        eos_id=EOS,
+        unk_id=UNK,
+        hard_vocab_limit=False,
+        minloglevel=2,
+        num_threads=1,
+    )
+    return prefix.with_suffix(".model")
+
+
+def _plant(model, fault: str | None) -> None:
+    import torch
+
+    with torch.no_grad():
+        if fault == "norm_x3e5":
+            model.final_norm.weight.mul_(3e5)
+        elif fault == "wrong_weight":
+            model.transformer_blocks[1].ff.w2.weight[0, 0] = 3e4
+        elif fault is not None:
+            raise ValueError(fault)
+
+
+def _bundle(name: str, outdir: Path, tokenizers: dict[str, Path]) -> dict:
+    from litert_torch.generative.layers import kv_cache
+    from litert_torch.generative.utilities import converter, export_config
+
+    layout, quantize, tokenizer, fault = BUNDLES[name]
+    model, config = llm_build._model(ARCH)
+    _plant(model, fault)
+    if layout == "transposed":
+        export = export_config.ExportConfig(
+            mask_as_input=True, kvcache_layout=kv_cache.KV_LAYOUT_TRANSPOSED
+        )
+    else:
+        export = export_config.ExportConfig()
+    key = "hf_tokenizer_model_path" if tokenizer == "hf" else "tokenizer_model_path"
+    with tempfile.TemporaryDirectory(dir=outdir) as tmp:
+        converter.convert_to_litert(
+            model,
+            output_path=tmp,
+            output_name_prefix=name,
+            prefill_seq_len=PREFILL_LEN,
+            kv_cache_max_len=KV_CACHE_LEN,
+            quantize=quantize,
+            config=config,
+            export_config=export,
+            output_format="litertlm",
+            start_token_id=BOS,
+            stop_token_ids=[EOS],
+            **{key: str(tokenizers[tokenizer])},
+        )
+        (written,) = Path(tmp).glob("*.litertlm")
+        target = outdir / f"{name}.litertlm"
+        os.replace(written, target)
+    return {
+        "file": target.name,
+        "bytes": target.stat().st_size,
+        "arch": ARCH,
+        "kv_layout": layout,
+        "mask_as_input": layout == "transposed",
+        "quantize": quantize,
+        "tokenizer": tokenizers[tokenizer].name,
+        "fault": FAULTS.get(fault or "", None),
+        "prefill_len": PREFILL_LEN,
+        "kv_cache_len": KV_CACHE_LEN,
+        "start_token_id": BOS,
+        "stop_token_ids": [EOS],
+    }
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    names = ("torch", "litert-torch", "litert-lm-builder", "sentencepiece", "tokenizers")
+    return {name: metadata.version(name) for name in names}
+
+
+def build(outdir: Path, names: list[str] | None = None) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    outdir.mkdir(parents=True, exist_ok=True)
+    tokenizers = {
+        "hf": hf_tokenizer(outdir / "tokenizer.json"),
+        "sp": sp_tokenizer(outdir / "tokenizer.model"),
+    }
+    manifest = {"versions": _versions(), "bundles": {}}
+    for name in names or list(BUNDLES):
+        manifest["bundles"][name] = _bundle(name, outdir, tokenizers)
+        print(f"{name}: {manifest['bundles'][name]['bytes']} bytes", flush=True)
+    (outdir / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    build(Path(sys.argv[1]), sys.argv[2:] or None)

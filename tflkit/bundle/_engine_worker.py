@@ -1,0 +1,105 @@
+"""Child process: a ``.litertlm`` bundle in the LiteRT-LM engine (``litert-lm-api``) on one
+backend.
+
+``python -m tflkit.bundle._engine_worker FOLDER``: reads ``FOLDER/plan.json`` (``bundle``,
+``backend`` ``cpu``/``gpu``, ``activation`` ``fp16``/``fp32``/null, ``prompts``,
+``max_output_tokens``, ``score``: per prompt a list of texts to score after that prompt, or
+null) and writes ``FOLDER/result.json`` after every stage, so a process the engine aborts still
+says how far it got. Per prompt: the prompt's token ids, the greedy continuation (text and ids,
+the engine's own tokenizer), the per-token scores of that continuation and of each text to
+score (``run_text_scoring``), and the engine's benchmark figures. The engine logs to native
+stderr; the parent reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tflkit.proc.result_file import write_result
+
+
+def _engine(plan: dict[str, Any]) -> Any:
+    import litert_lm
+    from litert_lm import interfaces
+
+    backend = interfaces.Backend.GPU() if plan["backend"] == "gpu" else interfaces.Backend.CPU()
+    kwargs: dict[str, Any] = {}
+    if plan.get("activation"):
+        kind = interfaces.ActivationDataType
+        kwargs["activation_data_type"] = kind.FLOAT32 if plan["activation"] == "fp32" else kind.FLOAT16
+    return litert_lm.Engine(plan["bundle"], backend=backend, enable_benchmark=True, **kwargs)
+
+
+def _finite(values: list[float]) -> list[float | None]:
+    return [v if math.isfinite(v) else None for v in values]
+
+
+def _session(engine: Any, plan: dict[str, Any]) -> Any:
+    from litert_lm import interfaces
+
+    return engine.create_session(
+        apply_prompt_template=False,
+        sampler_config=interfaces.SamplerConfig(top_k=1),
+        max_output_tokens=plan.get("max_output_tokens"),
+    )
+
+
+def _score(engine: Any, plan: dict[str, Any], prompt: str, text: str) -> list[float | None]:
+    session = _session(engine, plan)
+    session.run_prefill([prompt])
+    scored = session.run_text_scoring([text], store_token_lengths=True)
+    session.close()
+    return _finite([float(v) for v in (scored.token_scores or [[]])[0]])
+
+
+def _prompt(engine: Any, plan: dict[str, Any], index: int, state: dict[str, Any], result: Path):
+    prompt = plan["prompts"][index]
+    record: dict[str, Any] = {"prompt": prompt, "prompt_ids": list(engine.tokenize(prompt))}
+    state["prompts"].append(record)
+    state["stage"] = f"prefill and decode prompt {index}"
+    write_result(result, state)
+    session = _session(engine, plan)
+    start = time.perf_counter()
+    session.run_prefill([prompt])
+    text = session.run_decode().texts[0]
+    record["seconds"] = round(time.perf_counter() - start, 4)
+    info = session.get_benchmark_info()
+    record["benchmark"] = {
+        name: round(float(getattr(info, name)), 6)
+        for name in dir(info)
+        if not name.startswith("_") and isinstance(getattr(info, name), int | float)
+    }
+    session.close()
+    record["text"], record["ids"] = text, list(engine.tokenize(text))
+    state["stage"] = f"score prompt {index}"
+    write_result(result, state)
+    record["scores"] = _score(engine, plan, prompt, text)
+    targets = (plan.get("score") or {}).get(str(index)) or []
+    record["scored"] = [{"text": t, "scores": _score(engine, plan, prompt, t)} for t in targets]
+    write_result(result, state)
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[0])
+    plan = json.loads((folder / "plan.json").read_text())
+    result = folder / "result.json"
+    state: dict[str, Any] = {"stage": "init", "prompts": []}
+    write_result(result, state)
+    start = time.perf_counter()
+    engine = _engine(plan)
+    state["init_seconds"] = round(time.perf_counter() - start, 4)
+    for index in range(len(plan["prompts"])):
+        _prompt(engine, plan, index, state, result)
+    state["stage"] = "done"
+    write_result(result, state)
+    engine.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

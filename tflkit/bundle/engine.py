@@ -1,0 +1,146 @@
+"""The LiteRT-LM engine as a runner: a bundle's prompts generated greedily (and texts scored) on
+CPU or GPU, in a child process (the engine aborts its process on some bundles: measured), with
+what the engine itself said when it aborted or refused.
+
+The engine logs through absl to native stderr: ``F...`` lines are fatal (the process aborts),
+``E...`` lines errors (a refused call surfaces in Python only as "litert_lm_session_run_decode
+failed"; the reason is in the line). :func:`engine_line` picks the one a user needs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+__all__ = ["DEFAULT_PROMPTS", "EngineRun", "engine_available", "engine_line", "run_engine"]
+
+#: tflkit's own prompts (plain words every tokenizer of the corpus knows; a bundle's prompt
+#: template is not applied, so the same tokens reach both backends).
+DEFAULT_PROMPTS = ("the weather today is", "once upon a time there was", "the quick brown fox")
+_FATAL = re.compile(r"^F\d{4} [^\]]*\] (.*)$", re.M)
+_ERROR = re.compile(r"^E\d{4} [^\]]*\] (.*)$", re.M)
+_CHECK = re.compile(r"(Check failed: .*)$", re.M)
+_PY_ERROR = re.compile(r"^(\w+Error: .*)$", re.M)
+
+
+@dataclass
+class EngineRun:
+    """One engine run on one backend: how it ended and what it produced."""
+
+    backend: str
+    activation: str | None
+    status: str  # ok | aborted | refused | timed out
+    message: str | None = None
+    stage: str = ""
+    init_seconds: float | None = None
+    seconds: float = 0.0
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.backend}-{self.activation}" if self.activation else self.backend
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def figures(self) -> dict[str, float]:
+        """The engine's own figures, averaged over the prompts (init once)."""
+        runs = [p["benchmark"] for p in self.prompts if p.get("benchmark")]
+        if not runs:
+            return {}
+        keys = (
+            "time_to_first_token_in_second",
+            "last_prefill_tokens_per_second",
+            "last_decode_tokens_per_second",
+        )
+        out = {k: sum(r.get(k, 0.0) for r in runs) / len(runs) for k in keys}
+        out["init_time_in_second"] = runs[0].get("init_time_in_second", 0.0)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "activation": self.activation,
+            "status": self.status,
+            "message": self.message,
+            "stage": self.stage,
+            "init_seconds": self.init_seconds,
+            "seconds": round(self.seconds, 3),
+            "figures": {k: round(v, 4) for k, v in self.figures().items()},
+            "prompts": self.prompts,
+        }
+
+
+def engine_available() -> str | None:
+    """None when ``litert-lm-api`` is installed, else why not."""
+    import importlib.util
+
+    if importlib.util.find_spec("litert_lm") is None:
+        return "the LiteRT-LM engine needs litert_lm: pip install 'tflkit[llm]'"
+    return None
+
+
+def engine_line(output: str) -> str | None:
+    """The line of the engine's log that says why it stopped: a fatal line, a failed check,
+    else its last error line, else a Python error."""
+    for pattern in (_FATAL, _CHECK):
+        found = pattern.findall(output)
+        if found:
+            return found[0].strip()
+    errors = [e.strip() for e in _ERROR.findall(output) if "NPU" not in e]
+    if errors:
+        return errors[-1].split("=== Source Location")[0].strip()
+    found = _PY_ERROR.findall(output)
+    return found[-1].strip() if found else None
+
+
+def run_engine(
+    bundle: str | Path,
+    backend: str,
+    prompts: list[str],
+    *,
+    activation: str | None = None,
+    score: dict[int, list[str]] | None = None,
+    max_output_tokens: int | None = 16,
+    timeout: float = 900,
+) -> EngineRun:
+    """``prompts`` through the engine on ``backend`` (``cpu``/``gpu``) in a child process."""
+    from tflkit.proc.result_file import read_result
+    from tflkit.proc.worker import run_worker
+
+    from tflkit.converters.base import require_module
+
+    require_module("litert_lm", "llm", "the LiteRT-LM engine")
+    with tempfile.TemporaryDirectory(prefix="tflkit-engine-") as tmp:
+        plan = {
+            "bundle": str(Path(bundle).resolve()),
+            "backend": backend,
+            "activation": activation,
+            "prompts": list(prompts),
+            "max_output_tokens": max_output_tokens,
+            "score": {str(k): v for k, v in (score or {}).items()},
+        }
+        (Path(tmp) / "plan.json").write_text(json.dumps(plan))
+        cmd = [sys.executable, "-m", "tflkit.bundle._engine_worker", tmp]
+        done = run_worker(cmd, cwd=tmp, timeout=timeout)
+        try:
+            state = read_result(Path(tmp) / "result.json")
+        except (OSError, ValueError):
+            state = {"stage": "start", "prompts": []}
+    run = EngineRun(backend, activation, "ok", stage=state.get("stage", ""), seconds=done.seconds)
+    run.init_seconds = state.get("init_seconds")
+    run.prompts = [p for p in state.get("prompts", []) if "scores" in p]
+    if done.timed_out:
+        run.status, run.message = "timed out", f"no answer after {timeout:.0f} s"
+    elif done.returncode != 0 or run.stage != "done":
+        signalled = done.returncode is not None and done.returncode < 0
+        run.status = "aborted" if signalled else "refused"
+        run.message = engine_line(done.output) or f"{done.how}: {done.last_line}"
+    return run
