@@ -11,11 +11,13 @@ here) and ``OUTDIR/MANIFEST.json`` (how each bundle was made; no results).
 
 Bundles (:data:`BUNDLES`): the transposed KV layout with the mask as an input (what LiteRT-LM's
 GPU executor expects) and litert-torch's default layout; ``quantize="dynamic_int8"`` (int8
-weights) and ``"none"`` (fp32 weights); two planted faults on the healthy bundle's weights:
+weights) and ``"none"`` (fp32 weights); a SentencePiece tokenizer of fewer pieces (210) than
+the model's vocabulary (256), as happens when a tokenizer is retrained; two planted faults on
+the healthy bundle's weights:
 
 - ``norm_x3e5``: the final RMS norm's scale times 3e5, so its output (about 3e5) overflows fp16
   (65504) while fp32 holds it;
-- ``wrong_weight``: one weight of layer 1's MLP down projection set to 3e4 (a corrupted
+- ``wrong_weight``: one weight of layer 1's MLP down projection set to 3e6 (a corrupted
   element): that layer's output overflows fp16 in its FULLY_CONNECTED.
 """
 
@@ -30,31 +32,34 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import llm_build  # noqa: E402  (this script runs as a file in the builder environment)
+import llm_build
 
 ARCH = "tinyllama"
 PREFILL_LEN = 8
 KV_CACHE_LEN = 32
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 #: The tokenizers' words after the four special tokens (the default prompts of
-#: ``tflkit.bundle.prompts`` are made of them); padded with w<i> to the model's vocabulary.
-WORDS = (
-    "the a an of to in on at is was are be it he she they we you i and or but not with for "
-    "from by as this that there here what who how when where why time day night year way "
-    "people man woman child world life hand part place case week company system program "
-    "question work number point home water room mother area money story fact month lot right "
-    "study book eye job word business issue side kind head house service friend father power "
-    "hour game line end member law car city name team minute idea kid body face others level "
-    "office door health person art war history party result change morning reason research "
-    "girl guy moment air teacher force education once upon weather today quick brown fox jumps "
-    "over lazy dog cat sat mat sun rain good new first last long great little own other old "
-    "big high different small large next early young important few public bad same able "
-    "said made went came saw knew took gave found told asked felt left called tried"
-).split()
+#: ``tflkit.bundle.engine.DEFAULT_PROMPTS`` are made of them); padded with w<i> to the model's
+#: vocabulary.
+_TEXT = (
+    "the a an of to in on at is was are be it he she they we you i and or but not with for from "
+    "by as this that there here what who how when where why time day night year way people man "
+    "woman child world life hand part place case week company system program question work "
+    "number point home water room mother area money story fact month lot right study book eye "
+    "job word business issue side kind head house service friend father power hour game line "
+    "end member law car city name team minute idea kid body face others level office door "
+    "health person art war history party result change morning reason research girl guy moment "
+    "air teacher force education once upon weather today quick brown fox jumps over lazy dog "
+    "cat sat mat sun rain good new first last long great little own other old big high "
+    "different small large next early young important few public bad same able said made went "
+    "came saw knew took gave found told asked felt left called tried"
+)
+WORDS = tuple(_TEXT.split())
 #: name -> (KV layout, quantize, tokenizer, fault)
 BUNDLES = {
     "tkv_int8_hf": ("transposed", "dynamic_int8", "hf", None),
     "tkv_int8_sp": ("transposed", "dynamic_int8", "sp", None),
+    "tkv_int8_sp_small": ("transposed", "dynamic_int8", "sp_small", None),
     "tkv_none_hf": ("transposed", "none", "hf", None),
     "default_int8_hf": ("default", "dynamic_int8", "hf", None),
     "tkv_int8_hf_norm_x3e5": ("transposed", "dynamic_int8", "hf", "norm_x3e5"),
@@ -62,7 +67,7 @@ BUNDLES = {
 }
 FAULTS = {
     "norm_x3e5": "final_norm.weight x 3e5 (its output overflows fp16)",
-    "wrong_weight": "transformer_blocks.1.ff.w2.weight[0, 0] = 3e4 (layer 1's MLP output "
+    "wrong_weight": "transformer_blocks.1.ff.w2.weight[0, 0] = 3e6 (layer 1's MLP output "
     "overflows fp16)",
 }
 
@@ -87,9 +92,10 @@ def hf_tokenizer(target: Path) -> Path:
     return target
 
 
-def sp_tokenizer(target: Path) -> Path:
-    """A SentencePiece unigram model of 256 pieces trained here on sentences of :data:`WORDS`
-    (seed 0), ids 0-3 the same specials as the HF tokenizer's."""
+def sp_tokenizer(target: Path, *, pieces: int | None = llm_build.VOCAB) -> Path:
+    """A SentencePiece unigram model trained here on sentences of :data:`WORDS` (seed 0), ids 0-3
+    the same specials as the HF tokenizer's: ``pieces`` pieces (the text yields 210 learned
+    ones, so placeholders ``<extra_i>`` fill up to 256), or as many as training finds (None)."""
     import sentencepiece as spm
 
     rng = random.Random(llm_build.SEED)
@@ -99,13 +105,14 @@ def sp_tokenizer(target: Path) -> Path:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences),
         model_prefix=str(prefix),
-        vocab_size=llm_build.VOCAB,
+        vocab_size=pieces or llm_build.VOCAB,
         model_type="unigram",
+        user_defined_symbols=[f"<extra_{i}>" for i in range(48)] if pieces else [],
         pad_id=PAD,
         bos_id=BOS,
         eos_id=EOS,
         unk_id=UNK,
-        hard_vocab_limit=False,
+        hard_vocab_limit=pieces is not None,
         minloglevel=2,
         num_threads=1,
     )
@@ -119,7 +126,7 @@ def _plant(model, fault: str | None) -> None:
         if fault == "norm_x3e5":
             model.final_norm.weight.mul_(3e5)
         elif fault == "wrong_weight":
-            model.transformer_blocks[1].ff.w2.weight[0, 0] = 3e4
+            model.transformer_blocks[1].ff.w2.weight[0, 0] = 3e6
         elif fault is not None:
             raise ValueError(fault)
 
@@ -164,7 +171,7 @@ def _bundle(name: str, outdir: Path, tokenizers: dict[str, Path]) -> dict:
         "mask_as_input": layout == "transposed",
         "quantize": quantize,
         "tokenizer": tokenizers[tokenizer].name,
-        "fault": FAULTS.get(fault or "", None),
+        "fault": FAULTS.get(fault or ""),
         "prefill_len": PREFILL_LEN,
         "kv_cache_len": KV_CACHE_LEN,
         "start_token_id": BOS,
@@ -185,6 +192,7 @@ def build(outdir: Path, names: list[str] | None = None) -> None:
     tokenizers = {
         "hf": hf_tokenizer(outdir / "tokenizer.json"),
         "sp": sp_tokenizer(outdir / "tokenizer.model"),
+        "sp_small": sp_tokenizer(outdir / "tokenizer_small.model", pieces=None),
     }
     manifest = {"versions": _versions(), "bundles": {}}
     for name in names or list(BUNDLES):

@@ -7,14 +7,13 @@ backend.
 null) and writes ``FOLDER/result.json`` after every stage, so a process the engine aborts still
 says how far it got. Per prompt: the prompt's token ids, the greedy continuation (text and ids,
 the engine's own tokenizer), the per-token scores of that continuation and of each text to
-score (``run_text_scoring``), and the engine's benchmark figures. The engine logs to native
-stderr; the parent reads it.
+score (``run_text_scoring``; non-finite ones as JSON's NaN/Infinity), and the engine's
+benchmark figures. The engine logs to native stderr; the parent reads it.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -31,12 +30,10 @@ def _engine(plan: dict[str, Any]) -> Any:
     kwargs: dict[str, Any] = {}
     if plan.get("activation"):
         kind = interfaces.ActivationDataType
-        kwargs["activation_data_type"] = kind.FLOAT32 if plan["activation"] == "fp32" else kind.FLOAT16
+        kwargs["activation_data_type"] = (
+            kind.FLOAT32 if plan["activation"] == "fp32" else kind.FLOAT16
+        )
     return litert_lm.Engine(plan["bundle"], backend=backend, enable_benchmark=True, **kwargs)
-
-
-def _finite(values: list[float]) -> list[float | None]:
-    return [v if math.isfinite(v) else None for v in values]
 
 
 def _session(engine: Any, plan: dict[str, Any]) -> Any:
@@ -49,12 +46,12 @@ def _session(engine: Any, plan: dict[str, Any]) -> Any:
     )
 
 
-def _score(engine: Any, plan: dict[str, Any], prompt: str, text: str) -> list[float | None]:
+def _score(engine: Any, plan: dict[str, Any], prompt: str, text: str) -> list[float]:
     session = _session(engine, plan)
     session.run_prefill([prompt])
     scored = session.run_text_scoring([text], store_token_lengths=True)
     session.close()
-    return _finite([float(v) for v in (scored.token_scores or [[]])[0]])
+    return [float(v) for v in (scored.token_scores or [[]])[0]]  # NaN and -inf kept
 
 
 def _prompt(engine: Any, plan: dict[str, Any], index: int, state: dict[str, Any], result: Path):

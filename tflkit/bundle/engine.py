@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 __all__ = ["DEFAULT_PROMPTS", "EngineRun", "engine_available", "engine_line", "run_engine"]
 
 #: tflkit's own prompts (plain words every tokenizer of the corpus knows; a bundle's prompt
@@ -112,10 +111,9 @@ def run_engine(
     timeout: float = 900,
 ) -> EngineRun:
     """``prompts`` through the engine on ``backend`` (``cpu``/``gpu``) in a child process."""
+    from tflkit.converters.base import require_module
     from tflkit.proc.result_file import read_result
     from tflkit.proc.worker import run_worker
-
-    from tflkit.converters.base import require_module
 
     require_module("litert_lm", "llm", "the LiteRT-LM engine")
     with tempfile.TemporaryDirectory(prefix="tflkit-engine-") as tmp:

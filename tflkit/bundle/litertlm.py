@@ -62,7 +62,20 @@ SECTION_TYPES = {
     11: "AsrMetadataProto",
 }
 #: ``VData`` union members: type -> struct code of the one ``value`` field ("s": a string).
-_VDATA = {1: "B", 2: "b", 3: "H", 4: "h", 5: "I", 6: "i", 7: "f", 8: "?", 9: "s", 10: "Q", 11: "q", 12: "d"}
+_VDATA = {
+    1: "B",
+    2: "b",
+    3: "H",
+    4: "h",
+    5: "I",
+    6: "i",
+    7: "f",
+    8: "?",
+    9: "s",
+    10: "Q",
+    11: "q",
+    12: "d",
+}
 
 
 @dataclass(frozen=True)

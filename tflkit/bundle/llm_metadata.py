@@ -64,7 +64,9 @@ def _affixes(data: bytes) -> dict[str, str]:
 
 def _templates(data: bytes) -> dict[str, dict[str, str]]:
     names = {1: "user", 2: "model", 3: "system"}
-    return {names[n]: _affixes(v) for n, _, v in fields(data) if n in names and isinstance(v, bytes)}
+    return {
+        names[n]: _affixes(v) for n, _, v in fields(data) if n in names and isinstance(v, bytes)
+    }
 
 
 def _sampler(data: bytes) -> dict[str, Any]:
@@ -172,4 +174,9 @@ def sp_tokenizer_info(data: bytes | memoryview) -> dict[str, Any]:
             model = next((types.get(int(v)) for n, _, v in fields(value) if n == 3), "unigram")  # type: ignore[arg-type]
     if pieces == 0:
         raise ProtoError("no pieces: not a SentencePiece model")
-    return {"kind": "sentencepiece", "model": model, "vocab_size": pieces, "special_pieces": control}
+    return {
+        "kind": "sentencepiece",
+        "model": model,
+        "vocab_size": pieces,
+        "special_pieces": control,
+    }

@@ -1,0 +1,180 @@
+"""``validate B.litertlm``: the bundle in the LiteRT-LM engine on CPU and GPU, compared.
+
+1. CPU: greedy continuation of each prompt and its per-token scores;
+2. GPU (the engine's default activations for a text decoder: fp16): its own greedy continuation,
+   and the CPU's continuation scored (``run_text_scoring``);
+3. if the greedy tokens part, the CPU scores the GPU's continuation too, for the two runtimes'
+   margins at the parting step (a near tie is not a fault: :mod:`tflkit.bundle.compare`);
+4. if the GPU with fp16 activations is faulty, the GPU again with fp32 activations: whether
+   that is the fix, and what it costs in decode tokens/s.
+
+An engine that aborts or refuses is a finding with the engine's own line. Exit 1 on any finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tflkit.bundle.compare import SCORE_TOL, TIE_BAND, PromptComparison, compare_prompt
+from tflkit.bundle.engine import DEFAULT_PROMPTS, EngineRun, run_engine
+from tflkit.bundle.litertlm import load_bundle
+
+__all__ = ["BundleValidation", "validate_bundle"]
+
+
+@dataclass
+class BundleValidation:
+    """Engine runs per backend, the CPU-vs-GPU comparisons, the fp32 rerun and the findings."""
+
+    bundle: str
+    prompts: list[str]
+    runs: dict[str, EngineRun]
+    comparisons: dict[str, list[PromptComparison]]
+    fp32: dict[str, Any] | None = None
+    findings: list[str] = field(default_factory=list)
+    steps: Any = None  # the prefill_decode section through --steps (a StepsReport), if run
+
+    @property
+    def exit_code(self) -> int:
+        failing = self.steps is not None and not self.steps.ok
+        return 1 if self.findings or failing else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bundle": self.bundle,
+            "prompts": self.prompts,
+            "thresholds": {"score_tol": SCORE_TOL, "tie_band": TIE_BAND},
+            "runs": {name: run.to_json() for name, run in self.runs.items()},
+            "comparisons": {
+                name: [c.to_json() for c in items] for name, items in self.comparisons.items()
+            },
+            "first_divergent_step": self.first_part(),
+            "fp32": self.fp32,
+            "steps": None if self.steps is None else self.steps.to_json(),
+            "findings": self.findings,
+            "ok": self.exit_code == 0,
+        }
+
+    def first_part(self) -> dict[str, Any] | None:
+        """The first faulty comparison: runner, prompt, step."""
+        for name, items in self.comparisons.items():
+            for c in items:
+                if c.fault:
+                    step = c.nonfinite_from if c.first_part is None else c.first_part
+                    step = c.worst_step if step is None else step
+                    return {"runner": name, "prompt": c.prompt, "step": step, "verdict": c.verdict}
+        return None
+
+    def lines(self) -> list[str]:
+        out = [f"{self.bundle}: LiteRT-LM engine, CPU vs GPU, {len(self.prompts)} prompts"]
+        for name, run in self.runs.items():
+            out.append(_run_line(name, run))
+            for c in self.comparisons.get(name, []):
+                out.append(f"  {c.line()}")
+        if self.fp32 is not None:
+            out.append(f"fp32 activations: {self.fp32['summary']}")
+        if self.steps is not None:
+            out += self.steps.lines()
+        out += [f"finding: {f}" for f in self.findings] or ["no finding"]
+        return out
+
+
+def _run_line(name: str, run: EngineRun) -> str:
+    if not run.ok:
+        return f"{name}: {run.status} ({run.stage}): {run.message}"
+    f = run.figures()
+    return (
+        f"{name}: ran; init {f.get('init_time_in_second', 0):.3g} s, time to first token "
+        f"{f.get('time_to_first_token_in_second', 0):.3g} s, prefill "
+        f"{f.get('last_prefill_tokens_per_second', 0):.4g} tok/s, decode "
+        f"{f.get('last_decode_tokens_per_second', 0):.4g} tok/s"
+    )
+
+
+def _compare(cpu: EngineRun, gpu: EngineRun, branch: EngineRun | None) -> list[PromptComparison]:
+    out = []
+    for i, (c, g) in enumerate(zip(cpu.prompts, gpu.prompts, strict=False)):
+        scores = None
+        if branch is not None and i < len(branch.prompts) and branch.prompts[i].get("scored"):
+            scores = branch.prompts[i]["scored"][0]["scores"]
+        out.append(compare_prompt(c, g, scores))
+    return out
+
+
+def _gpu_pass(
+    path: Path, cpu: EngineRun, prompts: list[str], activation: str | None, **kw: Any
+) -> tuple[EngineRun, list[PromptComparison]]:
+    score = {i: [p["text"]] for i, p in enumerate(cpu.prompts)}
+    gpu = run_engine(path, "gpu", prompts, activation=activation, score=score, **kw)
+    if not gpu.ok:
+        return gpu, []
+    comparisons = _compare(cpu, gpu, None)
+    parted = {
+        i: [gpu.prompts[i]["text"]] for i, c in enumerate(comparisons) if c.first_part is not None
+    }
+    if parted:
+        branch = run_engine(path, "cpu", prompts, score=parted, **kw)
+        if branch.ok:
+            comparisons = _compare(cpu, gpu, branch)
+    return gpu, comparisons
+
+
+def _fp32_summary(fp16: EngineRun, fp32: EngineRun, comps: list[PromptComparison]) -> dict:
+    fixes = fp32.ok and bool(comps) and not any(c.fault for c in comps)
+    t16 = fp16.figures().get("last_decode_tokens_per_second")
+    t32 = fp32.figures().get("last_decode_tokens_per_second")
+    cost = None if not (t16 and t32) else 1 - t32 / t16
+    if not fp32.ok:
+        summary = f"{fp32.status}: {fp32.message}"
+    elif fixes:
+        summary = "the fix: the GPU with fp32 activations agrees with the CPU on every prompt"
+    else:
+        summary = "not the fix: the GPU with fp32 activations still parts from the CPU"
+    if cost is not None and fp32.ok:
+        summary += f" (decode {t32:.4g} tok/s against {t16:.4g} with fp16: {cost:+.0%} slower)"
+    return {"fixes": fixes, "decode_tps_fp16": t16, "decode_tps_fp32": t32, "cost": cost,
+            "summary": summary}  # fmt: skip
+
+
+def _findings(v: BundleValidation) -> list[str]:
+    out = []
+    for name, run in v.runs.items():
+        if not run.ok:
+            out.append(f"the engine on {name} {run.status}: {run.message}")
+    for name, items in v.comparisons.items():
+        out += [f"{name}: {c.line()}" for c in items if c.fault]
+    return out
+
+
+def validate_bundle(
+    path: str | Path,
+    prompts: Sequence[str] | None = None,
+    *,
+    max_output_tokens: int = 16,
+    timeout: float = 900,
+    progress: Callable[[str], None] | None = None,
+) -> BundleValidation:
+    """The engine's CPU run against its GPU run on ``prompts`` (tflkit's own by default)."""
+    path = Path(path)
+    bundle = load_bundle(path)  # a clear error for a file that is not a bundle
+    texts = list(prompts or DEFAULT_PROMPTS)
+    kw = {"max_output_tokens": max_output_tokens, "timeout": timeout}
+    say = progress or (lambda _: None)
+    say("engine on the CPU")
+    cpu = run_engine(path, "cpu", texts, **kw)
+    v = BundleValidation(bundle.label, texts, {"cpu": cpu}, {})
+    say("engine on the GPU (fp16 activations, the engine's default)")
+    gpu, comps = _gpu_pass(path, cpu, texts, None, **kw) if cpu.ok else (
+        run_engine(path, "gpu", texts, **kw), []
+    )  # fmt: skip
+    v.runs["gpu"], v.comparisons["gpu"] = gpu, comps
+    if cpu.ok and gpu.ok and any(c.fault for c in comps):
+        say("engine on the GPU with fp32 activations")
+        fp32, comps32 = _gpu_pass(path, cpu, texts, "fp32", **kw)
+        v.runs["gpu-fp32"], v.comparisons["gpu-fp32"] = fp32, comps32
+        v.fp32 = _fp32_summary(gpu, fp32, comps32)
+    v.findings = _findings(v)
+    return v
