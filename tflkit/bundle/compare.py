@@ -64,10 +64,21 @@ class PromptComparison:
     #: at the first parting step, each runtime's score of the GPU's token minus the CPU's token's
     margins: tuple[float, float] | None
     verdict: str  # agrees | consistent | parts | non-finite | off
+    #: the same prompt in a second GPU run, made when this one looked faulty
+    repeat: PromptComparison | None = None
+
+    @property
+    def looks_faulty(self) -> bool:
+        return self.verdict in ("parts", "non-finite", "off")
 
     @property
     def fault(self) -> bool:
-        return self.verdict in ("parts", "non-finite", "off")
+        """Faulty, and so again in the second GPU run (when there is one)."""
+        return self.looks_faulty and (self.repeat is None or self.repeat.looks_faulty)
+
+    @property
+    def unstable(self) -> bool:
+        return self.looks_faulty and self.repeat is not None and not self.repeat.looks_faulty
 
     def deltas(self) -> list[Score]:
         return [
@@ -90,6 +101,8 @@ class PromptComparison:
             "worst_step": self.worst_step,
             "margins_at_part": None if self.margins is None else _plain(list(self.margins)),
             "verdict": self.verdict,
+            "fault": self.fault,
+            "repeat": None if self.repeat is None else self.repeat.to_json(),
         }
 
     def line(self) -> str:
@@ -101,21 +114,19 @@ class PromptComparison:
             head += f", tokens part at step {k}" if k is not None else ""
         elif self.verdict == "off":
             head = f"score off by {self.worst:.3g} at step {self.worst_step} (> {SCORE_TOL})"
+            head += f", tokens part at step {k}" if k is not None else ""
         elif m is None:
             head = f"parts at step {k} (no margins: the CPU did not score the GPU's tokens)"
         else:
-            gap = abs(m[1] - m[0])
-            head = f"parts at step {k}; the runtimes' scores of the two tokens differ by {gap:.3g}"
-            if self.verdict == "parts":
-                head += f" (> {TIE_BAND:.3g}): the GPU computes something else"
-            elif m[0] > 0:
-                head += (
-                    f"; the CPU's own scoring prefers the GPU's token (by {m[0]:.3g}): the CPU "
-                    "engine's decode picks differently from its scoring, not a GPU fault"
-                )
-            else:
-                head += f": a near tie (CPU margin {-m[0]:.3g}), not a GPU fault"
-        return f"{self.prompt!r}: {head}; worst score difference {self.worst:.3g}"
+            head = f"parts at step {k} ({_pair_text(m)})"
+            head += ": not a GPU fault" if self.verdict == "consistent" else ""
+        text = f"{self.prompt!r}: {head}"
+        if self.verdict != "non-finite":
+            text += f"; worst score difference {self.worst:.3g}"
+        if self.repeat is not None:
+            again = "so again" if self.repeat.looks_faulty else f"not so: {self.repeat.verdict}"
+            text += f"; in a second GPU run {again}"
+        return text
 
 
 def _first(pred: Any, n: int) -> int | None:
@@ -123,11 +134,32 @@ def _first(pred: Any, n: int) -> int | None:
 
 
 def _alike(d_cpu: float, d_gpu: float) -> bool:
-    """Whether both runtimes' scores rank the GPU's token against the CPU's alike: within
-    :data:`TIE_BAND` when both are finite, the same way when one is infinite."""
+    """Whether both runtimes' scores rank the GPU's token against the CPU's alike (within
+    :data:`TIE_BAND` when both are finite, the same way when one is infinite) and the GPU's
+    greedy pick is not one its own scoring ranks lower beyond the band."""
     if math.isinf(d_cpu) or math.isinf(d_gpu):
         return d_cpu >= 0 and d_gpu >= 0
-    return abs(d_gpu - d_cpu) <= TIE_BAND
+    return abs(d_gpu - d_cpu) <= TIE_BAND and d_gpu >= -TIE_BAND
+
+
+def _pair_text(m: tuple[float, float]) -> str:
+    """What the two runtimes' scores say of the CPU's and the GPU's token at a parting step."""
+    d_cpu, d_gpu = m
+    parts = []
+    if d_cpu > 0:
+        parts.append(
+            f"the CPU's own scoring ranks the GPU's token {d_cpu:.3g} above its greedy pick: the "
+            "CPU engine's decode disagrees with its scoring"
+        )
+    if d_gpu < 0:
+        parts.append(
+            f"the GPU's own scoring ranks the CPU's token {-d_gpu:.3g} above its greedy pick"
+        )
+    if not parts:
+        parts.append(f"a near tie: CPU margin {-d_cpu:.3g}, GPU margin {d_gpu:.3g}")
+    if not (math.isinf(d_cpu) or math.isinf(d_gpu)):
+        parts.append(f"the runtimes' scores of the pair differ by {abs(d_gpu - d_cpu):.3g}")
+    return "; ".join(parts)
 
 
 def compare_prompt(
@@ -161,10 +193,12 @@ def compare_prompt(
             margins = (d_cpu, d_gpu)
     if nonfinite is not None:
         verdict = "non-finite"
+    elif worst > SCORE_TOL:
+        verdict = "off"
     elif first_part is not None:
         verdict = "consistent" if margins is not None and _alike(*margins) else "parts"
     else:
-        verdict = "off" if worst > SCORE_TOL else "agrees"
+        verdict = "agrees"
     return PromptComparison(
         cpu["prompt"], list(cpu["prompt_ids"]), cpu_ids, gpu_ids, cpu_scores, gpu_scores,
         first_part, nonfinite, worst, worst_step, margins, verdict,

@@ -1,0 +1,76 @@
+"""Benchmark: every ``.litertlm`` bundle of the corpus through ``validate`` (the LiteRT-LM engine
+on CPU and GPU), the table of docs/llm.md ("Bundles") and the figures behind the verdicts'
+constants (``tflkit.bundle.compare``: SCORE_TOL, TIE_BAND).
+
+Run from the repo root (builds the bundle corpus into the test cache if needed)::
+
+    PYTHONPATH=. python bench/llm_bundles.py                 # the table
+    PYTHONPATH=. python bench/llm_bundles.py --json out.json --only tkv_int8_hf
+
+Per bundle: each engine run's status (or the engine's own line), greedy agreement per prompt,
+the worst score difference (the GPU scoring the CPU's continuation against the CPU's scores),
+the margins where tokens part, decode tokens/s, the fp32 rerun, and exit code. The healthy
+bundles' worst score difference and worst margin gap are the calibration figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def _row(name: str, v: Any) -> str:
+    runs = v.runs
+    cells = []
+    for key in ("cpu", "gpu"):
+        run = runs.get(key)
+        if run is None:
+            cells.append("-")
+        elif not run.ok:
+            cells.append(f"{run.status}: {run.message}")
+        else:
+            tps = run.figures().get("last_decode_tokens_per_second", 0.0)
+            cells.append(f"ran, decode {tps:.0f} tok/s")
+    comps = v.comparisons.get("gpu", [])
+    verdicts = ", ".join(c.verdict for c in comps) or "-"
+    worst = max((c.worst for c in comps), default=0.0)
+    fp32 = v.fp32["summary"] if v.fp32 else "-"
+    return (
+        f"| {name} | {cells[0]} | {cells[1]} | {verdicts} | {worst:.3g} | {fp32} | {v.exit_code} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tests.corpus import llm_bundles
+    from tflkit.bundle.validate import validate_bundle
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    manifest = llm_bundles.manifest()["bundles"]
+    names = args.only or list(manifest)
+    out: dict[str, Any] = {}
+    print("| bundle | engine CPU | engine GPU | per prompt | worst score diff | fp32 | exit |")
+    print("|---|---|---|---|---|---|---|")
+    healthy_worst, healthy_gaps = 0.0, []
+    for name in names:
+        v = validate_bundle(llm_bundles.bundle_path(name))
+        out[name] = v.to_json()
+        print(_row(name, v), flush=True)
+        if manifest[name]["fault"] is None and v.runs["gpu"].ok:
+            comps = v.comparisons["gpu"]
+            healthy_worst = max([healthy_worst, *(c.worst for c in comps)])
+            healthy_gaps += [abs(c.margins[1] - c.margins[0]) for c in comps if c.margins]
+    print(f"\nhealthy bundles that ran on both: worst score difference {healthy_worst:.4g}, "
+          f"margin gaps where tokens parted {[round(g, 4) for g in healthy_gaps]}")  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
