@@ -48,6 +48,14 @@ def _metadata(bundle: Bundle) -> dict[str, Any] | None:
         raise ModelLoadError(f"{bundle.label}: {found[0].label}: {exc}") from None
 
 
+#: Said when the probe (LiteRT's GPU accelerator, ``CompiledModel``) fails on a section.
+ENGINE_NOTE = (
+    "the probe compiles the section with LiteRT's GPU accelerator; LiteRT-LM builds its own GPU "
+    "graph (it ran the corpus's bundles on the GPU, odml composites and all, where the "
+    "accelerator crashed on them): `tflkit validate` on the bundle runs the engine itself"
+)
+
+
 def is_gpu_section(section: Section) -> bool:
     """Whether LiteRT-LM may give this section to the GPU (its ``backend_constraint``, a list
     such as ``cpu`` or ``cpu,gpu``, names it, or there is none)."""
@@ -200,7 +208,8 @@ class BundleCheck:
     @property
     def gpu_ready(self) -> bool:
         checked = [r for _, r, _ in self.sections if r is not None]
-        return bool(checked) and all(r.gpu_ready for r in checked) and not self.warnings
+        warned = [w for ws in self.warnings.values() for w in ws if w != ENGINE_NOTE]
+        return bool(checked) and all(r.gpu_ready for r in checked) and not warned
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -240,6 +249,8 @@ def check_bundle(path: str | Path, **check_options: Any) -> BundleCheck:
         report.path = f"{bundle.label}#{section.index}"
         out.sections.append((section, report, None))
         found = _warnings(model, meta, tok)
+        if report.probe is not None and not report.probe.compiled:
+            found.append(ENGINE_NOTE)
         if found:
             out.warnings[section.index] = found
     return out

@@ -26,6 +26,7 @@ _FATAL = re.compile(r"^F\d{4} [^\]]*\] (.*)$", re.M)
 _ERROR = re.compile(r"^E\d{4} [^\]]*\] (.*)$", re.M)
 _CHECK = re.compile(r"(Check failed: .*)$", re.M)
 _PY_ERROR = re.compile(r"^(\w+Error: .*)$", re.M)
+_WHOLE = "Hint fully delegated to single delegate is set, but the graph is not fully delegated"
 
 
 @dataclass
@@ -86,16 +87,40 @@ def engine_available() -> str | None:
     return None
 
 
+def _rejected(output: str) -> str | None:
+    """The accelerator's list of ops it will not take, as one clause."""
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if "Following operations are not supported by GPU delegate" in line:
+            ops = [x.strip() for x in lines[i + 1 : i + 6] if re.match(r"^[A-Z_0-9]+: ", x)]
+            if ops:
+                whole = "; the engine needs the whole graph on the GPU" if _WHOLE in output else ""
+                return f"not supported on the GPU: {' '.join(ops)}{whole}"
+    return None
+
+
 def engine_line(output: str) -> str | None:
     """The line of the engine's log that says why it stopped: a fatal line, a failed check,
-    else its last error line, else a Python error."""
+    else its last error line with the innermost cause of its error chain (the ``└`` lines) and
+    the ops the GPU accelerator rejected, else a Python error."""
     for pattern in (_FATAL, _CHECK):
         found = pattern.findall(output)
         if found:
             return found[0].strip()
-    errors = [e.strip() for e in _ERROR.findall(output) if "NPU" not in e]
+    errors = [m for m in _ERROR.finditer(output) if "NPU" not in m.group(1)]
     if errors:
-        return errors[-1].split("=== Source Location")[0].strip()
+        last = errors[-1]
+        text = re.sub(r"\s*ERROR: \[[^\]]*\]\s*$", "", last.group(1).strip())
+        chain = [
+            x.lstrip("└ ").strip()
+            for x in output[last.end() :].splitlines()[1:]
+            if x.startswith("└")
+        ]
+        causes = [c for c in chain if not c.startswith("ERROR: [")]
+        if causes:
+            text = f"{text} {causes[-1]}".strip()
+        rejected = _rejected(output)
+        return f"{text} ({rejected})" if rejected else text
     found = _PY_ERROR.findall(output)
     return found[-1].strip() if found else None
 

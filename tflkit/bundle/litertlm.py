@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tflkit.bundle.magic import MAGIC, is_bundle
 from tflkit.errors import ModelLoadError, UsageError
 from tflkit.ir._tables import Fields
 from tflkit.ir.serde import ModelBytes, read_model_bytes
@@ -43,7 +44,6 @@ __all__ = [
     "save_bundle",
 ]
 
-MAGIC = b"LITERTLM"
 BLOCK = 16 * 1024
 _HEADER_START = 32
 #: ``AnySectionDataType`` (LiteRT-LM 0.18).
@@ -150,17 +150,6 @@ class Bundle:
         if s.kind != "TFLiteModel":
             raise UsageError(f"{self.label}: {s.label} is not a TFLite model")
         return load(self.view(s), label=f"{self.label} {s.label}")
-
-
-def is_bundle(source: str | os.PathLike[str] | bytes | memoryview) -> bool:
-    """Whether ``source`` (a path or bytes) starts with the ``.litertlm`` magic."""
-    if isinstance(source, bytes | bytearray | memoryview):
-        return bytes(source[:8]) == MAGIC
-    try:
-        with open(source, "rb") as f:
-            return f.read(8) == MAGIC
-    except OSError:
-        return False
 
 
 def _kv(fields: Fields) -> tuple[str, Any]:

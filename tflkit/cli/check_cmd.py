@@ -69,6 +69,14 @@ def check(
     ] = None,
 ) -> None:
     """Per-op GPU verdicts with reasons and fixes, partitions, CPU<->GPU copies, FLOP share."""
+    from tflkit.bundle.magic import is_bundle
+
+    if is_bundle(model):  # a .litertlm: each TFLite section the GPU may get, decode first
+        from tflkit.cli.bundle_cmd import check_bundle_cmd
+
+        return check_bundle_cmd(
+            model, json_output, strict, target=target, with_probe=probe, probe_timeout=timeout
+        )
     from tflkit.fsio import Sha256Job
 
     sha256 = Sha256Job(model)  # first: on a large model it takes as long as the check

@@ -60,7 +60,9 @@ def options_from(
 # --- every command -------------------------------------------------------------------------------
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
-ModelArgument = Annotated[Path, typer.Argument(help="Path to a .tflite model.", show_default=False)]
+ModelArgument = Annotated[
+    Path, typer.Argument(help="Path to a .tflite model or a .litertlm bundle.", show_default=False)
+]
 OptionalModelArgument = Annotated[
     Path | None, typer.Argument(help="Path to a .tflite model.", show_default=False)
 ]

@@ -27,7 +27,14 @@ def rewrite(
     json_output: JsonOption = False,
     html: HtmlOption = None,
 ) -> None:
-    """Rewrite the ops the GPU delegate rejects into equivalents it takes, and prove it."""
+    """Rewrite the ops the GPU delegate rejects into equivalents it takes, and prove it (a
+    .litertlm bundle: its TFLite sections, the rest kept byte for byte, proven by LiteRT-LM)."""
+    from tflkit.bundle.magic import is_bundle
+
+    if is_bundle(model):
+        from tflkit.cli.bundle_cmd import rewrite_bundle_cmd
+
+        return rewrite_bundle_cmd(model, output, rule or [], force, json_output)
     if html is not None and html.resolve() == model.resolve():
         from tflkit.errors import UsageError
 

@@ -188,10 +188,27 @@ def validate(
             min=1,
         ),
     ] = None,
+    prompt: Annotated[
+        list[str],
+        typer.Option("--prompt", help="A .litertlm bundle: a prompt to generate from (repeat)."),
+    ] = [],  # noqa: B006
+    prompts: Annotated[
+        Path | None,
+        typer.Option("--prompts", help="A .litertlm bundle: a file of prompts, one a line."),
+    ] = None,
     timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
-    """Run the model with and without the GPU delegate, compare, and find where they part."""
+    """Run the model with and without the GPU delegate, compare, and find where they part (a
+    .litertlm bundle: the LiteRT-LM engine on CPU and GPU, token by token)."""
+    from tflkit.bundle.magic import is_bundle
+
+    if is_bundle(model):
+        from tflkit.cli.bundle_cmd import read_prompts, validate_bundle_cmd
+
+        with _progress() as progress:
+            texts = read_prompts(prompt, prompts)
+            return validate_bundle_cmd(model, texts, json_output, timeout, progress)
     from tflkit.cli.output import show_validate_report
     from tflkit.compare.groups import parse_output_groups
     from tflkit.validation.run import ValidateOptions

@@ -1,0 +1,109 @@
+"""The ``.litertlm`` side of ``inspect``, ``check``, ``validate`` and ``rewrite``: each command
+hands a bundle (the file starts with ``LITERTLM``) to the function here; no logic of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from tflkit.errors import UsageError
+
+__all__ = ["check_bundle_cmd", "inspect_bundle_cmd", "read_prompts", "rewrite_bundle_cmd",
+           "validate_bundle_cmd"]  # fmt: skip
+
+
+def _print(lines: list[str]) -> None:
+    from tflkit.cli.output import console
+
+    out = console()
+    for line in lines:
+        out.print(line, highlight=False, markup=False)
+
+
+def inspect_bundle_cmd(model: Path, json_output: bool) -> None:
+    from tflkit.bundle.describe import inspect_bundle
+    from tflkit.cli.output import console, print_json
+    from tflkit.report.terminal import render_inspect
+
+    report = inspect_bundle(model)
+    if json_output:
+        print_json(report)
+        return
+    _print(report.lines())
+    for index, section in report.models.items():
+        _print(["", f"section {index} (TFLiteModel):"])
+        render_inspect(section, console())
+
+
+def check_bundle_cmd(model: Path, json_output: bool, strict: bool, **options: Any) -> None:
+    from tflkit.bundle.describe import check_bundle
+    from tflkit.cli.output import console, print_json, spinner
+    from tflkit.report.check_terminal import render_check
+
+    report = check_bundle(model, progress=spinner, **options)
+    if json_output:
+        print_json(report)
+    else:
+        for section, checked, skipped in report.sections:
+            _print(
+                [
+                    f"{report.path} {section.label}:"
+                    + (f" not checked: {skipped}" if skipped else "")
+                ]
+            )
+            if checked is not None:
+                render_check(checked, console())
+            _print([f"warning: {w}" for w in report.warnings.get(section.index, [])])
+    if strict and not report.gpu_ready:
+        raise typer.Exit(1)
+
+
+def read_prompts(prompt: list[str], prompts_file: Path | None) -> list[str] | None:
+    """``--prompt`` (repeatable) and ``--prompts FILE`` (one prompt a line) as one list."""
+    texts = list(prompt)
+    if prompts_file is not None:
+        try:
+            lines = prompts_file.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise UsageError(f"--prompts {prompts_file}: {exc.strerror or exc}") from None
+        texts += [line.strip() for line in lines if line.strip()]
+        if not texts:
+            raise UsageError(f"--prompts {prompts_file}: no prompt in the file")
+    return texts or None
+
+
+def validate_bundle_cmd(
+    model: Path,
+    prompts: list[str] | None,
+    json_output: bool,
+    timeout: float,
+    progress: Any,
+) -> None:
+    from tflkit.bundle.validate import validate_bundle
+    from tflkit.cli.output import print_json
+
+    report = validate_bundle(model, prompts, timeout=timeout, progress=progress)
+    if json_output:
+        print_json(report)
+    else:
+        _print(report.lines())
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)
+
+
+def rewrite_bundle_cmd(
+    model: Path, output: Path, rules: list[str], force: bool, json_output: bool
+) -> None:
+    from tflkit.bundle.rewrite import rewrite_bundle
+    from tflkit.cli.output import print_json
+    from tflkit.rewriter.run import RewriteRefused
+
+    report = rewrite_bundle(model, output, rule_names=rules, force=force)
+    if json_output:
+        print_json(report)
+    else:
+        _print(report.lines())
+    if not report.written and report.problem != "no rule fired":
+        raise RewriteRefused(f"not written: {report.problem} (use --force to write anyway)")
