@@ -16,6 +16,7 @@ the verdicts (``PYTHONPATH=. python bench/llm_bundles.py --calibrate``; docs/llm
   GPU's pick is within :data:`DECODE_TOL` of the CPU's token in its own scoring.
 - about one GPU scoring run in eight glitches (a prompt's scores off by up to 0.35, then right
   again): a fault must come back in further runs (``validate.REPEATS``).
+"""
 
 from __future__ import annotations
 
