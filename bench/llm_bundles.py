@@ -6,6 +6,7 @@ Run from the repo root (builds the bundle corpus into the test cache if needed):
 
     PYTHONPATH=. python bench/llm_bundles.py                 # the table
     PYTHONPATH=. python bench/llm_bundles.py --json out.json --only tkv_int8_hf
+    PYTHONPATH=. python bench/llm_bundles.py --calibrate 8   # the constants' figures
 
 Per bundle: each engine run's status (or the engine's own line), greedy agreement per prompt,
 the worst score difference (the GPU scoring the CPU's continuation against the CPU's scores),
@@ -42,6 +43,48 @@ def _row(name: str, v: Any) -> str:
     )
 
 
+def calibrate(runs: int) -> None:
+    """On each healthy bundle that runs on both backends: the CPU once, the GPU ``runs`` times
+    scoring the CPU's continuation: per run the worst score difference (the stable value and
+    the glitches), then ``validate`` ``runs`` times for the decode-vs-scoring margins."""
+    from tests.corpus import llm_bundles
+    from tflkit.bundle.compare import SCORE_TOL
+    from tflkit.bundle.engine import DEFAULT_PROMPTS, run_engine
+    from tflkit.bundle.validate import validate_bundle
+
+    prompts = list(DEFAULT_PROMPTS)
+    for name, entry in llm_bundles.manifest()["bundles"].items():
+        path = llm_bundles.bundle_path(name)
+        cpu = run_engine(path, "cpu", prompts)
+        if entry["fault"] is not None or not cpu.ok:
+            continue
+        texts = {i: [p["text"]] for i, p in enumerate(cpu.prompts)}
+        worst = []
+        for _ in range(runs):
+            gpu = run_engine(path, "gpu", prompts, score=texts)
+            if not gpu.ok:
+                break
+            worst.append([
+                max(abs(g - c) for g, c in zip(p["scored"][0]["scores"], q["scores"], strict=False))
+                for p, q in zip(gpu.prompts, cpu.prompts, strict=True)
+            ])  # fmt: skip
+        if not worst:
+            continue
+        flat = sorted(w for run in worst for w in run)
+        glitches = sum(w > SCORE_TOL for w in flat)
+        d_cpu, d_gpu = [], []
+        for _ in range(runs):
+            for c in validate_bundle(path).comparisons["gpu"]:
+                if c.margins:
+                    d_cpu.append(c.margins[0])
+                    d_gpu.append(-c.margins[1])
+        print(f"{name}: GPU scoring vs CPU over {len(flat)} prompt runs: median worst "
+              f"{flat[len(flat) // 2]:.4g}, largest {flat[-1]:.4g}, {glitches} above "
+              f"{SCORE_TOL}; at parting steps the CPU's scoring ranks the GPU's token above its "
+              f"own pick by up to {max(d_cpu, default=0):.4g}, the GPU's ranks the CPU's token "
+              f"above its pick by up to {max(d_gpu, default=0):.4g}", flush=True)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     from tests.corpus import llm_bundles
     from tflkit.bundle.validate import validate_bundle
@@ -49,7 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument("--json")
+    parser.add_argument("--calibrate", type=int, metavar="RUNS")
     args = parser.parse_args(argv)
+    if args.calibrate:
+        calibrate(args.calibrate)
+        return 0
     manifest = llm_bundles.manifest()["bundles"]
     names = args.only or list(manifest)
     out: dict[str, Any] = {}

@@ -203,6 +203,19 @@ def llm_corpus() -> Path:
 
 
 @pytest.fixture(scope="session")
+def llm_bundles() -> Path:
+    """Directory of the tiny ``.litertlm`` bundles (``{name}.litertlm``, ``MANIFEST.json``),
+    built once per version of ``tests/corpus/llm_bundle_build.py`` in the LLM builder's
+    environment."""
+    from tests.corpus.llm_bundles import bundles_dir
+
+    try:
+        return bundles_dir()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
 def corpus(corpus_dir: Path) -> Corpus:
     """The generated models: ``corpus.path("conv_dense")``, ``corpus.names()``."""
     return Corpus(corpus_dir)

@@ -1,0 +1,181 @@
+"""LiteRT-LM ``.litertlm`` bundles: the file format read and written, ``inspect``/``check`` on
+the bundle corpus (``tests/corpus/llm_bundle_build.py``: litert-torch's ``convert_to_litert``,
+tinyllama shrunk, random weights; built once into the test cache), and ``validate`` /
+``rewrite`` through the real LiteRT-LM engine (``litert-lm-api``) on the CPU and on the GPU
+(lavapipe), the engine in a child process.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli import run_tflkit
+from tflkit.bundle.litertlm import BLOCK, load_bundle, save_bundle
+from tflkit.bundle.llm_metadata import decode_llm_metadata
+from tflkit.errors import ModelLoadError
+
+
+def _bytes(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def test_bundle_reads_as_built(llm_bundles):
+    manifest = json.loads((llm_bundles / "MANIFEST.json").read_text())["bundles"]
+    entry = manifest["tkv_int8_hf"]
+    bundle = load_bundle(llm_bundles / entry["file"])
+    assert bundle.version[0] == 1
+    kinds = [s.kind for s in bundle.sections]
+    assert sorted(kinds) == ["HF_Tokenizer_Zlib", "LlmMetadataProto", "TFLiteModel"]
+    assert all(s.begin % BLOCK == 0 for s in bundle.sections)
+    meta = decode_llm_metadata(bundle.view(bundle.of_kind("LlmMetadataProto")[0]))
+    assert meta["start_token"] == {"ids": [entry["start_token_id"]]}
+    assert meta["stop_tokens"] == [{"ids": entry["stop_token_ids"]}]
+    assert meta["max_num_tokens"] == entry["kv_cache_len"]
+    (section,) = bundle.of_kind("TFLiteModel")
+    assert section.model_type == "prefill_decode"
+    model = bundle.model(section)  # ir.load on a view of the bundle's map
+    assert [s.key for s in model.signatures] == [f"prefill_{entry['prefill_len']}", "decode"]
+    view = bundle.view(section)
+    assert isinstance(view, memoryview) and view.obj is bundle.data  # no copy
+
+
+def test_bundle_written_back_is_byte_identical_and_a_section_swaps_alone(llm_bundles, tmp_path):
+    source = llm_bundles / "tkv_int8_sp.litertlm"
+    bundle = load_bundle(source)
+    save_bundle(bundle, tmp_path / "same.litertlm")
+    assert _bytes(tmp_path / "same.litertlm") == _bytes(source)
+    (section,) = bundle.of_kind("TFLiteModel")
+    grown = bytes(bundle.view(section)) + b"\0" * 20_000  # one more block
+    spans = save_bundle(bundle, tmp_path / "grown.litertlm", {section.index: grown})
+    again = load_bundle(tmp_path / "grown.litertlm")
+    for old, new, (begin, end) in zip(bundle.sections, again.sections, spans, strict=True):
+        assert (new.begin, new.end) == (begin, end) and new.begin % BLOCK == 0
+        if old.index != section.index:
+            assert bytes(again.view(new)) == bytes(bundle.view(old))
+    assert bytes(again.view(section.index)) == grown
+    with pytest.raises(Exception, match="overwrite"):
+        save_bundle(bundle, source)
+
+
+@pytest.mark.parametrize(
+    ("cut", "message"),
+    [
+        (lambda d: d[:20], "truncated .litertlm bundle"),
+        (lambda d: d[:100], "header ends at byte"),
+        (lambda d: d[:40_000], "spans bytes"),
+        (lambda d: b"LITERTLX" + d[8:], "not a LiteRT-LM bundle"),
+        (lambda d: d[:8] + (9).to_bytes(4, "little") + d[12:], "format version 9"),
+    ],
+)
+def test_broken_bundles_get_one_line_exit_2(llm_bundles, tmp_path, cut, message):
+    data = _bytes(llm_bundles / "tkv_int8_hf.litertlm")
+    broken = tmp_path / "broken.litertlm"
+    broken.write_bytes(cut(data))
+    with pytest.raises(ModelLoadError, match=message):
+        load_bundle(broken)
+    if data[:8] == cut(data)[:8]:  # the CLI knows it for a bundle by its magic
+        done = run_tflkit("inspect", str(broken))
+        assert done.returncode == 2, done.stderr
+        assert message in done.stderr and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_inspect_says_what_the_engine_will_refuse(llm_bundles):
+    def inspected(name: str) -> dict:
+        done = run_tflkit("inspect", str(llm_bundles / f"{name}.litertlm"), "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    healthy = inspected("tkv_int8_sp")
+    assert healthy["format"] == "litertlm"
+    assert healthy["tokenizer"]["kind"] == "sentencepiece"
+    assert healthy["tokenizer"]["vocab_size"] == 256
+    assert healthy["llm_metadata"]["max_num_tokens"] == 32
+    (model,) = healthy["models"]
+    assert model["warnings"] == [] and model["inspect"]["subgraphs"]
+    warned = {
+        "tkv_int8_sp_small": "the tokenizer has 210 tokens and the model's logits 256",
+        "default_int8_hf": "reads the context length from its axis 2 (2)",
+        "tkv_none_hf": "EMBEDDING_LOOKUP reads a float32 table",
+    }
+    for name, text in warned.items():
+        (model,) = inspected(name)["models"]
+        assert any(text in w for w in model["warnings"]), (name, model["warnings"])
+
+
+def test_check_reports_each_tflite_section(llm_bundles):
+    done = run_tflkit("check", str(llm_bundles / "tkv_int8_hf.litertlm"), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    (section,) = [s for s in report["sections"] if s["type"] == "TFLiteModel"]
+    assert section["skipped"] is None
+    names = [s["name"] for s in section["check"]["subgraphs"]]
+    assert names[0] == "decode"  # decode first, as for a .tflite
+
+
+def _validate(path: Path, *args: str) -> tuple[int, dict]:
+    done = run_tflkit("validate", str(path), "--json", *args, timeout=900)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+@pytest.mark.gpu
+def test_validate_healthy_bundle_passes_with_the_engines_figures(llm_bundles, gpu):
+    code, report = _validate(llm_bundles / "tkv_int8_sp.litertlm")
+    assert code == 0, report["findings"]
+    for backend in ("cpu", "gpu"):
+        run = report["runs"][backend]
+        assert run["status"] == "ok"
+        assert run["figures"]["last_decode_tokens_per_second"] > 0
+        assert run["figures"]["init_time_in_second"] > 0
+    for c in report["comparisons"]["gpu"]:
+        assert c["verdict"] in ("agrees", "consistent")
+        assert c["worst_score_delta"] <= report["thresholds"]["score_tol"]
+
+
+@pytest.mark.gpu
+def test_validate_finds_the_planted_fp16_overflow_and_its_fix(llm_bundles, gpu):
+    code, report = _validate(
+        llm_bundles / "tkv_int8_hf_norm_x3e5.litertlm", "--prompt", "once upon a time there was"
+    )
+    assert code == 1
+    (c,) = report["comparisons"]["gpu"]
+    assert c["verdict"] == "non-finite" and c["nonfinite_from_step"] == 0 and c["fault"]
+    assert report["first_divergent_step"]["step"] == 0
+    assert report["fp32"]["finite"]  # fp32 activations: the overflow is gone
+    assert report["fp32"]["decode_tps_fp32"] > 0
+
+
+@pytest.mark.gpu
+def test_engine_abort_and_refusals_are_findings_with_the_engines_line(llm_bundles, gpu):
+    code, report = _validate(llm_bundles / "tkv_none_hf.litertlm", "--prompt", "the weather")
+    assert code == 1
+    assert report["runs"]["cpu"]["status"] == "ok"
+    assert report["runs"]["gpu"]["status"] == "aborted"
+    assert "EMBEDDING_LOOKUP: Unsupported external weights type" in report["runs"]["gpu"]["message"]
+    code, report = _validate(llm_bundles / "default_int8_hf.litertlm", "--prompt", "the weather")
+    assert code == 1
+    assert report["runs"]["cpu"]["status"] == "refused"
+    assert "Input token ids are too long" in report["runs"]["cpu"]["message"]
+    assert "GATHER_ND" in report["runs"]["gpu"]["message"]
+
+
+@pytest.mark.gpu
+def test_rewritten_bundle_keeps_other_sections_and_the_engine_runs_it(llm_bundles, tmp_path, gpu):
+    source = llm_bundles / "tkv_int8_hf.litertlm"
+    out = tmp_path / "out.litertlm"
+    done = run_tflkit("rewrite", str(source), "-o", str(out), "--json", timeout=900)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["written"] and report["engine_proof"]["cpu"]["same"]
+    assert report["engine_proof"]["gpu"]["same"]
+    before, after = load_bundle(source), load_bundle(out)
+    assert report["untouched_sections"] == [0, 1]
+    for index in report["untouched_sections"]:
+        assert bytes(after.view(index)) == bytes(before.view(index))
+        assert after.sections[index].items == before.sections[index].items
+    assert all(s.begin % BLOCK == 0 for s in after.sections)
+    assert not any(op.type == "STABLEHLO_COMPOSITE" for op in after.model(2).iter_ops())
