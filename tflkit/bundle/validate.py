@@ -26,7 +26,7 @@ from tflkit.bundle.compare import (
     compare_prompt,
 )
 from tflkit.bundle.engine import DEFAULT_PROMPTS, EngineRun, run_engine
-from tflkit.bundle.litertlm import load_bundle
+from tflkit.bundle.litertlm import Bundle, load_bundle
 
 __all__ = ["BundleValidation", "validate_bundle"]
 
@@ -60,9 +60,26 @@ class BundleValidation:
             "first_divergent_step": self.first_part(),
             "fp32": self.fp32,
             "steps": None if self.steps is None else self.steps.to_json(),
+            "localized": self.localized(),
             "findings": self.findings,
             "ok": self.exit_code == 0,
         }
+
+    def localized(self) -> dict[str, Any] | None:
+        """Where the section's steps put the fault: the ops the fp16 emulation saw overflow at
+        its first parting step, and the op ``--localize`` names on gpu-fp16 (each with its
+        output tensor's name)."""
+        if self.steps is None:
+            return None
+        report = self.steps.to_json()
+        out: dict[str, Any] = {}
+        part = report["runs"].get("cpu-fp16", {}).get("first_part")
+        if part:
+            out["fp16_emulation"] = {"step": part["step"], "ops": part.get("ops", [])}
+        loc = report.get("localization") or {}
+        if loc.get("first_divergent_op"):
+            out["gpu"] = {k: loc.get(k) for k in ("runner", "step", "first_divergent_op")}
+        return out
 
     def first_part(self) -> dict[str, Any] | None:
         """The first faulty comparison: runner, prompt, step."""
@@ -184,15 +201,48 @@ def _findings(v: BundleValidation) -> list[str]:
     return out
 
 
+#: Decode steps of the section run when the engine's GPU was found faulty and --steps not given.
+LOCALIZE_STEPS = 4
+
+
+def section_steps(bundle: Bundle, steps: int, timeout: float, say: Callable[[str], None]) -> Any:
+    """The ``prefill_decode`` section through ``validate --steps`` (CPU, the fp16 emulation,
+    GPU fp16 and fp32; the step where each parts, the op named by ``--localize`` on gpu-fp16,
+    the engine's default activations), its ``odml.*`` composites inlined first (rule
+    ``inline_composite``, proven bit-exact on the CPU): LiteRT's GPU accelerator, which the
+    steps run on, crashes compiling them where the engine's own GPU graph builder does not."""
+    from tflkit.rewriter.run import rewrite_model
+    from tflkit.validation.steps import RUNNERS, steps_report
+
+    section = next(s for s in bundle.of_kind("TFLiteModel") if s.model_type == "prefill_decode")
+    data = bytes(bundle.view(section))
+    say(f"{section.label}: inlining its composites for LiteRT's GPU accelerator")
+    outcome = rewrite_model(data, rule_names=["inline_composite"], label=section.label)
+    if outcome.passes.fired and outcome.verification is not None and outcome.verification.ok:
+        data = outcome.rewritten
+    say(f"{section.label}: prefill + {steps} decode steps on {', '.join(RUNNERS)}")
+    return steps_report(
+        data,
+        f"{bundle.label} {section.label}",
+        steps,
+        timeout=timeout,
+        localize=True,
+        localize_runner="gpu-fp16",
+    )
+
+
 def validate_bundle(
     path: str | Path,
     prompts: Sequence[str] | None = None,
     *,
     max_output_tokens: int = 16,
+    steps: int | None = None,
     timeout: float = 900,
     progress: Callable[[str], None] | None = None,
 ) -> BundleValidation:
-    """The engine's CPU run against its GPU run on ``prompts`` (tflkit's own by default)."""
+    """The engine's CPU run against its GPU run on ``prompts`` (tflkit's own by default); then,
+    with ``steps`` or when the engine's GPU was found faulty, the prefill_decode section
+    through :func:`section_steps`."""
     path = Path(path)
     bundle = load_bundle(path)  # a clear error for a file that is not a bundle
     texts = list(prompts or DEFAULT_PROMPTS)
@@ -214,4 +264,8 @@ def validate_bundle(
         v.runs["gpu-fp32"], v.comparisons["gpu-fp32"] = fp32, comps32
         v.fp32 = _fp32_summary(gpu, fp32, comps32)
     v.findings = _findings(v)
+    has_section = any(s.model_type == "prefill_decode" for s in bundle.of_kind("TFLiteModel"))
+    faulty = any(c.fault for c in v.comparisons.get("gpu", []))
+    if has_section and (steps is not None or faulty):
+        v.steps = section_steps(bundle, steps or LOCALIZE_STEPS, timeout, say)
     return v

@@ -77,6 +77,7 @@ def read_prompts(prompt: list[str], prompts_file: Path | None) -> list[str] | No
 def validate_bundle_cmd(
     model: Path,
     prompts: list[str] | None,
+    steps: int | None,
     json_output: bool,
     timeout: float,
     progress: Any,
@@ -84,7 +85,7 @@ def validate_bundle_cmd(
     from tflkit.bundle.validate import validate_bundle
     from tflkit.cli.output import print_json
 
-    report = validate_bundle(model, prompts, timeout=timeout, progress=progress)
+    report = validate_bundle(model, prompts, steps=steps, timeout=timeout, progress=progress)
     if json_output:
         print_json(report)
     else:

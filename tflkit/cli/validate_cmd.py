@@ -208,7 +208,7 @@ def validate(
 
         with _progress() as progress:
             texts = read_prompts(prompt, prompts)
-            return validate_bundle_cmd(model, texts, json_output, timeout, progress)
+            return validate_bundle_cmd(model, texts, steps, json_output, timeout, progress)
     from tflkit.cli.output import show_validate_report
     from tflkit.compare.groups import parse_output_groups
     from tflkit.validation.run import ValidateOptions
