@@ -22,6 +22,7 @@ from typing import Any
 from tflkit.bundle.litertlm import Bundle, Section, load_bundle
 from tflkit.bundle.llm_metadata import decode_llm_metadata, hf_tokenizer_info, sp_tokenizer_info
 from tflkit.errors import ModelLoadError
+from tflkit.jsonable import plain
 
 __all__ = ["BundleCheck", "BundleInspect", "check_bundle", "inspect_bundle", "is_gpu_section"]
 
@@ -116,20 +117,23 @@ class BundleInspect:
     warnings: dict[int, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "format": "litertlm",
-            "version": self.version,
-            "size_bytes": self.size_bytes,
-            "system_metadata": self.system,
-            "sections": [s.to_json() for s in self.sections],
-            "llm_metadata": self.metadata,
-            "tokenizer": self.tokenizer,
-            "models": [
-                {"section": i, "warnings": self.warnings.get(i, []), "inspect": r.to_json()}
-                for i, r in self.models.items()
-            ],
-        }
+        return plain(
+            {
+                "schema": "tflkit.inspect-litertlm/1",
+                "path": self.path,
+                "format": "litertlm",
+                "version": self.version,
+                "size_bytes": self.size_bytes,
+                "system_metadata": self.system,
+                "sections": [s.to_json() for s in self.sections],
+                "llm_metadata": self.metadata,
+                "tokenizer": self.tokenizer,
+                "models": [
+                    {"section": i, "warnings": self.warnings.get(i, []), "inspect": r.to_json()}
+                    for i, r in self.models.items()
+                ],
+            }
+        )
 
     def lines(self) -> list[str]:
         out = [f"{self.path}: LiteRT-LM bundle v{self.version}, {self.size_bytes:,} bytes"]
@@ -212,20 +216,23 @@ class BundleCheck:
         return bool(checked) and all(r.gpu_ready for r in checked) and not warned
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "format": "litertlm",
-            "gpu_ready": self.gpu_ready,
-            "sections": [
-                {
-                    **s.to_json(),
-                    "skipped": skipped,
-                    "warnings": self.warnings.get(s.index, []),
-                    "check": None if r is None else r.to_json(),
-                }
-                for s, r, skipped in self.sections
-            ],
-        }
+        return plain(
+            {
+                "schema": "tflkit.check-litertlm/1",
+                "path": self.path,
+                "format": "litertlm",
+                "gpu_ready": self.gpu_ready,
+                "sections": [
+                    {
+                        **s.to_json(),
+                        "skipped": skipped,
+                        "warnings": self.warnings.get(s.index, []),
+                        "check": None if r is None else r.to_json(),
+                    }
+                    for s, r, skipped in self.sections
+                ],
+            }
+        )
 
 
 def check_bundle(path: str | Path, **check_options: Any) -> BundleCheck:

@@ -10,13 +10,14 @@ failed"; the reason is in the line). :func:`engine_line` picks the one a user ne
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tflkit.jsonable import plain
 
 __all__ = ["DEFAULT_PROMPTS", "EngineRun", "engine_available", "engine_line", "run_engine"]
 
@@ -75,19 +76,8 @@ class EngineRun:
             "init_seconds": self.init_seconds,
             "seconds": round(self.seconds, 3),
             "figures": {k: round(v, 4) for k, v in self.figures().items()},
-            "prompts": _json_safe(self.prompts),
+            "prompts": plain(self.prompts),
         }
-
-
-def _json_safe(value: Any) -> Any:
-    """``value`` with non-finite floats (NaN and infinite scores) as text ("nan", "-inf")."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    return value
 
 
 def engine_available() -> str | None:

@@ -19,6 +19,7 @@ from tflkit.bundle.compare import SCORE_TOL
 from tflkit.bundle.engine import DEFAULT_PROMPTS, EngineRun, run_engine
 from tflkit.bundle.litertlm import load_bundle, save_bundle
 from tflkit.errors import UsageError
+from tflkit.jsonable import plain
 
 __all__ = ["BundleRewrite", "rewrite_bundle"]
 
@@ -50,15 +51,18 @@ class BundleRewrite:
                 "verified": None if v is None else v.ok,
                 "problem": None if v is None else v.problem,
             })  # fmt: skip
-        return {
-            "source": self.source,
-            "output": self.output,
-            "written": self.written,
-            "sections": sections,
-            "untouched_sections": self.untouched,
-            "engine_proof": self.proof,
-            "problem": self.problem,
-        }
+        return plain(
+            {
+                "schema": "tflkit.rewrite-litertlm/1",
+                "source": self.source,
+                "output": self.output,
+                "written": self.written,
+                "sections": sections,
+                "untouched_sections": self.untouched,
+                "engine_proof": self.proof,
+                "problem": self.problem,
+            }
+        )
 
     def lines(self) -> list[str]:
         out = []

@@ -27,6 +27,7 @@ from tflkit.bundle.compare import (
 )
 from tflkit.bundle.engine import DEFAULT_PROMPTS, EngineRun, run_engine
 from tflkit.bundle.litertlm import Bundle, load_bundle
+from tflkit.jsonable import plain
 
 __all__ = ["BundleValidation", "validate_bundle"]
 
@@ -49,21 +50,28 @@ class BundleValidation:
         return 1 if self.findings or failing else 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "bundle": self.bundle,
-            "prompts": self.prompts,
-            "thresholds": {"score_tol": SCORE_TOL, "tie_band": TIE_BAND, "decode_tol": DECODE_TOL},
-            "runs": {name: run.to_json() for name, run in self.runs.items()},
-            "comparisons": {
-                name: [c.to_json() for c in items] for name, items in self.comparisons.items()
-            },
-            "first_divergent_step": self.first_part(),
-            "fp32": self.fp32,
-            "steps": None if self.steps is None else self.steps.to_json(),
-            "localized": self.localized(),
-            "findings": self.findings,
-            "ok": self.exit_code == 0,
-        }
+        return plain(
+            {
+                "schema": "tflkit.validate-litertlm/1",
+                "bundle": self.bundle,
+                "prompts": self.prompts,
+                "thresholds": {
+                    "score_tol": SCORE_TOL,
+                    "tie_band": TIE_BAND,
+                    "decode_tol": DECODE_TOL,
+                },
+                "runs": {name: run.to_json() for name, run in self.runs.items()},
+                "comparisons": {
+                    name: [c.to_json() for c in items] for name, items in self.comparisons.items()
+                },
+                "first_divergent_step": self.first_part(),
+                "fp32": self.fp32,
+                "steps": None if self.steps is None else self.steps.to_json(),
+                "localized": self.localized(),
+                "findings": self.findings,
+                "ok": self.exit_code == 0,
+            }
+        )
 
     def localized(self) -> dict[str, Any] | None:
         """Where the section's steps put the fault: the ops the fp16 emulation saw overflow at
