@@ -179,3 +179,15 @@ def test_comparator_skips_a_pair_when_a_runner_failed():
     crashed = RunResult("gpu-fp16", "crashed", error="Check failed: boom")
     pair = compare_pair(crashed, cpu, [OutputInfo("y", "float32", (2,))])
     assert pair.verdict == "skipped" and "crashed" in pair.reason and "boom" in pair.reason
+
+
+def test_divergence_takes_a_mask_sentinel_overflowing_to_inf_as_agreeing():
+    """float32's lowest value in an additive mask is -inf by intent: the GPU in fp16 gives -inf
+    there (measured on the bundle corpus's decode graph: the mask ADD), which is no divergence;
+    a real overflow (8e5 computed, inf on the GPU) still is."""
+    from tflkit.compare.divergence import divergence
+
+    mask = divergence(np.array([-3.4028235e38, 1.0, 2.0]), np.array([-np.inf, 1.0, 2.0]))
+    assert mask.new_nonfinite == 0 and mask.score == 0.0
+    overflow = divergence(np.array([8e5, 1.0]), np.array([np.inf, 1.0]))
+    assert overflow.new_nonfinite == 1 and overflow.score == float("inf")
