@@ -100,8 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     manifest = llm_bundles.manifest()["bundles"]
     names = args.only or list(manifest)
     out: dict[str, Any] = {}
-    print("| bundle | engine CPU | engine GPU | per prompt | worst score diff | fp32 | exit |")
-    print("|---|---|---|---|---|---|---|")
+    print("| bundle | engine CPU | engine GPU | per prompt | worst score diff | fp32 | op named "
+          "(the section's --steps) | exit |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     healthy_worst, healthy_gaps = 0.0, []
     for name in names:
         v = validate_bundle(llm_bundles.bundle_path(name))

@@ -147,6 +147,16 @@ def test_validate_finds_the_planted_fp16_overflow_and_its_fix(llm_bundles, gpu):
     assert report["first_divergent_step"]["step"] == 0
     assert report["fp32"]["finite"]  # fp32 activations: the overflow is gone
     assert report["fp32"]["decode_tps_fp32"] > 0
+    # the section through --steps: the planted op named at step 0, by the fp16 emulation and by
+    # --localize on the GPU in fp16 (the engine's default activations)
+    found = report["localized"]
+    (op,) = found["fp16_emulation"]["ops"]
+    assert found["fp16_emulation"]["step"] == 0
+    assert op["op_type"] == "MUL" and "RMSNorm_final_norm" in op["output"]
+    gpu_op = found["gpu"]["first_divergent_op"]
+    assert found["gpu"]["runner"] == "gpu-fp16" and found["gpu"]["step"] == 0
+    assert gpu_op["op_index"] == op["op_index"]
+    assert any("RMSNorm_final_norm" in name for name in gpu_op["outputs"])
 
 
 @pytest.mark.gpu
