@@ -7,7 +7,9 @@
 environment (``llm_build.ensure_env``: torch 2.13, litert-torch 0.10, tensorflow-cpu), never in
 the test process. Writes ``OUTDIR/<name>.litertlm``, the tokenizers it packed
 (``tokenizer.json``: an HF WordLevel tokenizer; ``tokenizer.model``: a SentencePiece model trained
-here) and ``OUTDIR/MANIFEST.json`` (how each bundle was made; no results).
+here), litert-torch's own ``toy_model_with_kv_cache`` as a ``.tflite`` (its prefill fills the
+whole cache: the case of ``validate --steps`` with a prompt shorter than the prefill), and
+``OUTDIR/MANIFEST.json`` (how each was made; no results).
 
 Bundles (:data:`BUNDLES`): the transposed KV layout with the mask as an input (what LiteRT-LM's
 GPU executor expects) and litert-torch's default layout; ``quantize="dynamic_int8"`` (int8
@@ -179,6 +181,36 @@ def _bundle(name: str, outdir: Path, tokenizers: dict[str, Path]) -> dict:
     }
 
 
+def toy_kv_cache(outdir: Path) -> dict:
+    """litert-torch's own ``toy_model_with_kv_cache`` (its test model: 2 layers, a 100-token
+    ``prefill``, a 100-position cache, vocabulary 150), converted the way its
+    ``convert_toy_model.py`` does (``litert_torch.signature(...).convert()``; that script, as
+    shipped in 0.10, calls ``KVCache.from_model_config(config)`` and fails), seed 0, to
+    ``toy_model_with_kv_cache.tflite``: the graph whose prefill fills the whole cache."""
+    import litert_torch
+    import torch
+    from litert_torch.generative.examples.test_models import toy_model_with_kv_cache as toy
+    from litert_torch.generative.layers import kv_cache as kv_utils
+
+    torch.manual_seed(llm_build.SEED)
+    config = toy.get_model_config()
+    model = toy.ToyModelWithKVCache(config).eval()
+    kv = kv_utils.KVCache.from_model_config(config.max_seq_len, config)  # its script: (config)
+    tokens, input_pos = toy.get_sample_prefill_inputs()
+    decode_token, decode_input_pos = toy.get_sample_decode_inputs()
+    prefill = {"tokens": tokens, "input_pos": input_pos, "kv_cache": kv}
+    decode = {"tokens": decode_token, "input_pos": decode_input_pos, "kv_cache": kv}
+    edge = (
+        litert_torch.signature("prefill", model, sample_kwargs=prefill)
+        .signature("decode", model, sample_kwargs=decode)
+        .convert()
+    )
+    target = outdir / "toy_model_with_kv_cache.tflite"
+    edge.export(str(target))
+    return {"file": target.name, "bytes": target.stat().st_size, "prefill_len": 100,
+            "kv_cache_len": config.max_seq_len, "vocab": config.vocab_size}  # fmt: skip
+
+
 def _versions() -> dict[str, str]:
     from importlib import metadata
 
@@ -194,10 +226,12 @@ def build(outdir: Path, names: list[str] | None = None) -> None:
         "sp": sp_tokenizer(outdir / "tokenizer.model"),
         "sp_small": sp_tokenizer(outdir / "tokenizer_small.model", pieces=None),
     }
-    manifest = {"versions": _versions(), "bundles": {}}
+    manifest = {"versions": _versions(), "bundles": {}, "graphs": {}}
     for name in names or list(BUNDLES):
         manifest["bundles"][name] = _bundle(name, outdir, tokenizers)
         print(f"{name}: {manifest['bundles'][name]['bytes']} bytes", flush=True)
+    if not names:
+        manifest["graphs"]["toy_model_with_kv_cache"] = toy_kv_cache(outdir)
     (outdir / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
 
