@@ -116,6 +116,18 @@ def test_check_reports_each_tflite_section(llm_bundles):
     assert names[0] == "decode"  # decode first, as for a .tflite
 
 
+def test_backend_constraint_is_honoured(llm_bundles):
+    path = llm_bundles / "tkv_int8_hf_cpu_only.litertlm"
+    done = run_tflkit("check", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    (section,) = json.loads(done.stdout)["sections"]
+    assert section["backend_constraint"] == "cpu" and section["check"] is None
+    assert "never gives it to the GPU" in section["skipped"]
+    code, report = _validate(path, "--prompt", "the weather today is")
+    assert code == 0 and list(report["runs"]) == ["cpu"]
+    assert "backend_constraint cpu" in report["notes"][0]
+
+
 def _validate(path: Path, *args: str) -> tuple[int, dict]:
     done = run_tflkit("validate", str(path), "--json", *args, timeout=900)
     assert done.returncode in (0, 1), done.stderr

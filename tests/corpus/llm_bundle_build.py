@@ -181,6 +181,47 @@ def _bundle(name: str, outdir: Path, tokenizers: dict[str, Path]) -> dict:
     }
 
 
+def cpu_only(outdir: Path, tokenizer: Path) -> dict:
+    """``tkv_int8_hf``'s model packed by ``litert-lm-builder`` directly (the same sections as
+    ``convert_to_litert`` writes) with ``backend_constraint="cpu"`` on its prefill_decode
+    section: ``tkv_int8_hf_cpu_only.litertlm``."""
+    import litert_lm_builder as lb
+    from litert_lm_builder.runtime.proto import llm_metadata_pb2, llm_model_type_pb2
+    from litert_torch.generative.layers import kv_cache
+    from litert_torch.generative.utilities import converter, export_config
+
+    model, config = llm_build._model(ARCH)
+    layout = export_config.ExportConfig(
+        mask_as_input=True, kvcache_layout=kv_cache.KV_LAYOUT_TRANSPOSED
+    )
+    meta = llm_metadata_pb2.LlmMetadata(max_num_tokens=KV_CACHE_LEN)
+    meta.start_token.token_ids.ids.append(BOS)
+    meta.stop_tokens.add().token_ids.ids.append(EOS)
+    meta.llm_model_type.CopyFrom(
+        llm_model_type_pb2.LlmModelType(generic_model=llm_model_type_pb2.GenericModel())
+    )
+    target = outdir / "tkv_int8_hf_cpu_only.litertlm"
+    with tempfile.TemporaryDirectory(dir=outdir) as tmp:
+        tflite = converter.convert_to_tflite(
+            model, tmp, "m", PREFILL_LEN, KV_CACHE_LEN, quantize="dynamic_int8", config=config,
+            export_config=layout,
+        )  # fmt: skip
+        (Path(tmp) / "meta.pb").write_bytes(meta.SerializeToString())
+        builder = lb.LitertLmFileBuilder()
+        builder.add_llm_metadata(str(Path(tmp) / "meta.pb"))
+        builder.add_hf_tokenizer(str(tokenizer))
+        builder.add_tflite_model(
+            tflite, lb.TfLiteModelType.PREFILL_DECODE, backend_constraint="cpu"
+        )
+        with open(target, "wb") as out:
+            builder.build(out)
+    return {"file": target.name, "bytes": target.stat().st_size, "arch": ARCH,
+            "kv_layout": "transposed", "mask_as_input": True, "quantize": "dynamic_int8",
+            "tokenizer": tokenizer.name, "fault": None, "backend_constraint": "cpu",
+            "prefill_len": PREFILL_LEN, "kv_cache_len": KV_CACHE_LEN, "start_token_id": BOS,
+            "stop_token_ids": [EOS]}  # fmt: skip
+
+
 def toy_kv_cache(outdir: Path) -> dict:
     """litert-torch's own ``toy_model_with_kv_cache`` (its test model: 2 layers, a 100-token
     ``prefill``, a 100-position cache, vocabulary 150), converted the way its
@@ -231,6 +272,7 @@ def build(outdir: Path, names: list[str] | None = None) -> None:
         manifest["bundles"][name] = _bundle(name, outdir, tokenizers)
         print(f"{name}: {manifest['bundles'][name]['bytes']} bytes", flush=True)
     if not names:
+        manifest["bundles"]["tkv_int8_hf_cpu_only"] = cpu_only(outdir, tokenizers["hf"])
         manifest["graphs"]["toy_model_with_kv_cache"] = toy_kv_cache(outdir)
     (outdir / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
 

@@ -25,6 +25,7 @@ from tflkit.bundle.compare import (
     PromptComparison,
     compare_prompt,
 )
+from tflkit.bundle.describe import is_gpu_section
 from tflkit.bundle.engine import DEFAULT_PROMPTS, EngineRun, run_engine
 from tflkit.bundle.litertlm import Bundle, load_bundle
 from tflkit.jsonable import plain
@@ -42,6 +43,7 @@ class BundleValidation:
     comparisons: dict[str, list[PromptComparison]]
     fp32: dict[str, Any] | None = None
     findings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     steps: Any = None  # the prefill_decode section through --steps (a StepsReport), if run
 
     @property
@@ -105,6 +107,7 @@ class BundleValidation:
             out.append(_run_line(name, run))
             for c in self.comparisons.get(name, []):
                 out.append(f"  {c.line()}")
+        out += [f"note: {n}" for n in self.notes]
         if self.fp32 is not None:
             out.append(f"fp32 activations: {self.fp32['summary']}")
         if self.steps is not None:
@@ -239,6 +242,29 @@ def section_steps(bundle: Bundle, steps: int, timeout: float, say: Callable[[str
     )
 
 
+def _gpu_passes(
+    v: BundleValidation,
+    path: Path,
+    cpu: EngineRun,
+    texts: list[str],
+    kw: dict[str, Any],
+    say: Callable[[str], None],
+) -> None:
+    """The GPU against the CPU (repeated while faulty), then fp32 activations when faulty."""
+    say("engine on the GPU (fp16 activations, the engine's default)")
+    gpu, comps, extra = _confirmed(path, cpu, texts, None, **kw) if cpu.ok else (
+        run_engine(path, "gpu", texts, **kw), [], []
+    )  # fmt: skip
+    v.runs["gpu"], v.comparisons["gpu"] = gpu, comps
+    for i, again in enumerate(extra, 2):
+        v.runs[f"gpu (run {i})"] = again
+    if cpu.ok and gpu.ok and any(c.fault for c in comps):
+        say("engine on the GPU with fp32 activations")
+        fp32, comps32, _ = _confirmed(path, cpu, texts, "fp32", **kw)
+        v.runs["gpu-fp32"], v.comparisons["gpu-fp32"] = fp32, comps32
+        v.fp32 = _fp32_summary(gpu, fp32, comps32)
+
+
 def validate_bundle(
     path: str | Path,
     prompts: Sequence[str] | None = None,
@@ -259,18 +285,15 @@ def validate_bundle(
     say("engine on the CPU")
     cpu = run_engine(path, "cpu", texts, **kw)
     v = BundleValidation(bundle.label, texts, {"cpu": cpu}, {})
-    say("engine on the GPU (fp16 activations, the engine's default)")
-    gpu, comps, extra = _confirmed(path, cpu, texts, None, **kw) if cpu.ok else (
-        run_engine(path, "gpu", texts, **kw), [], []
-    )  # fmt: skip
-    v.runs["gpu"], v.comparisons["gpu"] = gpu, comps
-    for i, again in enumerate(extra, 2):
-        v.runs[f"gpu (run {i})"] = again
-    if cpu.ok and gpu.ok and any(c.fault for c in comps):
-        say("engine on the GPU with fp32 activations")
-        fp32, comps32, _ = _confirmed(path, cpu, texts, "fp32", **kw)
-        v.runs["gpu-fp32"], v.comparisons["gpu-fp32"] = fp32, comps32
-        v.fp32 = _fp32_summary(gpu, fp32, comps32)
+    decoder = [s for s in bundle.of_kind("TFLiteModel") if s.model_type == "prefill_decode"]
+    if decoder and not is_gpu_section(decoder[0]):
+        v.notes.append(
+            f"{decoder[0].label} has backend_constraint {decoder[0].backend_constraint}: "
+            "LiteRT-LM runs it on those backends only (its GPU engine refuses a bundle so "
+            "constrained), so there is no GPU run to compare"
+        )
+    else:
+        _gpu_passes(v, path, cpu, texts, kw, say)
     v.findings = _findings(v)
     has_section = any(s.model_type == "prefill_decode" for s in bundle.of_kind("TFLiteModel"))
     faulty = any(c.fault for c in v.comparisons.get("gpu", []))
