@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from tests.conftest_corpus import REPO, cache_root
-from tests.corpus import llm_build
+from tests.corpus.llm_steps import build_in_env
 
 __all__ = ["bundle_path", "bundles_dir", "manifest"]
 
@@ -32,28 +28,11 @@ def source_key() -> str:
 
 
 def bundles_dir() -> Path:
-    """``{name}.litertlm``, the tokenizers and ``MANIFEST.json`` in the test cache, built once per
-    version of the builder scripts; raises RuntimeError when the build fails."""
-    root = cache_root() / "llm"
-    folder = root / f"bundles-{source_key()}"
-    if (folder / "MANIFEST.json").is_file():
-        return folder
-    python = llm_build.ensure_env(root)
-    with tempfile.TemporaryDirectory(dir=root) as tmp:
-        done = subprocess.run(
-            ["nice", "-n", "5", str(python), str(REPO / _SCRIPTS[0]), tmp],
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"the LLM bundle build failed:\n{done.stderr[-3000:]}")
-        staged = folder.with_name(folder.name + f".tmp{os.getpid()}")
-        shutil.copytree(tmp, staged)
-        os.replace(staged, folder)
-    return folder
+    """``{name}.litertlm``, the tokenizers, ``toy_model_with_kv_cache.tflite`` and
+    ``MANIFEST.json`` in the test cache, built once per version of the builder scripts; raises
+    RuntimeError when the build fails."""
+    folder = cache_root() / "llm" / f"bundles-{source_key()}"
+    return build_in_env(folder, _SCRIPTS[0], "the LLM bundle corpus")
 
 
 def manifest() -> dict:

@@ -23,21 +23,28 @@ from pathlib import Path
 from tests.conftest_corpus import REPO, cache_root
 from tests.corpus import llm_build
 
-__all__ = ["corpus_dir", "inlined"]
+__all__ = ["build_in_env", "corpus_dir", "inlined"]
 
 
 def corpus_dir() -> Path:
     """``{arch}.tflite`` and ``MANIFEST.json`` in the test cache, built once per version of
     ``llm_build.py`` (its hash names the folder); raises RuntimeError when the build fails."""
-    root = cache_root() / "llm"
-    folder = root / f"corpus-{llm_build.source_key()}"
+    folder = cache_root() / "llm" / f"corpus-{llm_build.source_key()}"
+    return build_in_env(folder, "tests/corpus/llm_build.py", "the LLM corpus")
+
+
+def build_in_env(folder: Path, script: str, what: str) -> Path:
+    """``folder`` (a cache folder named by the hash of what builds it), made once by ``script``
+    run with an output folder in the LLM builder environment (``llm_build.ensure_env``) and
+    moved into place whole; raises RuntimeError with the end of its stderr when it fails."""
     if (folder / "MANIFEST.json").is_file():
         return folder
+    root = folder.parent
     python = llm_build.ensure_env(root)
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         done = subprocess.run(
-            ["nice", "-n", "5", str(python), str(REPO / "tests/corpus/llm_build.py"), tmp],
+            ["nice", "-n", "5", str(python), str(REPO / script), tmp],
             capture_output=True,
             text=True,
             timeout=900,
@@ -45,7 +52,7 @@ def corpus_dir() -> Path:
             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
         )
         if done.returncode != 0:
-            raise RuntimeError(f"the LLM corpus build failed:\n{done.stderr[-3000:]}")
+            raise RuntimeError(f"{what} build failed:\n{done.stderr[-3000:]}")
         staged = folder.with_name(folder.name + f".tmp{os.getpid()}")
         shutil.copytree(tmp, staged)
         os.replace(staged, folder)
