@@ -71,6 +71,7 @@ class BundleValidation:
                 "steps": None if self.steps is None else self.steps.to_json(),
                 "localized": self.localized(),
                 "findings": self.findings,
+                "notes": self.notes,
                 "ok": self.exit_code == 0,
             }
         )
