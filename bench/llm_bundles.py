@@ -23,15 +23,17 @@ from typing import Any
 
 
 def _row(name: str, v: Any) -> str:
+    from tflkit.bundle.engine import figures, how
+
     cells = []
     for key in ("cpu", "gpu"):
         run = v.runs.get(key)
         if run is None:
             cells.append("-")
         elif not run.ok:
-            cells.append(f"{run.status}: {run.message}")
+            cells.append(f"{how(run)}: {run.error}")
         else:
-            tps = run.figures().get("last_decode_tokens_per_second", 0.0)
+            tps = figures(run).get("last_decode_tokens_per_second", 0.0)
             cells.append(f"ran, decode {tps:.0f} tok/s")
     comps = v.comparisons.get("gpu", [])
     verdicts = ", ".join(
@@ -71,7 +73,7 @@ def calibrate(runs: int) -> None:
     the glitches), then ``validate`` ``runs`` times for the decode-vs-scoring margins."""
     from tests.corpus import llm_bundles
     from tflkit.bundle.compare import SCORE_TOL
-    from tflkit.bundle.engine import DEFAULT_PROMPTS, run_engine
+    from tflkit.bundle.engine import DEFAULT_PROMPTS, records, run_engine
     from tflkit.bundle.validate import validate_bundle
 
     prompts = list(DEFAULT_PROMPTS)
@@ -80,15 +82,15 @@ def calibrate(runs: int) -> None:
         cpu = run_engine(path, "cpu", prompts)
         if entry["fault"] is not None or not cpu.ok:
             continue
-        texts = {i: [p["text"]] for i, p in enumerate(cpu.prompts)}
+        texts = {i: [p["text"]] for i, p in enumerate(records(cpu))}
         worst = []
         for _ in range(runs):
             gpu = run_engine(path, "gpu", prompts, score=texts)
             if not gpu.ok:
                 break
             worst.append([
-                max(abs(g - c) for g, c in zip(p["scored"][0]["scores"], q["scores"], strict=False))
-                for p, q in zip(gpu.prompts, cpu.prompts, strict=True)
+                max(abs(g - c) for g, c in zip(p["scored"], q["scores"], strict=False))
+                for p, q in zip(records(gpu), records(cpu), strict=True)
             ])  # fmt: skip
         if not worst:
             continue

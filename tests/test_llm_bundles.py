@@ -176,13 +176,16 @@ def test_engine_abort_and_refusals_are_findings_with_the_engines_line(llm_bundle
     code, report = _validate(llm_bundles / "tkv_none_hf.litertlm", "--prompt", "the weather")
     assert code == 1
     assert report["runs"]["cpu"]["status"] == "ok"
-    assert report["runs"]["gpu"]["status"] == "aborted"
-    assert "EMBEDDING_LOOKUP: Unsupported external weights type" in report["runs"]["gpu"]["message"]
+    gpu = report["runs"]["gpu"]
+    assert (gpu["status"], gpu["how"]) == ("crashed", "aborted")
+    assert "EMBEDDING_LOOKUP: Unsupported external weights type" in gpu["error"]
     code, report = _validate(llm_bundles / "default_int8_hf.litertlm", "--prompt", "the weather")
     assert code == 1
-    assert report["runs"]["cpu"]["status"] == "refused"
-    assert "Input token ids are too long" in report["runs"]["cpu"]["message"]
-    assert "GATHER_ND" in report["runs"]["gpu"]["message"]
+    cpu, gpu = report["runs"]["cpu"], report["runs"]["gpu"]
+    assert (cpu["status"], cpu["how"]) == ("run_error", "refused")
+    assert "Input token ids are too long" in cpu["error"]
+    assert (gpu["status"], gpu["how"]) == ("compile_error", "refused")
+    assert "GATHER_ND" in gpu["error"]
 
 
 @pytest.mark.gpu

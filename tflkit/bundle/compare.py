@@ -174,11 +174,11 @@ def compare_prompt(
     cpu: dict[str, Any], gpu: dict[str, Any], cpu_branch: list[Score] | None = None
 ) -> PromptComparison:
     """``cpu`` and ``gpu`` are the engine worker's records of one prompt (the GPU's with the
-    CPU's continuation scored, ``scored[0]``); ``cpu_branch`` the CPU's scores of the GPU's
+    CPU's continuation scored, ``scored``); ``cpu_branch`` the CPU's scores of the GPU's
     continuation (for the margins at the parting step)."""
     cpu_ids, gpu_ids = list(cpu["ids"]), list(gpu["ids"])
     cpu_scores = list(cpu["scores"])
-    gpu_scores = list(gpu["scored"][0]["scores"]) if gpu.get("scored") else []
+    gpu_scores = list(gpu.get("scored") or [])
     n = min(len(cpu_scores), len(gpu_scores))
     first_part = _first(lambda k: cpu_ids[k] != gpu_ids[k], min(len(cpu_ids), len(gpu_ids)))
     nonfinite = _first(lambda k: _finite(cpu_scores[k]) and not _finite(gpu_scores[k]), n)

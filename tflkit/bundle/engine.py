@@ -1,6 +1,6 @@
-"""The LiteRT-LM engine as a runner: a bundle's prompts generated greedily (and texts scored) on
-CPU or GPU, in a child process (the engine aborts its process on some bundles: measured), with
-what the engine itself said when it aborted or refused.
+"""The LiteRT-LM engine's runs from the bundle commands' side: tflkit's prompts, a run on one
+backend (:func:`run_engine`: the runner :class:`tflkit.delegates.litert_lm.LiteRtLmRunner`), its
+records and figures, and what the engine itself said when it aborted or refused.
 
 The engine logs through absl to native stderr: ``F...`` lines are fatal (the process aborts),
 ``E...`` lines errors (a refused call surfaces in Python only as "litert_lm_session_run_decode
@@ -9,17 +9,15 @@ failed"; the reason is in the line). :func:`engine_line` picks the one a user ne
 
 from __future__ import annotations
 
-import json
 import re
-import sys
-import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tflkit.delegates.base import RunResult
 from tflkit.jsonable import plain
 
-__all__ = ["DEFAULT_PROMPTS", "EngineRun", "engine_available", "engine_line", "run_engine"]
+__all__ = ["DEFAULT_PROMPTS", "engine_available", "engine_line", "figures", "how", "records",
+           "run_engine", "run_json"]  # fmt: skip
 
 #: tflkit's own prompts (plain words every tokenizer of the corpus knows; a bundle's prompt
 #: template is not applied, so the same tokens reach both backends).
@@ -31,53 +29,43 @@ _PY_ERROR = re.compile(r"^(\w+Error: .*)$", re.M)
 _WHOLE = "Hint fully delegated to single delegate is set, but the graph is not fully delegated"
 
 
-@dataclass
-class EngineRun:
-    """One engine run on one backend: how it ended and what it produced."""
+#: How each status of an engine run reads in a report.
+_WORDS = {"crashed": "aborted", "compile_error": "refused", "run_error": "refused",
+          "timeout": "timed out", "unavailable": "unavailable"}  # fmt: skip
 
-    backend: str
-    activation: str | None
-    status: str  # ok | aborted | refused | timed out
-    message: str | None = None
-    stage: str = ""
-    init_seconds: float | None = None
-    seconds: float = 0.0
-    prompts: list[dict[str, Any]] = field(default_factory=list)
 
-    @property
-    def name(self) -> str:
-        return f"{self.backend}-{self.activation}" if self.activation else self.backend
+def how(result: RunResult) -> str:
+    """``ok``, ``aborted`` (the engine killed its process), ``refused`` or ``timed out``."""
+    return _WORDS.get(result.status, result.status)
 
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
 
-    def figures(self) -> dict[str, float]:
-        """The engine's own figures, averaged over the prompts (init once)."""
-        runs = [p["benchmark"] for p in self.prompts if p.get("benchmark")]
-        if not runs:
-            return {}
-        keys = (
-            "time_to_first_token_in_second",
-            "last_prefill_tokens_per_second",
-            "last_decode_tokens_per_second",
-        )
-        out = {k: sum(r.get(k, 0.0) for r in runs) / len(runs) for k in keys}
-        out["init_time_in_second"] = runs[0].get("init_time_in_second", 0.0)
-        return out
+def records(result: RunResult) -> list[dict[str, Any]]:
+    """Per prompt of an engine run: ``prompt``, ``prompt_ids``, ``text``, ``ids``, ``scores``
+    and ``scored`` (the given text's scores, or None) as plain values; NaN and -inf kept."""
+    out = []
+    for o in result.outputs:
+        scored = o.get("scored")
+        out.append({
+            "prompt": str(o["prompt"]),
+            "prompt_ids": [int(t) for t in o["prompt_ids"]],
+            "text": str(o["text"]),
+            "ids": [int(t) for t in o["ids"]],
+            "scores": [float(v) for v in o["scores"]],
+            "scored": None if scored is None else [float(v) for v in scored],
+        })  # fmt: skip
+    return out
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "activation": self.activation,
-            "status": self.status,
-            "message": self.message,
-            "stage": self.stage,
-            "init_seconds": self.init_seconds,
-            "seconds": round(self.seconds, 3),
-            "figures": {k: round(v, 4) for k, v in self.figures().items()},
-            "prompts": plain(self.prompts),
-        }
+
+def figures(result: RunResult) -> dict[str, float]:
+    """The engine's own figures of a run (init, time to first token, tokens/s)."""
+    return dict(result.executed.get("figures") or {})
+
+
+def run_json(result: RunResult) -> dict[str, Any]:
+    """An engine run for JSON: the runner protocol's summary, the engine's figures and every
+    prompt's continuation and scores."""
+    return plain({**result.to_json(), "how": how(result), "figures": figures(result),
+                  "prompts": records(result)})  # fmt: skip
 
 
 def engine_available() -> str | None:
@@ -136,36 +124,18 @@ def run_engine(
     score: dict[int, list[str]] | None = None,
     max_output_tokens: int | None = 16,
     timeout: float = 900,
-) -> EngineRun:
-    """``prompts`` through the engine on ``backend`` (``cpu``/``gpu``) in a child process."""
-    from tflkit.converters.base import require_module
-    from tflkit.proc.result_file import read_result
-    from tflkit.proc.worker import run_worker
+) -> RunResult:
+    """``prompts`` through the engine on ``backend`` (``cpu``/``gpu``): the runner of the
+    registry's engine spec for that backend and activation, driven by ``execute``; ``score``
+    gives per prompt index the text to score after it."""
+    from tflkit.delegates.base import execute
+    from tflkit.delegates.litert_lm import LiteRtLmRunner, engine_feed
 
-    require_module("litert_lm", "llm", "the LiteRT-LM engine")
-    with tempfile.TemporaryDirectory(prefix="tflkit-engine-") as tmp:
-        plan = {
-            "bundle": str(Path(bundle).resolve()),
-            "backend": backend,
-            "activation": activation,
-            "prompts": list(prompts),
-            "max_output_tokens": max_output_tokens,
-            "score": {str(k): v for k, v in (score or {}).items()},
-        }
-        (Path(tmp) / "plan.json").write_text(json.dumps(plan))
-        cmd = [sys.executable, "-m", "tflkit.bundle._engine_worker", tmp]
-        done = run_worker(cmd, cwd=tmp, timeout=timeout)
-        try:
-            state = read_result(Path(tmp) / "result.json")
-        except (OSError, ValueError):
-            state = {"stage": "start", "prompts": []}
-    run = EngineRun(backend, activation, "ok", stage=state.get("stage", ""), seconds=done.seconds)
-    run.init_seconds = state.get("init_seconds")
-    run.prompts = [p for p in state.get("prompts", []) if "scores" in p]
-    if done.timed_out:
-        run.status, run.message = "timed out", f"no answer after {timeout:.0f} s"
-    elif done.returncode != 0 or run.stage != "done":
-        signalled = done.returncode is not None and done.returncode < 0
-        run.status = "aborted" if signalled else "refused"
-        run.message = engine_line(done.output) or f"{done.how}: {done.last_line}"
-    return run
+    name = f"litert-lm-{backend}" + (f"-{activation}" if activation else "")
+    runner = LiteRtLmRunner(
+        bundle, backend=backend, activation=activation, max_output_tokens=max_output_tokens,
+        timeout=timeout, name=name,
+    )  # fmt: skip
+    texts = score or {}
+    feeds = [engine_feed(p, (texts.get(i) or [None])[0]) for i, p in enumerate(prompts)]
+    return execute(runner, feeds)

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from tflkit.bundle.compare import SCORE_TOL
-from tflkit.bundle.engine import DEFAULT_PROMPTS, EngineRun, run_engine
+from tflkit.bundle.engine import DEFAULT_PROMPTS, how, records, run_engine
 from tflkit.bundle.litertlm import load_bundle, save_bundle
+from tflkit.delegates.base import RunResult
 from tflkit.errors import UsageError
 from tflkit.jsonable import plain
 
@@ -79,8 +80,8 @@ class BundleRewrite:
         return out
 
 
-def _scored(run: EngineRun) -> list[list[float]]:
-    return [p["scored"][0]["scores"] if p.get("scored") else p["scores"] for p in run.prompts]
+def _scored(run: RunResult) -> list[list[float]]:
+    return [p["scored"] if p["scored"] is not None else p["scores"] for p in records(run)]
 
 
 def _worst(a: list[list[float]], b: list[list[float]]) -> float:
@@ -94,16 +95,17 @@ def _worst(a: list[list[float]], b: list[list[float]]) -> float:
     return worst
 
 
-def _compare(before: EngineRun, after: EngineRun, tokens: bool) -> dict[str, Any]:
+def _compare(before: RunResult, after: RunResult, tokens: bool) -> dict[str, Any]:
     if not after.ok:
-        return {"same": False, "summary": f"rewritten bundle {after.status}: {after.message}"}
+        return {"same": False, "summary": f"rewritten bundle {how(after)}: {after.error}"}
     worst = _worst(_scored(before), _scored(after))
-    same_ids = all(x["ids"] == y["ids"] for x, y in zip(before.prompts, after.prompts, strict=True))
+    pairs = zip(records(before), records(after), strict=True)
+    same_ids = all(x["ids"] == y["ids"] for x, y in pairs)
     same = worst <= SCORE_TOL and (same_ids or not tokens)
     what = "the same greedy tokens and " if tokens and same_ids else ""
     if tokens and not same_ids:
         what = "different greedy tokens; "
-    summary = f"{what}scores within {worst:.3g} of the original's on {len(before.prompts)} prompts"
+    summary = f"{what}scores within {worst:.3g} of the original's on {len(before.outputs)} prompts"
     return {"same": same, "same_tokens": same_ids, "worst_score_difference": worst,
             "summary": summary}  # fmt: skip
 
@@ -116,15 +118,15 @@ def _prove(source: Path, output: Path, prompts: list[str], say: Callable[[str], 
     say("engine on the CPU: original and rewritten")
     cpu = run_engine(source, "cpu", prompts)
     if not cpu.ok:
-        return {"cpu": {"same": None, "summary": f"original {cpu.status}: {cpu.message}"}}
-    texts = {i: [p["text"]] for i, p in enumerate(cpu.prompts)}
+        return {"cpu": {"same": None, "summary": f"original {how(cpu)}: {cpu.error}"}}
+    texts = {i: [p["text"]] for i, p in enumerate(records(cpu))}
     proof = {"cpu": _compare(cpu, run_engine(output, "cpu", prompts, score=texts), True)}
     say("engine on the GPU: original and rewritten")
     before = run_engine(source, "gpu", prompts, score=texts)
     if not before.ok:
-        note = f"original {before.status} there ({before.message}): not compared"
+        note = f"original {how(before)} there ({before.error}): not compared"
         return {**proof, "gpu": {"same": None, "summary": note}}
-    reference = [p["scores"] for p in cpu.prompts]
+    reference = [p["scores"] for p in records(cpu)]
     best = [math.inf] * len(prompts)
     for _ in range(3):
         after = run_engine(output, "gpu", prompts, score=texts)

@@ -26,8 +26,9 @@ from tflkit.bundle.compare import (
     compare_prompt,
 )
 from tflkit.bundle.describe import is_gpu_section
-from tflkit.bundle.engine import DEFAULT_PROMPTS, EngineRun, run_engine
+from tflkit.bundle.engine import DEFAULT_PROMPTS, figures, how, records, run_engine, run_json
 from tflkit.bundle.litertlm import Bundle, load_bundle
+from tflkit.delegates.base import RunResult
 from tflkit.jsonable import plain
 
 __all__ = ["BundleValidation", "validate_bundle"]
@@ -39,7 +40,7 @@ class BundleValidation:
 
     bundle: str
     prompts: list[str]
-    runs: dict[str, EngineRun]
+    runs: dict[str, RunResult]
     comparisons: dict[str, list[PromptComparison]]
     fp32: dict[str, Any] | None = None
     findings: list[str] = field(default_factory=list)
@@ -62,7 +63,7 @@ class BundleValidation:
                     "tie_band": TIE_BAND,
                     "decode_tol": DECODE_TOL,
                 },
-                "runs": {name: run.to_json() for name, run in self.runs.items()},
+                "runs": {name: run_json(run) for name, run in self.runs.items()},
                 "comparisons": {
                     name: [c.to_json() for c in items] for name, items in self.comparisons.items()
                 },
@@ -117,10 +118,10 @@ class BundleValidation:
         return out
 
 
-def _run_line(name: str, run: EngineRun) -> str:
+def _run_line(name: str, run: RunResult) -> str:
     if not run.ok:
-        return f"{name}: {run.status} ({run.stage}): {run.message}"
-    f = run.figures()
+        return f"{name}: {how(run)} ({run.executed.get('stage')}): {run.error}"
+    f = figures(run)
     return (
         f"{name}: ran; init {f.get('init_time_in_second', 0):.3g} s, time to first token "
         f"{f.get('time_to_first_token_in_second', 0):.3g} s, prefill "
@@ -129,12 +130,11 @@ def _run_line(name: str, run: EngineRun) -> str:
     )
 
 
-def _compare(cpu: EngineRun, gpu: EngineRun, branch: EngineRun | None) -> list[PromptComparison]:
+def _compare(cpu: RunResult, gpu: RunResult, branch: RunResult | None) -> list[PromptComparison]:
     out = []
-    for i, (c, g) in enumerate(zip(cpu.prompts, gpu.prompts, strict=False)):
-        scores = None
-        if branch is not None and i < len(branch.prompts) and branch.prompts[i].get("scored"):
-            scores = branch.prompts[i]["scored"][0]["scores"]
+    other = records(branch) if branch is not None else []
+    for i, (c, g) in enumerate(zip(records(cpu), records(gpu), strict=False)):
+        scores = other[i]["scored"] if i < len(other) else None
         out.append(compare_prompt(c, g, scores))
     return out
 
@@ -145,12 +145,12 @@ REPEATS = 2
 
 
 def _confirmed(
-    path: Path, cpu: EngineRun, prompts: list[str], activation: str | None, **kw: Any
-) -> tuple[EngineRun, list[PromptComparison], list[EngineRun]]:
+    path: Path, cpu: RunResult, prompts: list[str], activation: str | None, **kw: Any
+) -> tuple[RunResult, list[PromptComparison], list[RunResult]]:
     """A GPU pass; while a prompt looks faulty, up to :data:`REPEATS` more, each comparison
     keeping the further runs' (:attr:`PromptComparison.repeats`)."""
     gpu, comps = _gpu_pass(path, cpu, prompts, activation, **kw)
-    extra: list[EngineRun] = []
+    extra: list[RunResult] = []
     while gpu.ok and len(extra) < REPEATS and any(c.fault for c in comps):
         again, later = _gpu_pass(path, cpu, prompts, activation, **kw)
         extra.append(again)
@@ -161,15 +161,15 @@ def _confirmed(
 
 
 def _gpu_pass(
-    path: Path, cpu: EngineRun, prompts: list[str], activation: str | None, **kw: Any
-) -> tuple[EngineRun, list[PromptComparison]]:
-    score = {i: [p["text"]] for i, p in enumerate(cpu.prompts)}
+    path: Path, cpu: RunResult, prompts: list[str], activation: str | None, **kw: Any
+) -> tuple[RunResult, list[PromptComparison]]:
+    score = {i: [p["text"]] for i, p in enumerate(records(cpu))}
     gpu = run_engine(path, "gpu", prompts, activation=activation, score=score, **kw)
     if not gpu.ok:
         return gpu, []
     comparisons = _compare(cpu, gpu, None)
     parted = {
-        i: [gpu.prompts[i]["text"]] for i, c in enumerate(comparisons) if c.first_part is not None
+        i: [records(gpu)[i]["text"]] for i, c in enumerate(comparisons) if c.first_part is not None
     }
     if parted:
         branch = run_engine(path, "cpu", prompts, score=parted, **kw)
@@ -178,15 +178,15 @@ def _gpu_pass(
     return gpu, comparisons
 
 
-def _fp32_summary(fp16: EngineRun, fp32: EngineRun, comps: list[PromptComparison]) -> dict:
+def _fp32_summary(fp16: RunResult, fp32: RunResult, comps: list[PromptComparison]) -> dict:
     faults = [c for c in comps if c.fault]
     fixes = fp32.ok and bool(comps) and not faults
-    t16 = fp16.figures().get("last_decode_tokens_per_second")
-    t32 = fp32.figures().get("last_decode_tokens_per_second")
+    t16 = figures(fp16).get("last_decode_tokens_per_second")
+    t32 = figures(fp32).get("last_decode_tokens_per_second")
     cost = None if not (t16 and t32) else 1 - t32 / t16
     finite = fp32.ok and not any(c.verdict == "non-finite" for c in comps)
     if not fp32.ok:
-        summary = f"{fp32.status}: {fp32.message}"
+        summary = f"{how(fp32)}: {fp32.error}"
     elif fixes:
         summary = "the fix: the GPU with fp32 activations agrees with the CPU on every prompt"
     elif finite:
@@ -197,8 +197,8 @@ def _fp32_summary(fp16: EngineRun, fp32: EngineRun, comps: list[PromptComparison
     else:
         summary = "not the fix: non-finite scores with fp32 activations too"
     if cost is not None and fp32.ok:
-        how = f"{cost:.0%} slower" if cost >= 0 else f"{-cost:.0%} faster"
-        summary += f" (decode {t32:.4g} tok/s against {t16:.4g} with fp16: {how})"
+        change = f"{cost:.0%} slower" if cost >= 0 else f"{-cost:.0%} faster"
+        summary += f" (decode {t32:.4g} tok/s against {t16:.4g} with fp16: {change})"
     return {"fixes": fixes, "finite": finite, "decode_tps_fp16": t16, "decode_tps_fp32": t32,
             "cost": cost, "summary": summary}  # fmt: skip
 
@@ -207,7 +207,7 @@ def _findings(v: BundleValidation) -> list[str]:
     out = []
     for name, run in v.runs.items():
         if not run.ok:
-            out.append(f"the engine on {name} {run.status}: {run.message}")
+            out.append(f"the engine on {name} {how(run)}: {run.error}")
     items = v.comparisons.get("gpu", [])
     out += [f"gpu: {c.line()}" for c in items if c.fault]
     return out
@@ -246,7 +246,7 @@ def section_steps(bundle: Bundle, steps: int, timeout: float, say: Callable[[str
 def _gpu_passes(
     v: BundleValidation,
     path: Path,
-    cpu: EngineRun,
+    cpu: RunResult,
     texts: list[str],
     kw: dict[str, Any],
     say: Callable[[str], None],

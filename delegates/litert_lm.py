@@ -1,0 +1,145 @@
+"""The LiteRT-LM engine (``litert-lm-api``) as a runner: a ``.litertlm`` bundle on the engine's CPU
+or GPU backend, in a child process (the engine aborts its process on some bundles: measured).
+
+Its input sets are prompts (:func:`engine_feed`: the prompt's text and, optionally, a text to
+score after it); for each it returns the greedy continuation's token ids (the engine's own
+tokenizer), the engine's score of each of those tokens, and the scores of the given text
+(``run_text_scoring``). ``executed`` holds the engine's own figures (init, time to first token,
+prefill and decode tokens/s). An abort is status ``crashed``, a refused bundle ``compile_error``
+(at init) or ``run_error``, each with the engine's own line from native stderr
+(:func:`tflkit.bundle.engine.engine_line`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .base import Feed, RunResult
+
+__all__ = ["LiteRtLmRunner", "engine_feed"]
+
+_FIGURES = (
+    "time_to_first_token_in_second",
+    "last_prefill_tokens_per_second",
+    "last_decode_tokens_per_second",
+)
+
+
+def engine_feed(prompt: str, score: str | None = None) -> dict[str, np.ndarray]:
+    """One input set of an engine runner: a prompt and, optionally, a text to score after it."""
+    feed = {"prompt": np.array(prompt)}
+    if score is not None:
+        feed["score"] = np.array(score)
+    return feed
+
+
+def _figures(records: list[dict[str, Any]]) -> dict[str, float]:
+    """The engine's figures averaged over the prompts (init: the first's)."""
+    runs = [p["benchmark"] for p in records if p.get("benchmark")]
+    if not runs:
+        return {}
+    out = {k: sum(r.get(k, 0.0) for r in runs) / len(runs) for k in _FIGURES}
+    out["init_time_in_second"] = runs[0].get("init_time_in_second", 0.0)
+    return out
+
+
+def _output(record: dict[str, Any]) -> dict[str, np.ndarray]:
+    out = {
+        "prompt": np.array(record["prompt"]),
+        "prompt_ids": np.asarray(record["prompt_ids"], np.int64),
+        "text": np.array(record["text"]),
+        "ids": np.asarray(record["ids"], np.int64),
+        "scores": np.asarray(record["scores"], np.float64),
+    }
+    if record.get("scored"):
+        out["scored"] = np.asarray(record["scored"][0]["scores"], np.float64)
+    return out
+
+
+class LiteRtLmRunner:
+    """A bundle on the LiteRT-LM engine's ``backend`` (``cpu``/``gpu``; ``activation``
+    ``fp16``/``fp32`` or None for the engine's default), greedy, ``max_output_tokens`` each."""
+
+    def __init__(
+        self,
+        bundle: str | Path,
+        *,
+        backend: str = "cpu",
+        activation: str | None = None,
+        max_output_tokens: int | None = 16,
+        timeout: float = 900.0,
+        name: str | None = None,
+    ) -> None:
+        self.bundle = Path(bundle)
+        self.backend = backend
+        self.activation = activation
+        self.max_output_tokens = max_output_tokens
+        self.timeout = timeout
+        self.name = name or f"litert-lm-{backend}"
+
+    def activate(self) -> None:
+        """The engine starts in the child: only check that it is installed."""
+        from tflkit.converters.base import require_module
+
+        require_module("litert_lm", "llm", "the LiteRT-LM engine")
+
+    def infer(self, feeds: Sequence[Feed]) -> RunResult:
+        from tflkit.proc.result_file import read_result
+        from tflkit.proc.worker import run_worker
+
+        prompts = [str(f["prompt"]) for f in feeds]
+        score = {str(i): [str(f["score"])] for i, f in enumerate(feeds) if "score" in f}
+        with tempfile.TemporaryDirectory(prefix="tflkit-engine-") as tmp:
+            plan = {
+                "bundle": str(self.bundle.resolve()),
+                "backend": self.backend,
+                "activation": self.activation,
+                "prompts": prompts,
+                "max_output_tokens": self.max_output_tokens,
+                "score": score,
+            }
+            (Path(tmp) / "plan.json").write_text(json.dumps(plan))
+            cmd = [sys.executable, "-m", "tflkit.bundle._engine_worker", tmp]
+            done = run_worker(cmd, cwd=tmp, timeout=self.timeout)
+            try:
+                state = read_result(Path(tmp) / "result.json")
+            except (OSError, ValueError):
+                state = {"stage": "start", "prompts": []}
+        return self._result(state, done)
+
+    def _result(self, state: dict[str, Any], done: Any) -> RunResult:
+        from tflkit.bundle.engine import engine_line
+
+        records = [p for p in state.get("prompts", []) if "scores" in p]
+        stage = state.get("stage", "")
+        executed = {
+            "runtime": "LiteRT-LM engine (litert-lm-api)",
+            "device": self.backend,
+            "activation": self.activation or "the engine's default",
+            "stage": stage,
+            "figures": _figures(records),
+            "benchmark": [p.get("benchmark", {}) for p in records],
+        }
+        result = RunResult(self.name, "ok", outputs=[_output(p) for p in records])
+        result.executed = executed
+        result.compile_seconds = state.get("init_seconds")
+        result.infer_seconds = [float(p.get("seconds", 0.0)) for p in records]
+        if done.timed_out:
+            result.status, result.error = "timeout", f"no answer after {self.timeout:.0f} s"
+        elif done.returncode != 0 or stage != "done":
+            signalled = done.returncode is not None and done.returncode < 0
+            result.status = (
+                "crashed" if signalled else "compile_error" if stage == "init" else "run_error"
+            )
+            result.error = engine_line(done.output) or f"{done.how}: {done.last_line}"
+        return result
+
+    def deactivate(self) -> None:
+        """Nothing held: the child process is gone."""
