@@ -24,9 +24,10 @@ from typing import Any
 
 def _row(name: str, v: Any) -> str:
     from tflkit.bundle.engine import figures, how
+    from tflkit.bundle.validate import CPU, GPU
 
     cells = []
-    for key in ("cpu", "gpu"):
+    for key in (CPU, GPU):
         run = v.runs.get(key)
         if run is None:
             cells.append("-")
@@ -35,7 +36,7 @@ def _row(name: str, v: Any) -> str:
         else:
             tps = figures(run).get("last_decode_tokens_per_second", 0.0)
             cells.append(f"ran, decode {tps:.0f} tok/s")
-    comps = v.comparisons.get("gpu", [])
+    comps = v.comparisons.get(GPU, [])
     verdicts = ", ".join(
         f"{c.verdict} (a glitch: not in the next run)" if c.unstable else c.verdict for c in comps
     )
@@ -74,7 +75,7 @@ def calibrate(runs: int) -> None:
     from tests.corpus import llm_bundles
     from tflkit.bundle.compare import SCORE_TOL
     from tflkit.bundle.engine import DEFAULT_PROMPTS, records, run_engine
-    from tflkit.bundle.validate import validate_bundle
+    from tflkit.bundle.validate import GPU, validate_bundle
 
     prompts = list(DEFAULT_PROMPTS)
     for name, entry in llm_bundles.manifest()["bundles"].items():
@@ -98,7 +99,7 @@ def calibrate(runs: int) -> None:
         glitches = sum(w > SCORE_TOL for w in flat)
         d_cpu, d_gpu = [], []
         for _ in range(runs):
-            for c in validate_bundle(path).comparisons["gpu"]:
+            for c in validate_bundle(path).comparisons[GPU]:
                 if c.margins:
                     d_cpu.append(c.margins[0])
                     d_gpu.append(-c.margins[1])
@@ -111,7 +112,7 @@ def calibrate(runs: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from tests.corpus import llm_bundles
-    from tflkit.bundle.validate import validate_bundle
+    from tflkit.bundle.validate import GPU, validate_bundle
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[])
@@ -132,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         v = validate_bundle(llm_bundles.bundle_path(name))
         out[name] = v.to_json()
         print(_row(name, v), flush=True)
-        if manifest[name]["fault"] is None and v.runs["gpu"].ok:
-            comps = v.comparisons["gpu"]
+        if manifest[name]["fault"] is None and v.runs[GPU].ok:
+            comps = v.comparisons[GPU]
             healthy_worst = max([healthy_worst, *(c.worst for c in comps if not c.unstable)])
             healthy_gaps += [abs(c.margins[1] - c.margins[0]) for c in comps if c.margins]
     print(f"\nhealthy bundles that ran on both: worst score difference {healthy_worst:.4g}, "

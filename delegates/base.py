@@ -144,6 +144,9 @@ class RunnerSpec:
     emulated: bool = False
     localize: bool = False
     steps: bool = False
+    #: the LiteRT-LM engine's backend ("cpu", "gpu") of a runner on device "engine" (a
+    #: ``.litertlm`` bundle in the engine, not a ``.tflite``)
+    engine_backend: str | None = None
 
     @property
     def integer_kernels(self) -> bool:
@@ -166,6 +169,10 @@ RUNNER_SPECS: tuple[RunnerSpec, ...] = (
     RunnerSpec("wasm", "fp32", "browser", harness="wasm"),
     RunnerSpec("delegate", "fp16", "external"),
     RunnerSpec("reference", "fp32", "framework"),
+    # the LiteRT-LM engine on a bundle (validate B.litertlm); GPU fp16: its default activations
+    RunnerSpec("litert-lm-cpu", "fp32", "engine", engine_backend="cpu"),
+    RunnerSpec("litert-lm-gpu", "fp16", "engine", engine_backend="gpu"),
+    RunnerSpec("litert-lm-gpu-fp32", "fp32", "engine", engine_backend="gpu"),
 )
 _BY_NAME = {spec.name: spec for spec in RUNNER_SPECS}
 #: What ``validate`` runs when no runner is asked for, and ``regress record`` records.

@@ -7,12 +7,15 @@ tokenizer), the engine's score of each of those tokens, and the scores of the gi
 (``run_text_scoring``). ``executed`` holds the engine's own figures (init, time to first token,
 prefill and decode tokens/s). An abort is status ``crashed``, a refused bundle ``compile_error``
 (at init) or ``run_error``, each with the engine's own line from native stderr
-(:func:`tflkit.bundle.engine.engine_line`).
+(:func:`engine_line`). The engine logs through absl to native stderr: ``F...`` lines are fatal
+(the process aborts), ``E...`` lines errors (a refused call surfaces in Python only as
+"litert_lm_session_run_decode failed"; the reason is in the line).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -21,15 +24,59 @@ from typing import Any
 
 import numpy as np
 
-from .base import Feed, RunResult
+from .base import Feed, RunnerSpec, RunnerUnavailable, RunResult
 
-__all__ = ["LiteRtLmRunner", "engine_feed"]
+__all__ = ["LiteRtLmRunner", "engine_feed", "engine_line"]
+
+_FATAL = re.compile(r"^F\d{4} [^\]]*\] (.*)$", re.M)
+_ERROR = re.compile(r"^E\d{4} [^\]]*\] (.*)$", re.M)
+_CHECK = re.compile(r"(Check failed: .*)$", re.M)
+_PY_ERROR = re.compile(r"^(\w+Error: .*)$", re.M)
+_WHOLE = "Hint fully delegated to single delegate is set, but the graph is not fully delegated"
 
 _FIGURES = (
     "time_to_first_token_in_second",
     "last_prefill_tokens_per_second",
     "last_decode_tokens_per_second",
 )
+
+
+def _rejected(output: str) -> str | None:
+    """The accelerator's list of ops it will not take, as one clause."""
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if "Following operations are not supported by GPU delegate" in line:
+            ops = [x.strip() for x in lines[i + 1 : i + 6] if re.match(r"^[A-Z_0-9]+: ", x)]
+            if ops:
+                whole = "; the engine needs the whole graph on the GPU" if _WHOLE in output else ""
+                return f"not supported on the GPU: {' '.join(ops)}{whole}"
+    return None
+
+
+def engine_line(output: str) -> str | None:
+    """The line of the engine's log that says why it stopped: a fatal line, a failed check,
+    else its last error line with the innermost cause of its error chain (the ``└`` lines) and
+    the ops the GPU accelerator rejected, else a Python error."""
+    for pattern in (_FATAL, _CHECK):
+        found = pattern.findall(output)
+        if found:
+            return found[0].strip()
+    errors = [m for m in _ERROR.finditer(output) if "NPU" not in m.group(1)]
+    if errors:
+        last = errors[-1]
+        text = re.sub(r"\s*ERROR: \[[^\]]*\]\s*$", "", last.group(1).strip())
+        chain = [
+            x.lstrip("└ ").strip()
+            for x in output[last.end() :].splitlines()[1:]
+            if x.startswith("└")
+        ]
+        causes = [c for c in chain if not c.startswith("ERROR: [")]
+        if causes:
+            text = f"{text} {causes[-1]}".strip()
+        rejected = _rejected(output)
+        return f"{text} ({rejected})" if rejected else text
+    found = _PY_ERROR.findall(output)
+    return found[-1].strip() if found else None
 
 
 def engine_feed(prompt: str, score: str | None = None) -> dict[str, np.ndarray]:
@@ -64,31 +111,38 @@ def _output(record: dict[str, Any]) -> dict[str, np.ndarray]:
 
 
 class LiteRtLmRunner:
-    """A bundle on the LiteRT-LM engine's ``backend`` (``cpu``/``gpu``; ``activation``
-    ``fp16``/``fp32`` or None for the engine's default), greedy, ``max_output_tokens`` each."""
+    """A bundle on the LiteRT-LM engine as ``spec`` says (a registry spec on device
+    ``engine``: its ``engine_backend``; on the GPU, fp32 precision asks for fp32 activations,
+    fp16 leaves the engine's default for a text decoder, fp16), greedy, ``max_output_tokens``
+    tokens per prompt."""
 
     def __init__(
         self,
         bundle: str | Path,
+        spec: RunnerSpec,
         *,
-        backend: str = "cpu",
-        activation: str | None = None,
         max_output_tokens: int | None = 16,
         timeout: float = 900.0,
-        name: str | None = None,
     ) -> None:
+        if spec.device != "engine" or spec.engine_backend is None:
+            raise ValueError(f"{spec.name} is not a LiteRT-LM engine runner")
         self.bundle = Path(bundle)
-        self.backend = backend
-        self.activation = activation
+        self.spec = spec
+        self.name = spec.name
+        self.backend = spec.engine_backend
+        gpu32 = spec.engine_backend == "gpu" and spec.precision == "fp32"
+        self.activation = "fp32" if gpu32 else None
         self.max_output_tokens = max_output_tokens
         self.timeout = timeout
-        self.name = name or f"litert-lm-{backend}"
 
     def activate(self) -> None:
         """The engine starts in the child: only check that it is installed."""
-        from tflkit.converters.base import require_module
+        import importlib.util
 
-        require_module("litert_lm", "llm", "the LiteRT-LM engine")
+        if importlib.util.find_spec("litert_lm") is None:
+            raise RunnerUnavailable(
+                "the LiteRT-LM engine needs litert_lm: pip install 'tflkit[llm]'"
+            )
 
     def infer(self, feeds: Sequence[Feed]) -> RunResult:
         from tflkit.proc.result_file import read_result
@@ -115,8 +169,6 @@ class LiteRtLmRunner:
         return self._result(state, done)
 
     def _result(self, state: dict[str, Any], done: Any) -> RunResult:
-        from tflkit.bundle.engine import engine_line
-
         records = [p for p in state.get("prompts", []) if "scores" in p]
         stage = state.get("stage", "")
         executed = {

@@ -2,7 +2,8 @@
 what a runner is (its device, kernels, precision) into the object that runs it.
 
 The runners of this machine's backends are built here: the CPU interpreter (XNNPACK or LiteRT's
-reference kernels), the fp16 emulation, the GPU accelerator and LiteRT.js in the browser. The
+reference kernels), the fp16 emulation, the GPU accelerator, LiteRT.js in the browser and the
+LiteRT-LM engine (on a ``.litertlm`` bundle's path). The
 external delegate and the framework reference need the model's ports and the user's files:
 ``tflkit.validation.runners`` builds them; a device's runners come back from its harness
 (``tflkit.harness.device_runs``).
@@ -18,7 +19,7 @@ from .base import RunnerSpec
 __all__ = ["build", "builds_here"]
 
 #: the devices whose runners :func:`build` makes
-_HERE = ("cpu", "gpu", "browser")
+_HERE = ("cpu", "gpu", "browser", "engine")
 
 
 def builds_here(spec: RunnerSpec) -> bool:
@@ -56,6 +57,10 @@ def build(
             timeout=timeout,
             name=spec.name,
         )
+    if spec.device == "engine":  # ``model``: the bundle's path
+        from .litert_lm import LiteRtLmRunner
+
+        return LiteRtLmRunner(model, spec, timeout=timeout)
     if spec.device == "browser":
         from .litert_js import LiteRtJsRunner
 

@@ -15,6 +15,7 @@ import pytest
 from tests.cli import run_tflkit
 from tflkit.bundle.litertlm import BLOCK, load_bundle, save_bundle
 from tflkit.bundle.llm_metadata import decode_llm_metadata
+from tflkit.bundle.validate import CPU, GPU
 from tflkit.errors import ModelLoadError
 
 
@@ -124,7 +125,7 @@ def test_backend_constraint_is_honoured(llm_bundles):
     assert section["backend_constraint"] == "cpu" and section["check"] is None
     assert "never gives it to the GPU" in section["skipped"]
     code, report = _validate(path, "--prompt", "the weather today is")
-    assert code == 0 and list(report["runs"]) == ["cpu"]
+    assert code == 0 and list(report["runs"]) == [CPU]
     assert "backend_constraint cpu" in report["notes"][0]
 
 
@@ -138,14 +139,17 @@ def _validate(path: Path, *args: str) -> tuple[int, dict]:
 def test_validate_healthy_bundle_passes_with_the_engines_figures(llm_bundles, gpu):
     code, report = _validate(llm_bundles / "tkv_int8_sp.litertlm")
     assert code == 0, report["findings"]
-    for backend in ("cpu", "gpu"):
+    for backend in (CPU, GPU):
         run = report["runs"][backend]
         assert run["status"] == "ok"
         assert run["figures"]["last_decode_tokens_per_second"] > 0
         assert run["figures"]["init_time_in_second"] > 0
-    for c in report["comparisons"]["gpu"]:
-        assert c["verdict"] in ("agrees", "consistent")
-        assert c["worst_score_delta"] <= report["thresholds"]["score_tol"]
+    for c in report["comparisons"][GPU]:
+        assert not c["fault"], (c["verdict"], c["margins_at_part"], report["findings"])
+        if c["verdict"] in ("agrees", "consistent"):
+            assert c["worst_score_delta"] <= report["thresholds"]["score_tol"]
+        else:  # a glitch of the GPU (a run in ~25 here): not reproduced in the next run
+            assert c["repeats"] and not all(r["verdict"] == c["verdict"] for r in c["repeats"])
 
 
 @pytest.mark.gpu
@@ -154,7 +158,7 @@ def test_validate_finds_the_planted_fp16_overflow_and_its_fix(llm_bundles, gpu):
         llm_bundles / "tkv_int8_hf_norm_x3e5.litertlm", "--prompt", "once upon a time there was"
     )
     assert code == 1
-    (c,) = report["comparisons"]["gpu"]
+    (c,) = report["comparisons"][GPU]
     assert c["verdict"] == "non-finite" and c["nonfinite_from_step"] == 0 and c["fault"]
     assert report["first_divergent_step"]["step"] == 0
     assert report["fp32"]["finite"]  # fp32 activations: the overflow is gone
@@ -175,13 +179,13 @@ def test_validate_finds_the_planted_fp16_overflow_and_its_fix(llm_bundles, gpu):
 def test_engine_abort_and_refusals_are_findings_with_the_engines_line(llm_bundles, gpu):
     code, report = _validate(llm_bundles / "tkv_none_hf.litertlm", "--prompt", "the weather")
     assert code == 1
-    assert report["runs"]["cpu"]["status"] == "ok"
-    gpu = report["runs"]["gpu"]
+    assert report["runs"][CPU]["status"] == "ok"
+    gpu = report["runs"][GPU]
     assert (gpu["status"], gpu["how"]) == ("crashed", "aborted")
     assert "EMBEDDING_LOOKUP: Unsupported external weights type" in gpu["error"]
     code, report = _validate(llm_bundles / "default_int8_hf.litertlm", "--prompt", "the weather")
     assert code == 1
-    cpu, gpu = report["runs"]["cpu"], report["runs"]["gpu"]
+    cpu, gpu = report["runs"][CPU], report["runs"][GPU]
     assert (cpu["status"], cpu["how"]) == ("run_error", "refused")
     assert "Input token ids are too long" in cpu["error"]
     assert (gpu["status"], gpu["how"]) == ("compile_error", "refused")

@@ -26,12 +26,23 @@ from tflkit.bundle.compare import (
     compare_prompt,
 )
 from tflkit.bundle.describe import is_gpu_section
-from tflkit.bundle.engine import DEFAULT_PROMPTS, figures, how, records, run_engine, run_json
+from tflkit.bundle.engine import (
+    DEFAULT_PROMPTS,
+    engine_spec,
+    figures,
+    how,
+    records,
+    run_engine,
+    run_json,
+)
 from tflkit.bundle.litertlm import Bundle, load_bundle
 from tflkit.delegates.base import RunResult
 from tflkit.jsonable import plain
 
-__all__ = ["BundleValidation", "validate_bundle"]
+__all__ = ["CPU", "GPU", "GPU32", "BundleValidation", "validate_bundle"]
+
+#: the registry's engine runners: the CPU, the GPU with its default (fp16) and fp32 activations
+CPU, GPU, GPU32 = (engine_spec(*a).name for a in (("cpu",), ("gpu",), ("gpu", "fp32")))
 
 
 @dataclass
@@ -208,8 +219,8 @@ def _findings(v: BundleValidation) -> list[str]:
     for name, run in v.runs.items():
         if not run.ok:
             out.append(f"the engine on {name} {how(run)}: {run.error}")
-    items = v.comparisons.get("gpu", [])
-    out += [f"gpu: {c.line()}" for c in items if c.fault]
+    items = v.comparisons.get(GPU, [])
+    out += [f"{GPU}: {c.line()}" for c in items if c.fault]
     return out
 
 
@@ -256,13 +267,13 @@ def _gpu_passes(
     gpu, comps, extra = _confirmed(path, cpu, texts, None, **kw) if cpu.ok else (
         run_engine(path, "gpu", texts, **kw), [], []
     )  # fmt: skip
-    v.runs["gpu"], v.comparisons["gpu"] = gpu, comps
+    v.runs[GPU], v.comparisons[GPU] = gpu, comps
     for i, again in enumerate(extra, 2):
-        v.runs[f"gpu (run {i})"] = again
+        v.runs[f"{GPU} (run {i})"] = again
     if cpu.ok and gpu.ok and any(c.fault for c in comps):
         say("engine on the GPU with fp32 activations")
         fp32, comps32, _ = _confirmed(path, cpu, texts, "fp32", **kw)
-        v.runs["gpu-fp32"], v.comparisons["gpu-fp32"] = fp32, comps32
+        v.runs[GPU32], v.comparisons[GPU32] = fp32, comps32
         v.fp32 = _fp32_summary(gpu, fp32, comps32)
 
 
@@ -285,7 +296,7 @@ def validate_bundle(
     say = progress or (lambda _: None)
     say("engine on the CPU")
     cpu = run_engine(path, "cpu", texts, **kw)
-    v = BundleValidation(bundle.label, texts, {"cpu": cpu}, {})
+    v = BundleValidation(bundle.label, texts, {CPU: cpu}, {})
     decoder = [s for s in bundle.of_kind("TFLiteModel") if s.model_type == "prefill_decode"]
     if decoder and not is_gpu_section(decoder[0]):
         v.notes.append(
@@ -297,7 +308,7 @@ def validate_bundle(
         _gpu_passes(v, path, cpu, texts, kw, say)
     v.findings = _findings(v)
     has_section = any(s.model_type == "prefill_decode" for s in bundle.of_kind("TFLiteModel"))
-    faulty = any(c.fault for c in v.comparisons.get("gpu", []))
+    faulty = any(c.fault for c in v.comparisons.get(GPU, []))
     if has_section and (steps is not None or faulty):
         v.steps = section_steps(bundle, steps or LOCALIZE_STEPS, timeout, say)
     return v

@@ -233,6 +233,8 @@ def validate(
             "html",
             "model_explorer",
             "json_output",
+            "prompt",  # a .litertlm bundle's, read above
+            "prompts",
         ),
         runners=runner,
         pairs=_pairs(pair),

@@ -43,8 +43,9 @@ __all__ = [
     "runner_names",
 ]
 
-#: what ``validate`` runs: every runner of the registry but those only a device's harness runs
-RUNNERS = tuple(s.name for s in RUNNER_SPECS if s.device != "device")
+#: what ``validate`` runs on a ``.tflite``: every runner of the registry but those only a
+#: device's harness runs and the LiteRT-LM engine's (they run bundles)
+RUNNERS = tuple(s.name for s in RUNNER_SPECS if s.device not in ("device", "engine"))
 DEFAULT_RUNNERS = VALIDATE_DEFAULT
 
 
