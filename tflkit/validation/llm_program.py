@@ -11,7 +11,7 @@ returning the updated cache under the same names; ``decode`` returns ``logits`` 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ __all__ = [
     "kv_program",
     "max_steps",
     "prompt_tokens",
+    "with_prompt",
 ]
 
 #: The dtypes of the attention mask tflkit builds (:func:`causal_mask`): additive, 0 up to the
@@ -47,7 +48,9 @@ class KvProgram:
     """Where a model's prefill/decode signatures keep their tokens, positions, mask and cache.
 
     ``prefill`` is ``None`` for a decode-only model: the prompt (``prefill_len`` tokens) then runs
-    through ``decode`` one token at a time."""
+    through ``decode`` one token at a time. ``prompt_len``: the tokens of the prompt a run uses
+    when fewer than ``prefill_len`` (:func:`with_prompt`): the prefill signature gets them
+    padded, as LiteRT-LM feeds a short prompt."""
 
     prefill: str | None
     decode: str
@@ -66,6 +69,8 @@ class KvProgram:
     seq_axes: Mapping[str, int | None] = field(default_factory=dict)
     #: how ``cache_len`` was found
     cache_len_from: str = ""
+    #: the prompt's tokens when fewer than ``prefill_len`` (None: ``prefill_len``)
+    prompt_len: int | None = None
 
     @property
     def mask(self) -> str | None:
@@ -74,9 +79,14 @@ class KvProgram:
         return None if spec is None else spec[0]
 
     @property
+    def prompt_length(self) -> int:
+        """The prompt's tokens: the last one is decode step 0's input."""
+        return self.prompt_len or self.prefill_len
+
+    @property
     def prompt_calls(self) -> int:
         """Signature calls before decode step 0: one prefill, or a decode per prompt token."""
-        return 1 if self.prefill is not None else self.prefill_len - 1
+        return 1 if self.prefill is not None else self.prompt_length - 1
 
     def to_json(self) -> dict[str, Any]:
         return plain(
@@ -94,6 +104,7 @@ class KvProgram:
                 "mask_specs": {k: [n, list(s), d] for k, (n, s, d) in self.mask_specs.items()},
                 "seq_axes": dict(self.seq_axes),
                 "cache_len_from": self.cache_len_from,
+                "prompt_len": self.prompt_length,
             }
         )
 
@@ -101,6 +112,7 @@ class KvProgram:
     def from_json(cls, data: Mapping[str, Any]) -> KvProgram:
         fields_ = dict(data)
         fields_["cache"] = tuple(fields_["cache"])
+        fields_["prompt_len"] = fields_.get("prompt_len") or None
         fields_["cache_specs"] = {k: (tuple(s), d) for k, (s, d) in data["cache_specs"].items()}
         fields_["mask_specs"] = {
             k: (n, tuple(s), d) for k, (n, s, d) in data.get("mask_specs", {}).items()
@@ -286,14 +298,34 @@ def _prefill_len(signature: Any) -> int:
 
 
 def prompt_tokens(program: KvProgram, seed: int = 0) -> np.ndarray:
-    """A seeded prompt filling the prefill signature (token ids in 1..vocab-1)."""
+    """A seeded prompt of the program's prompt length (token ids in 1..vocab-1)."""
     rng = np.random.default_rng(seed)
-    return rng.integers(1, program.vocab, size=program.prefill_len).astype(np.int32)
+    return rng.integers(1, program.vocab, size=program.prompt_length).astype(np.int32)
 
 
 def max_steps(program: KvProgram) -> int:
     """Decode steps that fit in the cache after the prompt."""
-    return program.cache_len - program.prefill_len + 1
+    return program.cache_len - program.prompt_length + 1
+
+
+def with_prompt(program: KvProgram, steps: int, prompt_len: int | None = None) -> KvProgram:
+    """``program`` running a prompt of ``prompt_len`` tokens, by default the longest that fills
+    at most the prefill signature and leaves room in the cache for ``steps`` decode steps; a
+    usage error when the prompt is longer than the prefill takes or it and the steps do not fit
+    in the cache."""
+    fits = program.cache_len - steps + 1
+    length = min(program.prefill_len, fits) if prompt_len is None else prompt_len
+    if steps < 1 or length < 1 or length > fits:
+        raise UsageError(
+            f"--steps {steps}: the cache holds {program.cache_len} positions; a prompt of "
+            f"{max(length, 1)} tokens leaves room for 1..{program.cache_len - max(length, 1) + 1} "
+            "decode steps"
+        )
+    if program.prefill is not None and length > program.prefill_len:
+        raise UsageError(
+            f"the prompt has {length} tokens and {program.prefill} takes {program.prefill_len}"
+        )
+    return replace(program, prompt_len=None if length == program.prefill_len else length)
 
 
 def causal_mask(

@@ -139,10 +139,13 @@ def _program_lines(model: str, steps: int, p: KvProgram) -> list[str]:
         lines = [
             f"{model}: {steps} decode steps after a {p.prefill_len}-token prefill "
             f"({p.prefill} -> {p.decode}, {cache})"
+            if p.prompt_len is None
+            else f"{model}: {steps} decode steps after a {p.prompt_len}-token prompt padded into "
+            f"{p.prefill} ({p.prefill_len} tokens; {p.prefill} -> {p.decode}, {cache})"
         ]
     else:
         lines = [
-            f"{model}: {steps} decode steps after a {p.prefill_len}-token prompt run through "
+            f"{model}: {steps} decode steps after a {p.prompt_length}-token prompt run through "
             f"{p.decode} one token per call (no prefill signature; {cache})"
         ]
     if p.mask_specs:

@@ -64,18 +64,21 @@ def _with_mask(
 def _run_prompt(
     call: Call, program: KvProgram, prompt: np.ndarray, cache: dict[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
-    """The cache after ``prompt[:-1]``: one prefill call (a padding slot last, which decode step
-    0 overwrites), or, with no prefill signature, one decode call per token."""
-    p = program.prefill_len
+    """The cache after ``prompt[:-1]``: one prefill call, or, with no prefill signature, one
+    decode call per token. A prompt shorter than the prefill signature is padded as LiteRT-LM
+    pads it: its tokens at positions 0.., the padding slots (token 0) at the positions after
+    them, which the decode steps overwrite before the causal mask lets anything read them."""
+    p = program.prompt_length
     if program.prefill is None:
         for pos in range(p - 1):
             out = call(program.decode, _decode_feed(program, int(prompt[pos]), pos, cache))
             cache = {n: np.asarray(out[n]) for n in program.cache}
         return cache
-    tokens = np.zeros((1, p), np.int32)
+    width = program.prefill_len
+    tokens = np.zeros((1, width), np.int32)
     tokens[0, : p - 1] = prompt[: p - 1]
-    feeds = {program.tokens: tokens, program.positions: np.arange(p, dtype=np.int32), **cache}
-    out = call(program.prefill, _with_mask(program, program.prefill, feeds, range(p)))
+    feeds = {program.tokens: tokens, program.positions: np.arange(width, dtype=np.int32), **cache}
+    out = call(program.prefill, _with_mask(program, program.prefill, feeds, range(width)))
     return {n: np.asarray(out[n]) for n in program.cache}
 
 
@@ -101,7 +104,9 @@ def run_steps(
     prefill), then ``steps`` decode steps from ``prompt[-1]``: (the logits of every step, the
     greedy token of every step). With ``forced``, step k+1 is fed ``forced[k]`` instead of this
     backend's own greedy token."""
-    p = program.prefill_len
+    p = program.prompt_length
+    if len(prompt) != p:
+        raise ValueError(f"a {len(prompt)}-token prompt for a program of {p}")
     cache = {n: np.zeros(s, dtype=d) for n, (s, d) in program.cache_specs.items()}
     cache = _run_prompt(call, program, prompt, cache)
     token, logits_all, greedy = int(prompt[p - 1]), [], []
@@ -120,7 +125,7 @@ def recording(call: Call, program: KvProgram, folder: Path) -> Call:
     what ``--localize`` replays when step K parts (the cache this backend fed itself)."""
     folder.mkdir(parents=True, exist_ok=True)
     # a decode-only model's prompt calls come first: step 0 is the first call after them
-    count = [0 if program.prefill is not None else 1 - program.prefill_len]
+    count = [0 if program.prefill is not None else 1 - program.prompt_length]
 
     def record(key: str, feeds: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
         if key == program.decode:

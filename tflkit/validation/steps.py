@@ -21,14 +21,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tflkit.delegates.base import RunnerSpec, RunResult, execute, find_spec, runner_spec, spec_names
 from tflkit.errors import UsageError
 from tflkit.validation.llm_program import (
     KvProgram,
     causal_mask,
     kv_program,
-    max_steps,
     prompt_tokens,
+    with_prompt,
 )
 from tflkit.validation.step_compare import PART_FRACTION, StepsReport, compare_steps, fix_for
 from tflkit.validation.step_localize import LOCALIZABLE, localize_parting, localize_step
@@ -59,6 +61,7 @@ __all__ = [
     "run_steps",
     "steps_report",
     "validate_steps",
+    "with_prompt",
 ]
 
 #: the runners ``--steps`` runs (their spec says so), the first the CPU every other is held to
@@ -76,19 +79,23 @@ def steps_report(
     progress: Callable[[str], None] | None = None,
     localize: bool = False,
     localize_runner: str | None = None,
+    prompt: Sequence[int] | None = None,
 ) -> StepsReport:
     """Run prefill + ``steps`` decode steps on the CPU and each other runner, compare per step.
 
-    With ``localize``: on the first parting step of ``localize_runner`` (default: the first of
+    ``prompt``: its token ids (e.g. the ones a LiteRT-LM bundle's engine ran); by default a
+    seeded one, as long as the prefill signature takes when ``steps`` then fit in the cache,
+    shorter otherwise (padded into the prefill: :func:`with_prompt`). With ``localize``: on the
+    first parting step of ``localize_runner`` (default: the first of
     :data:`LOCALIZABLE` that parts), every op of the decode signature run alone on that runner
     with the feeds that step was given (:func:`localize_step`)."""
     from tflkit import ir
 
     start = time.perf_counter()
     model = ir.load(data)
-    program = kv_program(model)
-    _check_request(program, steps, runners, localize_runner)
-    prompt = prompt_tokens(program, seed)
+    program = with_prompt(kv_program(model), steps, None if prompt is None else len(prompt))
+    _check_request(program, runners, localize_runner)
+    prompt = prompt_tokens(program, seed) if prompt is None else _own_prompt(program, prompt)
     cpu_spec = find_spec(kernels="xnnpack")
     if progress:
         progress(f"{cpu_spec.name}: prefill + {steps} decode steps")
@@ -123,14 +130,18 @@ def steps_report(
     return report
 
 
-def _check_request(
-    program: KvProgram, steps: int, runners: Sequence[str], localize_runner: str | None
-) -> None:
-    if not 1 <= steps <= max_steps(program):
+def _own_prompt(program: KvProgram, prompt: Sequence[int]) -> np.ndarray:
+    """``prompt`` as the runners' int32 tokens; a usage error for an id outside the vocabulary."""
+    tokens = np.asarray(prompt, np.int32)
+    bad = [int(t) for t in tokens if not 0 <= t < program.vocab]
+    if bad:
         raise UsageError(
-            f"--steps {steps}: the cache holds {program.cache_len} positions and the prompt "
-            f"{program.prefill_len}, so 1..{max_steps(program)} decode steps fit"
+            f"prompt token {bad[0]} is outside the vocabulary (0..{program.vocab - 1})"
         )
+    return tokens
+
+
+def _check_request(program: KvProgram, runners: Sequence[str], localize_runner: str | None) -> None:
     unknown = [r for r in runners if r not in RUNNERS]
     if unknown:
         raise UsageError(f"--steps runs {', '.join(RUNNERS)}, not {unknown}")
