@@ -317,9 +317,9 @@ def with_prompt(program: KvProgram, steps: int, prompt_len: int | None = None) -
     length = min(program.prefill_len, fits) if prompt_len is None else prompt_len
     if steps < 1 or length < 1 or length > fits:
         raise UsageError(
-            f"--steps {steps}: the cache holds {program.cache_len} positions; a prompt of "
-            f"{max(length, 1)} tokens leaves room for 1..{program.cache_len - max(length, 1) + 1} "
-            "decode steps"
+            f"--steps {steps}: the cache holds {program.cache_len} positions; a "
+            f"{max(length, 1)}-token prompt leaves room for "
+            f"1..{program.cache_len - max(length, 1) + 1} decode steps"
         )
     if program.prefill is not None and length > program.prefill_len:
         raise UsageError(
