@@ -117,15 +117,20 @@ def test_check_reports_each_tflite_section(llm_bundles):
     assert names[0] == "decode"  # decode first, as for a .tflite
 
 
-def test_backend_constraint_is_honoured(llm_bundles):
+def test_backend_constraint_is_honoured(llm_bundles, tmp_path):
     path = llm_bundles / "tkv_int8_hf_cpu_only.litertlm"
     done = run_tflkit("check", str(path), "--json")
     assert done.returncode == 0, done.stderr
     (section,) = json.loads(done.stdout)["sections"]
     assert section["backend_constraint"] == "cpu" and section["check"] is None
     assert "never gives it to the GPU" in section["skipped"]
-    code, report = _validate(path, "--prompt", "the weather today is")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("the weather today is\n\nonce upon a time\n")
+    code, report = _validate(path, "--prompts", str(prompts))
+    assert report["schema"] == "tflkit.validate-litertlm/1"
     assert code == 0 and list(report["runs"]) == [CPU]
+    assert report["prompts"] == ["the weather today is", "once upon a time"]
+    assert [p["prompt"] for p in report["runs"][CPU]["prompts"]] == report["prompts"]
     assert "backend_constraint cpu" in report["notes"][0]
 
 
