@@ -5,10 +5,14 @@
    and the CPU's continuation scored (``run_text_scoring``);
 3. if the greedy tokens part, the CPU scores the GPU's continuation too, for the two runtimes'
    margins at the parting step (a near tie is not a fault: :mod:`tflkit.bundle.compare`);
-4. if the GPU with fp16 activations is faulty, the GPU again with fp32 activations: whether
-   that is the fix, and what it costs in decode tokens/s.
+4. while a prompt looks faulty, the GPU again (:data:`REPEATS`): a fault must come back;
+5. if the GPU with fp16 activations is faulty, the GPU again with fp32 activations: whether
+   that is the fix, and what it costs in decode tokens/s;
+6. if the GPU is faulty (or ``--steps N``), the prefill_decode section through ``validate
+   --steps`` on the engine's prompt tokens, with ``--localize`` on gpu-fp16: the step and the op.
 
-An engine that aborts or refuses is a finding with the engine's own line. Exit 1 on any finding.
+The engine runs are the registry's ``litert-lm-*`` runners. An engine that aborts or refuses is a
+finding with the engine's own line. Exit 1 on any finding of the engine.
 """
 
 from __future__ import annotations
@@ -127,6 +131,9 @@ class BundleValidation:
         if self.fp32 is not None:
             out.append(f"fp32 activations: {self.fp32['summary']}")
         if self.steps is not None:
+            out.append(
+                "the section through --steps (it locates the op; the verdict is the engine's):"
+            )
             out += self.steps.lines()
         out += [f"finding: {f}" for f in self.findings] or ["no finding"]
         return out
