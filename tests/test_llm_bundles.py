@@ -195,6 +195,10 @@ def test_engine_abort_and_refusals_are_findings_with_the_engines_line(llm_bundle
     assert "Input token ids are too long" in cpu["error"]
     assert (gpu["status"], gpu["how"]) == ("compile_error", "refused")
     assert "GATHER_ND" in gpu["error"]
+    # a tokenizer smaller than the logits: a finding whether or not this run's greedy ids hit it
+    code, report = _validate(llm_bundles / "tkv_int8_sp_small.litertlm", "--prompt", "the")
+    assert code == 1
+    assert any("the tokenizer has 210 tokens" in f for f in report["findings"])
 
 
 @pytest.mark.gpu

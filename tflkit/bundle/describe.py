@@ -24,7 +24,14 @@ from tflkit.bundle.llm_metadata import decode_llm_metadata, hf_tokenizer_info, s
 from tflkit.errors import ModelLoadError
 from tflkit.jsonable import plain
 
-__all__ = ["BundleCheck", "BundleInspect", "check_bundle", "inspect_bundle", "is_gpu_section"]
+__all__ = [
+    "BundleCheck",
+    "BundleInspect",
+    "check_bundle",
+    "inspect_bundle",
+    "is_gpu_section",
+    "static_warnings",
+]
 
 
 def _tokenizer(bundle: Bundle) -> dict[str, Any] | None:
@@ -99,6 +106,17 @@ def _warnings(model: Any, meta: dict[str, Any] | None, tok: dict[str, Any] | Non
                 "('Unsupported external weights type: 1'); quantize the weights (dynamic_int8)"
             )
             break
+    return out
+
+
+def static_warnings(bundle: Bundle) -> dict[int, list[str]]:
+    """Per TFLite section, what LiteRT-LM will refuse of it (the warnings ``inspect`` prints)."""
+    meta, tok = _metadata(bundle), _tokenizer(bundle)
+    out = {}
+    for section in bundle.of_kind("TFLiteModel"):
+        found = _warnings(bundle.model(section), meta, tok)
+        if found:
+            out[section.index] = found
     return out
 
 

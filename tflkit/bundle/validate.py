@@ -12,7 +12,9 @@
    --steps`` on the engine's prompt tokens, with ``--localize`` on gpu-fp16: the step and the op.
 
 The engine runs are the registry's ``litert-lm-*`` runners. An engine that aborts or refuses is a
-finding with the engine's own line. Exit 1 on any finding of the engine.
+finding with the engine's own line, and so is what ``inspect`` knows LiteRT-LM will refuse (a
+tokenizer smaller than the logits: the GPU engine refuses a generated id only when one comes up).
+Exit 1 on any finding.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from tflkit.bundle.compare import (
     PromptComparison,
     compare_prompt,
 )
-from tflkit.bundle.describe import is_gpu_section
+from tflkit.bundle.describe import is_gpu_section, static_warnings
 from tflkit.bundle.engine import (
     DEFAULT_PROMPTS,
     engine_spec,
@@ -337,7 +339,9 @@ def validate_bundle(
         )
     else:
         _gpu_passes(v, path, cpu, texts, kw, say)
-    v.findings = _findings(v)
+    v.findings = _findings(v) + [
+        f"section {i}: {w}" for i, found in static_warnings(bundle).items() for w in found
+    ]
     has_section = any(s.model_type == "prefill_decode" for s in bundle.of_kind("TFLiteModel"))
     faulty = any(c.fault for c in v.comparisons.get(GPU, []))
     if has_section and (steps is not None or faulty):
