@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         v = validate_bundle(llm_bundles.bundle_path(name))
         out[name] = v.to_json()
         print(_row(name, v), flush=True)
-        if manifest[name]["fault"] is None and v.runs[GPU].ok:
+        gpu = v.runs.get(GPU)
+        if manifest[name]["fault"] is None and gpu is not None and gpu.ok:
             comps = v.comparisons[GPU]
             healthy_worst = max([healthy_worst, *(c.worst for c in comps if not c.unstable)])
             healthy_gaps += [abs(c.margins[1] - c.margins[0]) for c in comps if c.margins]
