@@ -24,7 +24,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DECODE_TOL", "SCORE_TOL", "TIE_BAND", "PromptComparison", "compare_prompt"]
+__all__ = [
+    "DECODE_TOL",
+    "SCORE_TOL",
+    "TIE_BAND",
+    "PromptComparison",
+    "compare_prompt",
+    "score_delta",
+]
 
 SCORE_TOL = 0.05
 #: two tokens' scores, each within SCORE_TOL
@@ -103,7 +110,7 @@ class PromptComparison:
             "score_deltas": self.deltas(),
             "first_divergent_step": self.first_part,
             "nonfinite_from_step": self.nonfinite_from,
-            "worst_score_delta": round(self.worst, 5),
+            "worst_score_delta": self.worst if math.isinf(self.worst) else round(self.worst, 5),
             "worst_step": self.worst_step,
             "margins_at_part": None if self.margins is None else _plain(list(self.margins)),
             "verdict": self.verdict,
@@ -138,6 +145,21 @@ class PromptComparison:
 
 def _first(pred: Any, n: int) -> int | None:
     return next((k for k in range(n) if pred(k)), None)
+
+
+def _broken(x: Score) -> bool:
+    """NaN or +inf: what an overflow leaves in a log-probability (-inf is a probability of 0)."""
+    return x is None or math.isnan(x) or x == math.inf
+
+
+def score_delta(cpu: Score, gpu: Score) -> float:
+    """|gpu - cpu| of one token's scores; infinite when one says impossible (-inf) and the
+    other not; 0 where either is broken (:func:`_broken`: judged as non-finite instead)."""
+    if _broken(cpu) or _broken(gpu):
+        return 0.0
+    if math.isinf(cpu) or math.isinf(gpu):  # type: ignore[arg-type]
+        return 0.0 if cpu == gpu else math.inf
+    return abs(gpu - cpu)  # type: ignore[operator]
 
 
 def _alike(d_cpu: float, d_gpu: float) -> bool:
@@ -181,13 +203,8 @@ def compare_prompt(
     gpu_scores = list(gpu.get("scored") or [])
     n = min(len(cpu_scores), len(gpu_scores))
     first_part = _first(lambda k: cpu_ids[k] != gpu_ids[k], min(len(cpu_ids), len(gpu_ids)))
-    nonfinite = _first(lambda k: _finite(cpu_scores[k]) and not _finite(gpu_scores[k]), n)
-    deltas = [
-        abs(gpu_scores[k] - cpu_scores[k])
-        if _finite(gpu_scores[k]) and _finite(cpu_scores[k])
-        else 0.0
-        for k in range(n)
-    ]
+    nonfinite = _first(lambda k: _finite(cpu_scores[k]) and _broken(gpu_scores[k]), n)
+    deltas = [score_delta(cpu_scores[k], gpu_scores[k]) for k in range(n)]
     worst = max(deltas, default=0.0)
     worst_step = deltas.index(worst) if deltas and worst > 0 else None
     margins = None

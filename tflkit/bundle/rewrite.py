@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tflkit.bundle.compare import SCORE_TOL
+from tflkit.bundle.compare import SCORE_TOL, score_delta
 from tflkit.bundle.engine import DEFAULT_PROMPTS, how, records, run_engine
 from tflkit.bundle.litertlm import load_bundle, save_bundle
 from tflkit.delegates.base import RunResult
@@ -85,13 +85,13 @@ def _scored(run: RunResult) -> list[list[float]]:
 
 
 def _worst(a: list[list[float]], b: list[list[float]]) -> float:
-    """Largest score difference (NaN where the other is not NaN counts as infinite)."""
+    """Largest score difference (:func:`compare.score_delta`; a NaN where the other has none
+    counts as infinite)."""
     worst = 0.0
     for x, y in zip(a, b, strict=True):
         for s, t in zip(x, y, strict=False):
-            if math.isnan(s) and math.isnan(t):
-                continue
-            worst = max(worst, abs(s - t) if not (math.isnan(s) or math.isnan(t)) else math.inf)
+            lost = math.isnan(s) != math.isnan(t)
+            worst = max(worst, math.inf if lost else score_delta(s, t))
     return worst
 
 
