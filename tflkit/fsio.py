@@ -197,13 +197,17 @@ class Sha256Job:
     A file that cannot be read gives None (whoever reads it next says why).
     """
 
-    def __init__(self, source: str | os.PathLike[str] | bytes | bytearray | mmap.mmap) -> None:
+    def __init__(
+        self, source: str | os.PathLike[str] | bytes | bytearray | memoryview | mmap.mmap
+    ) -> None:
         self._digest: str | None = None
         self._thread = threading.Thread(target=self._run, args=(source,), daemon=True)
         self._thread.start()
 
-    def _run(self, source: str | os.PathLike[str] | bytes | bytearray | mmap.mmap) -> None:
-        if isinstance(source, bytes | bytearray | mmap.mmap):
+    def _run(
+        self, source: str | os.PathLike[str] | bytes | bytearray | memoryview | mmap.mmap
+    ) -> None:
+        if isinstance(source, bytes | bytearray | memoryview | mmap.mmap):  # a view: a section
             self._digest = sha256_of(source)
             return
         try:

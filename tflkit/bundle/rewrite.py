@@ -112,9 +112,10 @@ def _compare(before: RunResult, after: RunResult, tokens: bool) -> dict[str, Any
 
 def _prove(source: Path, output: Path, prompts: list[str], say: Callable[[str], None]) -> dict:
     """CPU: the original's greedy tokens and scores again. GPU (where the original ran): the
-    rewritten bundle's scores of the CPU's continuation as close to the CPU's as the original's
-    (within ``SCORE_TOL``; its greedy picks vary between runs here), per prompt the best of up
-    to three runs (a run can glitch: ``validate.REPEATS``)."""
+    rewritten bundle's scores of the CPU's continuation within ``SCORE_TOL`` of the CPU's, or
+    no further than the original's own (a faulty original stays as faulty, no worse; its greedy
+    picks vary between runs here), per prompt the best of up to three runs (a run can glitch
+    or, with the GPU's picks, hit a refusal: ``validate.REPEATS``)."""
     say("engine on the CPU: original and rewritten")
     cpu = run_engine(source, "cpu", prompts)
     if not cpu.ok:
@@ -127,21 +128,25 @@ def _prove(source: Path, output: Path, prompts: list[str], say: Callable[[str], 
         note = f"original {how(before)} there ({before.error}): not compared"
         return {**proof, "gpu": {"same": None, "summary": note}}
     reference = [p["scores"] for p in records(cpu)]
-    best = [math.inf] * len(prompts)
+    original = _worst(reference, _scored(before))
+    best, failed = [math.inf] * len(prompts), None
     for _ in range(3):
         after = run_engine(output, "gpu", prompts, score=texts)
-        if not after.ok:
-            return {**proof, "gpu": _compare(before, after, False)}
+        if not after.ok:  # the GPU's greedy picks vary: a refusal may not come back
+            failed = after
+            continue
         for i, scores in enumerate(_scored(after)):
             best[i] = min(best[i], _worst([reference[i]], [scores]))
-        if max(best) <= SCORE_TOL:
+        if max(best) <= max(SCORE_TOL, original):
             break
     worst = max(best)
+    if failed is not None and math.isinf(worst):
+        return {**proof, "gpu": _compare(before, failed, False)}
     proof["gpu"] = {
-        "same": worst <= SCORE_TOL,
+        "same": worst <= max(SCORE_TOL, original),
         "worst_score_difference_to_cpu": worst,
         "summary": f"scores of the CPU's continuation within {worst:.3g} of the CPU's "
-        f"(original: {_worst(reference, _scored(before)):.3g}; tolerance {SCORE_TOL})",
+        f"(original: {original:.3g}; tolerance {SCORE_TOL}, or the original's own)",
     }
     return proof
 
