@@ -37,8 +37,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: The builder environment's pins (torch's CPU wheel; an unpinned torch pulls CUDA).
-PACKAGES = ("torch==2.13.0", "litert-torch==0.10.0", "tensorflow-cpu==2.21.0")
+#: The builder environment's pins (torch's CPU wheel; an unpinned torch pulls CUDA). The
+#: ``.litertlm`` bundles (``llm_bundle_build.py``) pack with litert-torch's ``litert-lm-builder``
+#: and train their tokenizers with ``sentencepiece`` and ``tokenizers``, which litert-torch
+#: requires unpinned (``>=0.18.0``): pinned here so a bundle builds the same on every machine.
+PACKAGES = (
+    "torch==2.13.0",
+    "litert-torch==0.10.0",
+    "tensorflow-cpu==2.21.0",
+    "litert-lm-builder==0.18.1",
+    "sentencepiece==0.2.3",
+    "tokenizers==0.23.3",
+)
 ARCHS = ("gemma", "tinyllama", "qwen", "phi2")
 PREFILL_LEN = 8
 KV_CACHE_LEN = 32
