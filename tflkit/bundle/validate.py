@@ -43,7 +43,7 @@ from tflkit.bundle.engine import (
 )
 from tflkit.bundle.litertlm import Bundle, load_bundle
 from tflkit.bundle.llm_metadata import decode_llm_metadata
-from tflkit.delegates.base import RunResult
+from tflkit.delegates.base import RunResult, find_spec
 from tflkit.jsonable import plain
 
 __all__ = ["CPU", "GPU", "GPU32", "BundleValidation", "validate_bundle"]
@@ -105,7 +105,7 @@ class BundleValidation:
             return None
         report = self.steps.to_json()
         out: dict[str, Any] = {}
-        part = report["runs"].get("cpu-fp16", {}).get("first_part")
+        part = report["runs"].get(find_spec(emulated=True).name, {}).get("first_part")
         if part:
             out["fp16_emulation"] = {"step": part["step"], "ops": part.get("ops", [])}
         loc = report.get("localization") or {}
@@ -269,7 +269,7 @@ def section_steps(
         steps,
         timeout=timeout,
         localize=True,
-        localize_runner="gpu-fp16",
+        localize_runner=find_spec(device="gpu", precision="fp16").name,
         prompt=prompt,
     )
 
