@@ -178,7 +178,7 @@ RULES: dict[str, OpRule] = {
     "CONV_2D": OpRule(
         max_version=6,
         activation=_ACT,
-        checks=_CONV,
+        checks=(*_CONV, conv.int8_weights_strided_pointwise),
     ),
     "DEPTHWISE_CONV_2D": OpRule(
         max_version=6,
@@ -187,7 +187,12 @@ RULES: dict[str, OpRule] = {
     ),
     "TRANSPOSE_CONV": OpRule(
         max_version=3,
-        checks=(operands.runtime_input(2), operands.runtime_inputs(1, 2), conv.positive_strides),
+        checks=(
+            operands.runtime_input(2),
+            operands.runtime_inputs(1, 2),
+            conv.positive_strides,
+            conv.transpose_conv_same_offset,
+        ),
     ),
     "FULLY_CONNECTED": OpRule(
         max_version=14,
