@@ -52,6 +52,7 @@ INT8_REFUSED = {
     "batch_matmul_const_lhs": "operands are not float32",
     "fully_connected_const_input": "needs float32 rank-2 input and weights",
     "rank5_reduce": "not float32 or dynamic shape",
+    "int8_pointwise_float_weights": "input is INT8, not float32 (not the hybrid form)",
     "transpose_conv_version": (
         "not a float32 TRANSPOSE_CONV (quantized forms need their own version)"
     ),

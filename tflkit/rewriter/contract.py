@@ -8,23 +8,26 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Contract:
-    """How far a rewrite may move the outputs: ``|new - old| <= max_abs + max_rel * |old|``.
+    """How far a rewrite may move the outputs: ``|new - old| <= max_abs + max_rel * |old| +
+    peak_rel * max|old|`` (``max|old|``: the output's peak, over its finite values).
 
-    Both zero means exact: outputs must be bit-identical.
+    All zero means exact: outputs must be bit-identical.
     """
 
     max_abs: float = 0.0
     max_rel: float = 0.0
     note: str = "bit-identical"
+    peak_rel: float = 0.0
 
     @property
     def exact(self) -> bool:
-        return self.max_abs == 0.0 and self.max_rel == 0.0
+        return self.max_abs == 0.0 and self.max_rel == 0.0 and self.peak_rel == 0.0
 
     def describe(self) -> str:
         if self.exact:
             return "exact (bit-identical)"
-        return f"max abs {self.max_abs:g}, max rel {self.max_rel:g} ({self.note})"
+        peak = f", {self.peak_rel:g} of the output's peak" if self.peak_rel else ""
+        return f"max abs {self.max_abs:g}, max rel {self.max_rel:g}{peak} ({self.note})"
 
 
 EXACT = Contract()
@@ -44,4 +47,5 @@ def combine(contracts: Sequence[Contract]) -> Contract:
         sum(c.max_abs for c in inexact),
         sum(c.max_rel for c in inexact),
         "; ".join(dict.fromkeys(c.note for c in inexact)),
+        sum(c.peak_rel for c in inexact),
     )

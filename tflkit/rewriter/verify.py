@@ -91,7 +91,8 @@ def compare(name: str, old: np.ndarray, new: np.ndarray, contract: Contract) -> 
     max_abs = float(diff.max())
     rel = diff / np.maximum(np.abs(a), np.finfo(np.float32).tiny)
     max_rel = float(np.where(finite, rel, 0.0).max())
-    allowed = contract.max_abs + contract.max_rel * np.abs(np.where(finite, a, 0.0))
+    magnitude = np.abs(np.where(finite, a, 0.0))
+    allowed = contract.max_abs + contract.max_rel * magnitude + contract.peak_rel * magnitude.max()
     within = bool(np.all(diff <= allowed))
     ok = same_nan and inf_ok and within and not contract.exact
     return OutputCheck(name, str(old.dtype), shape, max_abs, max_rel, False, ok)

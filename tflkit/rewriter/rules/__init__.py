@@ -31,6 +31,7 @@ from tflkit.rewriter.rules.constant import (
     FoldZerosLike,
 )
 from tflkit.rewriter.rules.conv import TransposeConvVersion
+from tflkit.rewriter.rules.conv_geometry import Int8PointwiseFloatWeights, TransposeConvSameToValid
 from tflkit.rewriter.rules.fp16_operands import Fp16ConstantOperands
 from tflkit.rewriter.rules.gelu import ErfApprox, ErfGelu
 from tflkit.rewriter.rules.rank5 import Rank5Elementwise, Rank5Reduce, Rank5Transpose, ReshapeChain
@@ -82,6 +83,7 @@ _CATALOG = RuleSet(
         BatchMatMulConstLhs(),
         BatchMatMulBroadcast(),
         Fp16ConstantOperands(),
+        Int8PointwiseFloatWeights(),
         FullyConnectedConstInput(),
         ReshapeChain(),
         Rank5Elementwise(),
@@ -89,6 +91,7 @@ _CATALOG = RuleSet(
         Rank5Reduce(),
         BroadcastToTile(),
         TransposeConvVersion(),
+        TransposeConvSameToValid(),
         # ERF has no builtin: the exact GELU around it first, the opt-in approximation after
         ErfGelu(),
         opt_in(ErfApprox()),
