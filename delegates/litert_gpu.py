@@ -160,6 +160,7 @@ def from_probe(name: str, result: ProbeResult, *, precision: str) -> RunResult:
             notes.append(f"crash located at op #{site.op_index} {site.op_type}")
         elif result.crash_note:
             notes.append(f"crash not located: {result.crash_note}")
+    notes += [f"wrong-result signal from the accelerator: {w}" for w in result.log.shape_mismatches]
     for name_, why in result.unreadable_outputs.items():
         notes.append(f"output {name_} cannot be read back on the GPU path: {why}")
     error = None if status == "ok" else (result.log.fatal or result.error or status)

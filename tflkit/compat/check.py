@@ -103,7 +103,7 @@ def check_report(
         target_title=spec.title,
         max_partitions=limit,
         compiles=compiles,
-        gpu_ready=compiles and total > 0 and tally.gpu_ops == total,
+        gpu_ready=compiles and total > 0 and tally.gpu_ops == total and not _wrong_on_gpu(ops),
         summary="",
         total_ops=total,
         gpu_ops=tally.gpu_ops,
@@ -246,12 +246,24 @@ def summarize(report: CheckReport) -> str:
         return "the model has no ops"
     if report.gpu_ready:
         return f"GPU-ready: all {report.total_ops} ops run on the GPU"
+    wrong = _wrong_on_gpu(report.ops)
+    said = (
+        f"{len(wrong)} op(s) run on the GPU but compute wrong values there "
+        f"({', '.join(sorted({o.type for o in wrong}))}: WRONG_RESULT)"
+    )
+    if wrong and not report.cpu_ops:
+        return f"not GPU-ready: {said}"
     cpu_partitions = sum(1 for p in report.partitions if p.device == "cpu")
     plural = "s" if cpu_partitions != 1 else ""
     return (
         f"{report.cpu_ops} of {report.total_ops} ops fall back to CPU "
-        f"in {cpu_partitions} partition{plural}"
+        f"in {cpu_partitions} partition{plural}" + (f"; {said}" if wrong else "")
     )
+
+
+def _wrong_on_gpu(ops: Sequence[OpCheck]) -> list[OpCheck]:
+    """Ops the accelerator runs but computes wrong (the table's ``WRONG_RESULT``)."""
+    return [o for o in ops if o.on_gpu and o.status == "rejected"]
 
 
 # --- fixes ----------------------------------------------------------------------------------------

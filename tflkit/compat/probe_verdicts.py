@@ -170,6 +170,16 @@ def attach_probe(
         report.summary += f"; but the accelerator failed: {result.status}"
     elif report.probe.model_agrees is False and not report.compiles:
         report.summary += "; but the accelerator compiles it (a wrong static verdict)"
+    report.probe.warnings = list(result.log.shape_mismatches)
+    if report.probe.warnings and report.gpu_ready:
+        report.summary += f"; but {MISMATCH_HINT}"
+
+
+#: What a ``Shape mismatch in GpuModelBuilder`` warning means for the user.
+MISMATCH_HINT = (
+    "the accelerator warned that it computes an output at another shape than the model's (a "
+    "sign of wrong values): compare them with `tflkit validate`"
+)
 
 
 # --- the probe, per signature ---------------------------------------------------------------------

@@ -26,6 +26,13 @@ Facts measured on ai-edge-litert 2.3.0 (WebGPU over Vulkan, Mesa lavapipe):
   job reports success (measured: fp16 weights as a SELECT, CONCATENATION or PACK operand in
   fp32, ``tests/test_rule_fp16_constant_operands.py``). ``GpuLog.invalid_program`` keeps the
   first such line.
+* A node whose output the accelerator computes at another shape than the model's logs ``W...
+  gpu_model_builder.cc:3901] Shape mismatch in GpuModelBuilder::UpdateOutputTensors(output of
+  convolution1x1(conv_generic)). Requested shape:{bhwdc, {1, 8, 8, 1, 64}} vs reference shape:
+  {bhwdc, {1, 15, 15, 1, 64}}`` and runs on: a sign of wrong values (measured: a strided 1x1
+  CONV_2D with int8 weights, a SAME TRANSPOSE_CONV padded otherwise, ``bench/int8_weights.py``;
+  it also shows for forms that come out right). ``GpuLog.shape_mismatches`` keeps each such
+  line.
 * A crash prints a glog fatal line (``F0000 ... model.cc:218] Check failed: !IsInput(consumer,
   value) Node 0 is already a consumer of the value 0``) and the process exits with status 1.
   ``Node``/``value`` are ids in the delegate's own graph, not TFLite op or tensor indices.
@@ -50,6 +57,8 @@ __all__ = [
 ]
 
 REJECTION_HEADER = "Following operations are not supported by GPU delegate:"
+#: The accelerator's warning when a node's output is not at the model's shape.
+SHAPE_MISMATCH = "Shape mismatch in GpuModelBuilder"
 #: How WebGPU's validation errors start, in the accelerator's error lines.
 VALIDATION_ERROR = "Validation error:"
 
@@ -135,6 +144,8 @@ class GpuLog:
     gpu_kernels: int = 0
     summaries: list[tuple[int, int]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: ``Shape mismatch in GpuModelBuilder`` warnings: a sign of wrong values.
+    shape_mismatches: list[str] = field(default_factory=list)
 
     @property
     def invalid_program(self) -> str | None:
@@ -237,6 +248,9 @@ def _scan_line(log: GpuLog, severity: str, msg: str) -> None:
         return
     if _KERNEL.search(msg):
         log.gpu_kernels += 1
+        return
+    if SHAPE_MISMATCH in msg:
+        log.shape_mismatches.append(msg.strip())
         return
     if "only supports static-sized tensors" in msg:
         log.dynamic_tensors = True

@@ -227,6 +227,9 @@ class ProbeInfo:
     model_agrees: bool | None = None
     #: A model with several signatures: each compiled alone, decode first.
     signatures: list[SignatureProbe] = field(default_factory=list)
+    #: The accelerator's warnings that signal wrong values (``Shape mismatch in
+    #: GpuModelBuilder``: a node computed at another shape than the model's).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def agreement_rate(self) -> float | None:
@@ -333,12 +336,13 @@ def _reason_key(op: OpCheck) -> tuple[str, ...]:
 
 
 def group_cpu_ops(report: CheckReport) -> list[OpGroup]:
-    """The ops off the GPU grouped by (subgraph, op type, reason); ops without a reason of their
+    """The ops off the GPU, or on it but computed wrong there (``WRONG_RESULT``), grouped by
+    (subgraph, op type, reason); ops without a reason of their
     own (not taken, blocked) group by status across op types. Largest groups first within a
     subgraph; fatal reasons first of all; subgraphs in the order of ``report.ops``."""
     groups: dict[tuple[Any, ...], OpGroup] = {}
     for op in report.ops:
-        if op.on_gpu:
+        if op.on_gpu and op.status != STATUS_REJECTED:
             continue
         if op.reasons:
             fix = (op.fix.kind, op.fix.rule, op.fix.summary) if op.fix else None

@@ -161,6 +161,8 @@ def _probe_lines(report: CheckReport) -> list[RenderableType]:
                 f"the accelerator {real}"
             )
         )
+    for warning in probe.warnings[:3]:
+        lines.append(Text.from_markup("[yellow]wrong-result signal[/yellow] ").append(warning))
     if probe.crash is not None:
         site = probe.crash
         where = f" at {site.op_type} (op {site.op_index})" if site.op_type else ""

@@ -213,6 +213,12 @@ def _emulation_vs_gpu(
                 "another GPU backend, without this one's fusions or fp32 accumulators, may "
                 "fail too (" + "; ".join(e_out.reasons[:1]) + f"){where}"
             )
+        elif g_out.verdict == "fail" and _fails(fp32, g_out.name):
+            found.append(
+                f"output {g_out.name}: gpu-fp32 fails too, so fp16 is not the cause: the GPU "
+                "computes this model wrong in fp32 and fp16 alike (a kernel or compiler bug; "
+                "the GPU runners' notes show any warning the accelerator gave)"
+            )
         elif g_out.verdict == "fail" and (g_out.steps is not None or quantized):
             found.append(
                 f"output {g_out.name}: the GPU computes this quantized model dequantized, in "
@@ -226,6 +232,13 @@ def _emulation_vs_gpu(
                 "kernel, or a backend bug)"
             )
     return found
+
+
+def _fails(pair: PairComparison | None, output: str) -> bool:
+    """Whether ``pair`` compared ``output`` and it failed."""
+    if pair is None:
+        return False
+    return any(o.name == output and o.verdict == "fail" for o in pair.outputs)
 
 
 def verdict(
