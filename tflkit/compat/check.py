@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from tflkit import ir
 from tflkit.compat import partition, static
+from tflkit.compat.custom_ops import CPU_KERNEL_CUSTOM_OPS, EDGETPU_OP
 from tflkit.compat.reasons import Reason
 from tflkit.compat.targets import DEFAULT_TARGET, get_target
 from tflkit.ir.composites import composite_of
@@ -428,6 +429,10 @@ def conversion_hint(op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = "")
         return FixHint(
             None, "none: the op stays on the CPU, its subgraphs run on the GPU on their own", "none"
         )
+    if op.opcode.is_custom and op.opcode.custom_code in CPU_KERNEL_CUSTOM_OPS:
+        return FixHint(None, "none needed: its CPU kernel is in every standard resolver", "none")
+    if op.opcode.is_custom and op.opcode.custom_code == EDGETPU_OP:
+        return FixHint(None, "use the model from before Edge TPU compilation", "convert")
     if Reason.FP16_DEQUANTIZE.value in codes:
         return FixHint(
             None, "none needed: moves to the GPU once the rest of its graph does", "none"

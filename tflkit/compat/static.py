@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from tflkit import ir
+from tflkit.compat.custom_ops import known_custom
 from tflkit.compat.reasons import Reason, Rejection, reject
 from tflkit.compat.signature import OpSignature, TensorSig
 from tflkit.compat.targets import DEFAULT_TARGET, Target, get_target
@@ -197,7 +198,10 @@ def _rule_or_rejection(sig: OpSignature, target: Target, found: list[Rejection])
         return None
     if sig.is_custom:
         rule = target.custom_rules.get(sig.custom_code or "")
-        if rule is None:
+        known = known_custom(sig.custom_code or "", sig.op_type) if rule is None else None
+        if known is not None:
+            found.append(known)
+        elif rule is None:
             detail = (
                 "Unless the app registers a CPU kernel for it, the model does not load."
                 if target.unknown_custom_fatal

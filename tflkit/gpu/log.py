@@ -9,6 +9,8 @@ Facts measured on ai-edge-litert 2.3.0 (WebGPU over Vulkan, Mesa lavapipe):
       LOG_SOFTMAX: Operation is not supported.
       1 operations will run on the GPU, and the remaining 5 operations will run on the CPU.
 
+  A custom op's line starts ``CUSTOM <name>: `` (``CUSTOM TFLite_Detection_PostProcess:
+  TFLite_Detection_PostProcess``); the op type of the line is the custom op's name.
   The delegate keeps a sorted *set* of ``(op type, message)`` pairs, so lines are in
   alphabetical order and identical pairs collapse: two LOG_SOFTMAX ops give one line. A line is
   a reason, not an op instance; the summary line counts op instances.
@@ -196,6 +198,8 @@ def _split_reason(message: str) -> tuple[str, str | None]:
 
 
 def _rejection(message: str) -> LogRejection | None:
+    if message.startswith("CUSTOM "):  # "CUSTOM TFLite_Detection_PostProcess: <reason>"
+        message = message[len("CUSTOM ") :]
     m = _REJECTION.match(message)
     if m is None or m.group("op") in _LOG_WORDS:
         return None

@@ -27,6 +27,7 @@ from tflkit.compare.comparator import OutputInfo, PairComparison, compare_pair, 
 from tflkit.compare.groups import ChannelGroup, detect_groups, fit_groups
 from tflkit.compare.sensitivity import OutputNoise
 from tflkit.compare.tolerances import DEFAULTS, tolerance_for
+from tflkit.compat.custom_ops import refuse_edgetpu
 from tflkit.delegates.base import RunResult, find_spec, precision_of, runner_spec, spec_names
 from tflkit.delegates.tf_reference import is_bundle, load_bundle, save_bundle
 from tflkit.errors import UsageError
@@ -139,6 +140,7 @@ def _load(
     data, label = ir.serde.read_model_bytes(model_path)
     file_sha256 = hashlib.sha256(data).hexdigest()
     model = ir.load(data, label=label)
+    refuse_edgetpu(model, label)
     if options.input_shapes:
         from tflkit.rewriter.shapes import fix_input_shapes
 
