@@ -312,6 +312,29 @@ def _sanitize(model, say):
         say(f"renamed {len(renames)} tensors and {nodes} nodes whose names converters reject")
 
 
+def _reshape_allowzero(model, say):
+    """``Reshape(allowzero=1)`` whose shape is a constant holding no zero computes what
+    ``allowzero=0`` does (the attribute only changes how a 0 in the shape is read); onnx2torch
+    refuses the attribute ("not implemented"), so it goes. Shapes holding a zero keep it."""
+    from onnx import numpy_helper
+
+    consts = {i.name: i for i in model.graph.initializer}
+    cleared = 0
+    for node in nodes(model.graph):
+        flag = next((a for a in node.attribute if a.name == "allowzero"), None)
+        if node.op_type != "Reshape" or flag is None or flag.i != 1 or len(node.input) < 2:
+            continue
+        shape = consts.get(node.input[1])
+        if shape is None or 0 in numpy_helper.to_array(shape).tolist():
+            continue
+        node.attribute.remove(flag)
+        cleared += 1
+    if cleared:
+        say(
+            f"Reshape allowzero=1 -> 0 on {cleared} node(s) whose shape holds no zero (same result)"
+        )
+
+
 def prepare(source, target, options, say):
     """Prepare ``source`` into ``target`` (see the module's docstring); ``(shapes, source_shapes,
     branch_inputs)`` of the runtime inputs. ``say`` takes each step's line."""
@@ -334,6 +357,7 @@ def prepare(source, target, options, say):
     branching = branch_inputs(model)  # small inputs to pin: the error line offers them
     if not branching and _ifs_to_where(model, say):
         model = _simplify(model, say, label="simplify again")
+    _reshape_allowzero(model, say)
     _sanitize(model, say)
     model = onnx.shape_inference.infer_shapes(model)
     large = model.ByteSize() > 2_000_000_000

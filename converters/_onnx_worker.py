@@ -42,6 +42,15 @@ def prepare(job, state):
         {"name": n, "source_shape": source[n], "onnx_shape": shapes[n]} for n in shapes
     ]
     state["prepared"] = str(target)
+    import onnx
+
+    graph = onnx.load(str(target), load_external_data=False).graph
+    state["outputs"] = [o.name for o in graph.output]
+    types = {i.name: i.type.tensor_type.elem_type for i in graph.input}
+    for entry in state["inputs"]:
+        elem = types.get(entry["name"])
+        if elem:
+            entry["onnx_dtype"] = str(onnx.helper.tensor_dtype_to_np_dtype(elem))
 
 
 #: Ops a recurrent initial state passes through on its way from a graph input to its RNN.
@@ -229,6 +238,20 @@ def to_onnx_layout(value, want):
     return moved if _fits(moved.shape, want) else value
 
 
+#: ONNX Runtime's input types -> numpy: a converter may narrow int64 ids to int32 (litert-torch
+#: does), the reference gets the type the ONNX model declares.
+_ORT_TYPES = {
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8,
+    "tensor(bool)": np.bool_,
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+}
+
+
 def reference(job, state):
     """ONNX Runtime on the user's model (not the prepared one): the feeds, and the pinned
     inputs' values."""
@@ -253,7 +276,8 @@ def reference(job, state):
             feed = dict(pinned)
             for i, spec in enumerate(inputs):
                 j = names.index(spec.name) if by_name else i
-                feed[spec.name] = to_onnx_layout(npz[f"s{k}_in_{j}"], spec.shape)
+                value = to_onnx_layout(npz[f"s{k}_in_{j}"], spec.shape)
+                feed[spec.name] = value.astype(_ORT_TYPES.get(spec.type, value.dtype))
             for j, out in enumerate(session.run(None, feed)):
                 arrays[f"s{k}_out_{j}"] = np.asarray(out, np.float32)
     state["output_names"] = [o.name for o in session.get_outputs()]

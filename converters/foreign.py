@@ -203,9 +203,27 @@ def _with_source_shapes(specs: list[IoSpec], sources: list[dict[str, Any]]) -> l
     if not all(spec.name in by_name for spec in specs):
         by_name = {spec.name: src for spec, src in zip(specs, sources, strict=False)}
     return [
-        {**spec.to_json(), "source_shape": by_name.get(spec.name, {}).get("source_shape")}
+        {
+            **spec.to_json(),
+            "source_shape": by_name.get(spec.name, {}).get("source_shape"),
+            "onnx_dtype": by_name.get(spec.name, {}).get("onnx_dtype"),
+        }
         for spec in specs
     ]
+
+
+def _narrowed_inputs(inputs: list[dict[str, Any]]) -> list[str]:
+    """One note per input whose type the converter changed (litert-torch feeds int64 ids as
+    int32): the app must feed the ``.tflite``'s type."""
+    notes = []
+    for spec in inputs:
+        source = spec.get("onnx_dtype")
+        if source and spec.get("dtype") and source != spec["dtype"]:
+            notes.append(
+                f"input {spec['name']}: {spec['dtype']} in the .tflite where the ONNX model takes "
+                f"{source} (the converter changed it: feed {spec['dtype']})"
+            )
+    return notes
 
 
 def _quantized(data: bytes, options: ConvertOptions, report: ConvertReport, work: Path) -> bytes:
@@ -298,17 +316,20 @@ def _float_model(work: Path, state: dict[str, Any], label: str) -> bytes:
     return data
 
 
-def _onnx_input_names(data: bytes, names: list[str]) -> bytes:
-    """litert-torch names a signature's inputs ``args_0``, ``args_1``...; give them the ONNX
-    inputs' names (the same order: onnx2torch's placeholders follow the ONNX graph's inputs)."""
+def _onnx_io_names(data: bytes, inputs: list[str], outputs: list[str]) -> bytes:
+    """litert-torch names a signature's inputs ``args_0``, ``args_1``... and its outputs
+    ``output_0``...; give them the ONNX graph's names (the same order: onnx2torch's placeholders
+    and outputs follow the ONNX graph's), which apps look them up by."""
     model = ir.load(data)
     if len(model.signatures) != 1:
         return data
     signature = model.signatures[0]
-    keys = list(signature.inputs)
-    if keys != [f"args_{i}" for i in range(len(names))]:
-        return data
-    signature.inputs = {new: signature.inputs[old] for old, new in zip(keys, names, strict=True)}
+    for kind, names, generic in (("inputs", inputs, "args_"), ("outputs", outputs, "output_")):
+        current = getattr(signature, kind)
+        keys = list(current)
+        if names and keys == [f"{generic}{i}" for i in range(len(names))]:
+            renamed = {new: current[old] for old, new in zip(keys, names, strict=True)}
+            setattr(signature, kind, renamed)
     return ir.dumps(model)
 
 
@@ -375,7 +396,8 @@ def _convert_onnx(
             state = _step(here, route, "convert", Path(prepared["prepared"]), options, work)
             data = _float_model(work, state, route.name)
             if route is ONNX_TORCH:
-                data = _onnx_input_names(data, [i["name"] for i in prepared.get("inputs", [])])
+                names = [i["name"] for i in prepared.get("inputs", [])]
+                data = _onnx_io_names(data, names, prepared.get("outputs", []))
         except (ConversionError, MissingExtraError) as exc:
             seconds = round(time.perf_counter() - start, 1)
             report.attempts.append({"route": route.name, "error": str(exc), "seconds": seconds})
@@ -455,6 +477,7 @@ def convert_foreign(
         report.versions["framework"] = framework
         report.versions["ai-edge-litert"] = tool_version("ai-edge-litert") or "unknown"
         report.inputs = _with_source_shapes(checked.sets.specs, state.get("inputs", []))
+        report.notes += _narrowed_inputs(report.inputs)
         report.outputs = checked.outputs
         report.convert_seconds = state.get("convert_seconds")
         report.cpu_vs_reference_max_abs = checked.worst

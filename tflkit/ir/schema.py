@@ -140,7 +140,10 @@ def _numpy_dtypes() -> dict[int, np.dtype]:
 
 
 def _numpy_code(code: int) -> str:
-    return {"ff": "c8", "dd": "c16", "?": "?"}.get(_STRUCT_CODES[code], _STRUCT_CODES[code])
+    """The numpy code of a type: sized for 64-bit integers ("q" is numpy's ``longlong``, whose
+    arrays LiteRT's ``set_tensor`` refuses as NOTYPE; "i8" is ``int64`` proper)."""
+    sized = {"ff": "c8", "dd": "c16", "?": "?", "q": "i8", "Q": "u8"}
+    return sized.get(_STRUCT_CODES[code], _STRUCT_CODES[code])
 
 
 def op_name(builtin_code: int) -> str:
