@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,17 @@ class WorkerOutcome:
     wall_seconds: float
 
 
-def run_worker(cmd: Sequence[str], workdir: Path, *, timeout: float) -> WorkerOutcome:
-    """Run ``cmd`` in ``workdir`` (:func:`tflkit.proc.worker.run_worker`); read its result.json."""
-    done = run_child(cmd, cwd=workdir, timeout=timeout)
+def run_worker(
+    cmd: Sequence[str],
+    workdir: Path,
+    *,
+    timeout: float,
+    on_wait: Callable[[float], None] | None = None,
+    every: float = 15.0,
+) -> WorkerOutcome:
+    """Run ``cmd`` in ``workdir`` (:func:`tflkit.proc.worker.run_worker`, ``on_wait`` every
+    ``every`` seconds while it runs); read its result.json."""
+    done = run_child(cmd, cwd=workdir, timeout=timeout, on_wait=on_wait, every=every)
     if done.timed_out:
         raise ConversionError(f"the converter gave no answer in {timeout:g} s (--timeout)")
     try:

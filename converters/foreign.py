@@ -27,6 +27,8 @@ from tflkit.errors import UsageError
 from tflkit.proc.result_file import RESULT_FILE
 from tflkit.report.convert_report import ConvertReport
 
+from . import _route_clock
+from ._route_clock import STAGES, Budget, RouteCut, budget_for, progress_line
 from ._runner import run_worker
 from .base import ConversionError, ConvertOptions, MissingExtraError
 from .envs import ROUTES, ensure_env
@@ -115,6 +117,7 @@ def _step(
     options: ConvertOptions,
     work: Path,
     script: str | None = None,
+    budget: Budget | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     job = {"step": step, "source": str(source), "options": options.to_json(), "workdir": str(work)}
@@ -124,6 +127,8 @@ def _step(
         [python, str(Path(__file__).with_name(script or route.script)), str(work / "job.json")],
         work,
         timeout=options.timeout,
+        on_wait=progress_line(f"{route.name} {STAGES.get(step, step)}", budget),
+        every=_route_clock.PROGRESS_S,
     )
     _raise_for(outcome)
     return outcome.state
@@ -389,16 +394,22 @@ def _convert_onnx(
     report.preparation = list(prepared.get("preparation", []))
     reasons, failures = [], []
     kept: tuple[dict[str, Any], _Checked, dict[str, Any] | None] | None = None
-    for route in _ONNX_ROUTES[options.route]:
+    routes = _ONNX_ROUTES[options.route]
+    for route in routes:
         start = time.perf_counter()
+        # auto: a route with another after it runs on a budget for the model's size
+        budget = budget_for(source) if route is not routes[-1] else None
         try:
             here = python if route is ONNX else _interpreter(route, options, report, record=False)
-            state = _step(here, route, "convert", Path(prepared["prepared"]), options, work)
+            prepared_path = Path(prepared["prepared"])
+            state = _step(here, route, "convert", prepared_path, options, work, budget=budget)
             data = _float_model(work, state, route.name)
             if route is ONNX_TORCH:
                 names = [i["name"] for i in prepared.get("inputs", [])]
                 data = _onnx_io_names(data, names, prepared.get("outputs", []))
         except (ConversionError, MissingExtraError) as exc:
+            if isinstance(exc, RouteCut):
+                print(f"tflkit: {exc}; trying the next route", file=sys.stderr, flush=True)
             seconds = round(time.perf_counter() - start, 1)
             report.attempts.append({"route": route.name, "error": str(exc), "seconds": seconds})
             reasons.append(f"{route.name}: {exc}")

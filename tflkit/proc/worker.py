@@ -22,7 +22,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,8 +84,18 @@ def kill_sessions() -> None:
                 kill_group(proc.pid)
 
 
-def run_worker(cmd: Sequence[str], *, cwd: str | Path, timeout: float) -> WorkerExit:
-    """Run ``cmd`` with the GPU child environment; kill its whole session after ``timeout``."""
+def run_worker(
+    cmd: Sequence[str],
+    *,
+    cwd: str | Path,
+    timeout: float,
+    on_wait: Callable[[float], None] | None = None,
+    every: float = 15.0,
+) -> WorkerExit:
+    """Run ``cmd`` with the GPU child environment; kill its whole session after ``timeout``.
+
+    ``on_wait(elapsed seconds)`` is called every ``every`` seconds while the child runs (a
+    progress line); an exception it raises kills the child's session and propagates."""
     from tflkit.proc.child_env import child_env
 
     start = time.perf_counter()
@@ -98,12 +108,20 @@ def run_worker(cmd: Sequence[str], *, cwd: str | Path, timeout: float) -> Worker
         env=child_env(),
         cwd=cwd,
     ) as proc:
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            kill_group(proc.pid)
-            out, _ = proc.communicate()
+        while True:
+            left = timeout - (time.perf_counter() - start)
+            wait = left if on_wait is None else min(left, every)
+            try:
+                out, _ = proc.communicate(timeout=max(wait, 0.0))
+                break
+            except subprocess.TimeoutExpired:
+                if wait < left:
+                    on_wait(time.perf_counter() - start)  # type: ignore[misc]
+                    continue
+                timed_out = True
+                kill_group(proc.pid)
+                out, _ = proc.communicate()
+                break
     return WorkerExit(
         out.decode("utf-8", "replace"), proc.returncode, timed_out, time.perf_counter() - start
     )
