@@ -199,19 +199,21 @@ def convert(job, state):
     onnx.save(onnx.load(job["source"]), static)
     keep = recurrent_state_inputs(model)
     state["kept_layout"] = keep
+    arguments = {
+        "input_onnx_file_path": static,
+        "output_folder_path": str(work / "onnx2tf"),
+        "overwrite_input_shape": [f"{n}:{','.join(map(str, s))}" for n, s in shapes.items()],
+        # Unrolled LSTM/GRU/RNN loops become builtin ops; rolled ones stay TensorList flex
+        # ops, which never run on the GPU (measured on openWakeWord's LSTM model).
+        "enable_rnn_unroll": True,
+        "keep_shape_absolutely_input_names": keep or None,
+        "non_verbose": True,
+        **_user_options(onnx2tf, job["options"].get("converter_options") or {}),
+    }
     tee = _Tee(sys.stdout)
     try:
         with contextlib.redirect_stdout(tee):
-            onnx2tf.convert(
-                input_onnx_file_path=static,
-                output_folder_path=str(work / "onnx2tf"),
-                overwrite_input_shape=[f"{n}:{','.join(map(str, s))}" for n, s in shapes.items()],
-                # Unrolled LSTM/GRU/RNN loops become builtin ops; rolled ones stay TensorList
-                # flex ops, which never run on the GPU (measured on openWakeWord's LSTM model).
-                enable_rnn_unroll=True,
-                keep_shape_absolutely_input_names=keep or None,
-                non_verbose=True,
-            )
+            onnx2tf.convert(**arguments)
     except Exception:
         # onnx2tf prints the ONNX node it failed on ("onnx_op_name: conv2d_5"), not raises it
         named = _FAILED_NODE.findall(_ANSI.sub("", "".join(tee.seen)))
@@ -221,6 +223,36 @@ def convert(job, state):
     state["convert_seconds"] = time.perf_counter() - start
     (found,) = sorted((work / "onnx2tf").glob("*_float32.tflite"))
     os.replace(found, work / "model.tflite")
+
+
+#: Arguments tflkit sets itself (paths, the static shapes it prepared).
+_OWN_ARGUMENTS = {"input_onnx_file_path", "output_folder_path", "onnx_graph"}
+
+
+def _user_options(onnx2tf, given):
+    """``--converter-option`` values checked against ``onnx2tf.convert``'s parameters; a list
+    option given one value gets a one-item list."""
+    import inspect
+
+    params = inspect.signature(onnx2tf.convert).parameters
+    unknown = sorted(set(given) - set(params) | (set(given) & _OWN_ARGUMENTS))
+    if unknown:
+        import difflib
+
+        hints = [difflib.get_close_matches(n, list(params), 1) for n in unknown]
+        near = "; ".join(
+            f"{n}: did you mean {h[0]}?" for n, h in zip(unknown, hints, strict=True) if h
+        )
+        raise ValueError(
+            f"usage: --converter-option {', '.join(unknown)}: not an onnx2tf option"
+            + (f" ({near})" if near else "")
+        )
+    out = {}
+    for name, value in given.items():
+        default = params[name].default
+        listed = isinstance(default, list) or name.endswith(("_names", "_list", "_shape"))
+        out[name] = [value] if listed and not isinstance(value, list) else value
+    return out
 
 
 def _fits(shape, want):

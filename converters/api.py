@@ -78,7 +78,10 @@ def convert(
             "loaded with --unsafe-deserialization: Keras ran the Python code of Lambda layers"
         )
     if kind in ("keras", "saved_model"):
+        from .base import check_tf_converter_options
         from .tf_common import convert_with_tensorflow, scratch_dir
+
+        check_tf_converter_options(options.converter_options)
 
         with scratch_dir(out) as tmp:
             work = Path(tmp).resolve()

@@ -25,6 +25,7 @@ __all__ = [
     "ConversionError",
     "ConvertOptions",
     "MissingExtraError",
+    "check_tf_converter_options",
     "hash_source",
     "parse_converter_options",
     "parse_input_values",
@@ -92,7 +93,7 @@ class ConvertOptions:
     image_range: tuple[float, float] = (0.0, 1.0)
     int8_io: bool = False
     signature: str | None = None
-    converter_options: Mapping[str, bool] = field(default_factory=dict)
+    converter_options: Mapping[str, Any] = field(default_factory=dict)
     reference_sets: int = 3
     seed: int = 0
     timeout: float = 900.0
@@ -137,11 +138,6 @@ class ConvertOptions:
             raise UsageError("--int8-io needs --quantize int8")
         if self.batch < 1 or self.reference_sets < 1 or self.calibration_steps < 1:
             raise UsageError("--batch, --reference-sets and --calibration-steps must be >= 1")
-        unknown = sorted(set(self.converter_options) - set(CONVERTER_OPTIONS))
-        if unknown:
-            raise UsageError(
-                f"unknown converter option(s) {unknown}; known: {', '.join(CONVERTER_OPTIONS)}"
-            )
         for name, dims in self.input_shapes.items():
             if not dims or any(int(d) < 1 for d in dims):
                 raise UsageError(f"--input-shape {name}: every dimension must be >= 1")
@@ -165,16 +161,42 @@ def parse_input_values(items: Sequence[str]) -> dict[str, list[float]]:
     return out
 
 
-def parse_converter_options(items: Sequence[str]) -> dict[str, bool]:
-    """``["unfold_batchmatmul=true"]`` -> ``{"unfold_batchmatmul": True}``."""
-    out: dict[str, bool] = {}
+def parse_converter_options(items: Sequence[str]) -> dict[str, Any]:
+    """``["unfold_batchmatmul=true", "batch_size=1", "keep_ncw_or_nchw_or_ncdhw_input_names=x,y"]``
+    -> ``{"unfold_batchmatmul": True, "batch_size": 1, "keep_...": ["x", "y"]}``: true/false,
+    numbers, comma lists and text (the values onnx2tf's options take)."""
+    out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        flag = value.strip().lower()
-        if not sep or flag not in ("true", "false", "1", "0"):
-            raise UsageError(f"--converter-option takes NAME=true|false, got {item!r}")
-        out[key.strip()] = flag in ("true", "1")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"--converter-option takes NAME=VALUE, got {item!r}")
+        parts = [_option_value(v) for v in value.split(",")]
+        out[key.strip()] = parts[0] if len(parts) == 1 else parts
     return out
+
+
+def _option_value(text: str) -> Any:
+    text = text.strip()
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def check_tf_converter_options(options: Mapping[str, Any]) -> None:
+    """TFLiteConverter flags (Keras, SavedModel): known names, true/false values."""
+    unknown = sorted(set(options) - set(CONVERTER_OPTIONS))
+    if unknown:
+        raise UsageError(
+            f"unknown converter option(s) {unknown}; known: {', '.join(CONVERTER_OPTIONS)}"
+        )
+    for name, value in options.items():
+        if not isinstance(value, bool) and value not in (0, 1):
+            raise UsageError(f"--converter-option {name} takes true or false, got {value!r}")
 
 
 def hash_source(path: str | os.PathLike[str]) -> str:

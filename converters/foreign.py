@@ -71,7 +71,6 @@ _TF_ONLY = {
     "allow_flex": "--allow-flex",
     "fp16": "--fp16",
     "signature": "--signature",
-    "converter_options": "--converter-option",
     "unsafe_deserialization": "--unsafe-deserialization",
 }
 
@@ -255,6 +254,9 @@ def _refuse_options(route: ForeignRoute, options: ConvertOptions) -> None:
             f"{', '.join(given)}: only for Keras and SavedModel sources, not {route.label}"
         )
     onnx_only = ["--input-value"] if options.input_values else []
+    onnx_only += ["--converter-option"] if options.converter_options else []
+    if options.converter_options and options.route == "onnx2torch":
+        raise UsageError("--converter-option: onnx2tf's options, not for --route onnx2torch")
     onnx_only += ["--route"] if options.route != "auto" else []
     if onnx_only and route is not ONNX:
         raise UsageError(f"{', '.join(onnx_only)}: only for ONNX sources, not {route.label}")
