@@ -243,6 +243,7 @@ def _quantized(data: bytes, options: ConvertOptions, report: ConvertReport, work
     quantized, state = quantize_converted(data, options, work, run)
     report.versions.update({k: str(v) for k, v in state.get("versions", {}).items()})
     report.notes.append(f"quantized by {state.get('quantizer')}")
+    report.notes += state.get("notes", [])
     return quantized
 
 

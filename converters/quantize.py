@@ -16,14 +16,15 @@ import numpy as np
 from tflkit import ir
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.entry import entry_point
+from tflkit.ir.graph import SignatureDef
 
-from .base import ConversionError, ConvertOptions
+from .base import ConvertOptions
 from .calibration import InputSpec, calibration_feeds
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["float_io", "quantize_converted"]
+__all__ = ["SIGNATURE_KEY", "float_io", "quantize_converted", "with_signature"]
 
 
 def float_io(model: ir.Model) -> int:
@@ -55,6 +56,21 @@ def float_io(model: ir.Model) -> int:
     return wrapped
 
 
+#: The key of the signature tflkit gives a signature-less model.
+SIGNATURE_KEY = "serving_default"
+
+
+def with_signature(data: bytes) -> bytes:
+    """``data`` with a signature over its main graph: inputs and outputs by tensor name (what
+    the runtimes call them without one), so signature-based tools take it."""
+    model = ir.load(data)
+    graph = model.main
+    inputs = {t.name: t for t in graph.inputs}
+    outputs = {t.name: t for t in graph.outputs}
+    model.signatures.append(SignatureDef(SIGNATURE_KEY, graph, inputs, outputs))
+    return ir.dumps(model)
+
+
 def quantize_converted(
     data: bytes, options: ConvertOptions, work: Path, run: Callable[..., dict[str, Any]]
 ) -> tuple[bytes, dict[str, Any]]:
@@ -62,10 +78,10 @@ def quantize_converted(
     state)``. ``run(**job)`` runs the quantize worker; int8 calibrates on ``--representative``
     (an ``.npz`` in the source's layout or the model's, or an image folder)."""
     key, _, ins, _ = entry_point(ir.load(data))
-    if key is None:
-        raise ConversionError(
-            "--quantize: ai-edge-quantizer needs a signature and the converted model has none"
-        )
+    added = key is None
+    if added:  # ai-edge-quantizer works by signature
+        data = with_signature(data)
+        key, _, ins, _ = entry_point(ir.load(data))
     (work / "float.tflite").write_bytes(data)
     if options.quantize == "int8":
         assert options.representative is not None  # ConvertOptions.validate
@@ -79,6 +95,11 @@ def quantize_converted(
         arrays = {f"s{k}__{n}": v for k, feed in enumerate(feeds) for n, v in feed.items()}
         np.savez(work / "calibration.npz", **arrays)
     state = run(source=work / "float.tflite", mode=options.quantize, signature=key)
+    if added:
+        state.setdefault("notes", []).append(
+            f"the converted model had no signature: tflkit gave it one ({SIGNATURE_KEY}, inputs "
+            "and outputs by their tensor names) for the quantizer; apps may call it by that key"
+        )
     quantized = (work / "quantized.tflite").read_bytes()
     if options.quantize == "int8" and not options.int8_io:
         model = ir.load(quantized)
