@@ -58,6 +58,31 @@ _STATE_PATH = {"Slice", "Split", "Gather", "Squeeze", "Unsqueeze", "Reshape", "I
 _RNN_STATE_SLOTS = {"GRU": (5,), "LSTM": (5, 6), "RNN": (5,)}
 
 
+def channels_last_inputs(model):
+    """Inputs the graph itself moves channels-first (each read by a Transpose with perm
+    ``[0, R-1, 1, ..., R-2]`` only): already channels-last, so onnx2tf must not permute them
+    (it would, and SpaceToDepth on the permuted data then fails: measured)."""
+    init = {i.name for i in model.graph.initializer}
+    readers = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    found = []
+    for inp in model.graph.input:
+        rank = len(inp.type.tensor_type.shape.dim)
+        if inp.name in init or rank < 3:
+            continue
+        perm = [0, rank - 1, *range(1, rank - 1)]
+        nodes = readers.get(inp.name, [])
+        if nodes and all(n.op_type == "Transpose" and _perm(n) == perm for n in nodes):
+            found.append(inp.name)
+    return found
+
+
+def _perm(node):
+    return next((list(a.ints) for a in node.attribute if a.name == "perm"), None)
+
+
 def recurrent_state_inputs(model):
     """Graph inputs that feed a GRU/LSTM/RNN initial state (through slicing and reshaping).
 
@@ -199,6 +224,8 @@ def convert(job, state):
     onnx.save(onnx.load(job["source"]), static)
     keep = recurrent_state_inputs(model)
     state["kept_layout"] = keep
+    nhwc = channels_last_inputs(model)
+    state["channels_last_inputs"] = nhwc
     arguments = {
         "input_onnx_file_path": static,
         "output_folder_path": str(work / "onnx2tf"),
@@ -208,6 +235,8 @@ def convert(job, state):
         "enable_rnn_unroll": True,
         "keep_shape_absolutely_input_names": keep or None,
         "non_verbose": True,
+        # an input the graph moves to channels-first itself stays channels-last
+        "keep_nwc_or_nhwc_or_ndhwc_input_names": nhwc or None,
         **_user_options(onnx2tf, job["options"].get("converter_options") or {}),
     }
     tee = _Tee(sys.stdout)
