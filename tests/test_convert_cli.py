@@ -36,7 +36,8 @@ def _invoke(*args: str):
         (["--fp16", "--quantize", "dynamic"], "--fp16 and --quantize are exclusive"),
         (["--quantize", "int4"], "--quantize takes none, dynamic, int8"),
         (["--converter-option", "nope=true"], "unknown converter option(s) ['nope']"),
-        (["--converter-option", "unfold_batchmatmul"], "--converter-option takes NAME=true|false"),
+        (["--converter-option", "unfold_batchmatmul"], "--converter-option takes NAME=VALUE"),
+        (["--converter-option", "unfold_batchmatmul=2"], "unfold_batchmatmul takes true or false"),
         (["--image-range", "a,b"], "--image-range takes LOW,HIGH"),
     ],
 )

@@ -92,7 +92,11 @@ def convert(
     ] = None,
     converter_option: Annotated[
         list[str],
-        typer.Option("--converter-option", help="NAME=true|false converter flag (repeat)."),
+        typer.Option(
+            "--converter-option",
+            help="NAME=VALUE: a TFLiteConverter flag (true/false) for Keras/SavedModel, an "
+            "onnx2tf option (true/false, numbers, a,b lists, text) for ONNX (repeat).",
+        ),
     ] = [],  # noqa: B006
     reference_sets: Annotated[
         int, typer.Option("--reference-sets", help="Seeded input sets in the reference bundle.")
