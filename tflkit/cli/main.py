@@ -29,6 +29,7 @@ from tflkit.cli import (
     inspect_cmd,
     regress_cmd,
     rewrite_cmd,
+    rules_cmd,
     validate_cmd,
 )
 from tflkit.cli.output import native_log
@@ -83,6 +84,7 @@ COMMANDS = {
     "convert": convert_cmd.convert,
     "validate": validate_cmd.validate,
     "rewrite": rewrite_cmd.rewrite,
+    "rules": rules_cmd.rules,
 }
 GROUPS = {
     "converters": converters_cmd.app,

@@ -26,6 +26,8 @@ class Contract:
     def describe(self) -> str:
         if self.exact:
             return "exact (bit-identical)"
+        if self.peak_rel and not (self.max_abs or self.max_rel):
+            return f"within {self.peak_rel:g} of each output's peak ({self.note})"
         peak = f", {self.peak_rel:g} of the output's peak" if self.peak_rel else ""
         return f"max abs {self.max_abs:g}, max rel {self.max_rel:g}{peak} ({self.note})"
 
