@@ -16,7 +16,7 @@ import pytest
 
 from tests.int8_weight_models import FORM_BY_NAME, FORMS, Form
 from tflkit import ir
-from tflkit.compat.conv_geometry import gpu_same_padding_before, tflite_transpose_padding_before
+from tflkit.compat.predicates.conv import gpu_same_padding_before, tflite_transpose_padding_before
 from tflkit.compat.static import check
 from tflkit.gpu.probe import run_jobs
 from tflkit.ir.feeds import random_feed

@@ -1,5 +1,5 @@
 """Convolutions the GPU computes wrong for their geometry, rewritten into forms it computes right
-(the table's ``WRONG_RESULT`` of ``tflkit/compat/conv_geometry.py``, measured by
+(the table's ``WRONG_RESULT`` of ``tflkit/compat/predicates/conv.py``, measured by
 ``bench/int8_weights.py``).
 
 * ``int8_pointwise_float_weights``: a CONV_2D reading int8 weights directly (dynamic-range
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tflkit.compat.conv_geometry import (
+from tflkit.compat.predicates.conv import (
     int8_weights_strided_pointwise,
     tflite_transpose_padding_before,
     transpose_conv_same_offset,
