@@ -41,9 +41,9 @@ def _errors(want: np.ndarray, got: np.ndarray) -> tuple[float, float]:
 
 def _static(model: Any) -> str:
     """The ``litert-gpu`` verdict of the op under test (op 1, between the two MULs)."""
-    from tflkit.compat.static import check
+    from tflkit.compat.static import analyze
 
-    verdict = check(model, "litert-gpu").verdicts[1]
+    verdict = analyze(model, "litert-gpu").verdicts[1]
     if any(r.code == "WRONG_RESULT" for r in verdict.rejections):
         return "WRONG_RESULT"
     return "ok" if verdict.ok else ",".join(str(r.code) for r in verdict.rejections)

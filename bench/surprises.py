@@ -68,9 +68,9 @@ def family_models() -> list[tuple[str, str, bytes, bytes]]:
 
 def _claims(data: bytes) -> dict[str, Any]:
     from tflkit import ir
-    from tflkit.compat.check import check_model
+    from tflkit.compat.check import check_report
 
-    report = check_model(ir.load(data))
+    report = check_report(ir.load(data))
     return {
         "compiles": report.compiles,
         "crash": any(i.code == "CRASH" for i in report.issues)

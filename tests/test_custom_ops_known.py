@@ -18,7 +18,7 @@ from flatbuffers import flexbuffers
 
 from tflkit import ir
 from tflkit.cli.main import main
-from tflkit.compat.check import check_model
+from tflkit.compat.check import check_report
 from tflkit.compat.custom_ops import EDGETPU_SENTENCE
 from tflkit.gpu.log import parse_gpu_log
 from tflkit.ir.builder import OpBuilder
@@ -86,7 +86,7 @@ def test_postprocess_runs_on_the_cpu_interpreter() -> None:
 
 @pytest.mark.parametrize("with_mul", [False, True], ids=["alone", "behind_mul"])
 def test_postprocess_is_a_cpu_op_not_a_fatal_one(with_mul: bool) -> None:
-    report = check_model(postprocess_model(with_mul))
+    report = check_report(postprocess_model(with_mul))
     assert report.compiles and not any(i.fatal for i in report.issues)
     (op,) = [o for o in report.ops if o.type == "TFLite_Detection_PostProcess"]
     assert op.status == "rejected" and not op.on_gpu
@@ -128,7 +128,7 @@ def test_probe_placement_and_summary_are_one_truth(
 def test_edgetpu_model_is_said_once(tmp_path: Path, capsys) -> None:
     path = tmp_path / "model_edgetpu.tflite"
     path.write_bytes(ir.dumps(edgetpu_model()))
-    report = check_model(edgetpu_model())
+    report = check_report(edgetpu_model())
     (issue,) = [i for i in report.issues if i.fatal]
     assert EDGETPU_SENTENCE in issue.message
     (op,) = report.ops

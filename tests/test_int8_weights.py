@@ -17,7 +17,7 @@ import pytest
 from tests.int8_weight_models import FORM_BY_NAME, FORMS, Form
 from tflkit import ir
 from tflkit.compat.predicates.conv import gpu_same_padding_before, tflite_transpose_padding_before
-from tflkit.compat.static import check
+from tflkit.compat.static import analyze
 from tflkit.gpu.probe import run_jobs
 from tflkit.ir.feeds import random_feed
 from tflkit.rewriter.passes import run_passes
@@ -46,7 +46,7 @@ def wrong_on_gpu(form: Form, float_weights: bool = False) -> bool:
 
 
 def _static_wrong(model: ir.Model) -> bool:
-    verdict = check(model, "litert-gpu").verdicts[1]
+    verdict = analyze(model, "litert-gpu").verdicts[1]
     codes = [r.code for r in verdict.rejections]
     assert codes in ([], ["WRONG_RESULT"]), verdict.rejections
     return bool(codes)
@@ -72,7 +72,7 @@ def test_default_rewrite_fixes_each_wrong_form(form: Form) -> None:
     before = ir.dumps(model)
     result = run_passes(model, list(catalog().defaults()), gate=checker_gate("litert-gpu"))
     assert [f.rule for f in result.fired] == [RULES[form.op]]
-    assert [v for v in check(model, "litert-gpu").verdicts if not v.ok] == []
+    assert [v for v in analyze(model, "litert-gpu").verdicts if not v.ok] == []
     rule = next(r for r in catalog() if r.name == RULES[form.op])
     verdict = verify(before, ir.dumps(model), rule.contract, seeds=(0, 1, 2))
     assert verdict.ok, verdict.problem
