@@ -268,16 +268,42 @@ def _try_target(attempt: _Attempt, target: _Target, tmp: Path, result: Repro) ->
         ok, stdout, stderr, _code = run_script(work, attempt.timeout)
         result.tried.append((indices, "reproduced" if ok else "not reproduced"))
         if ok:
-            _write(attempt, work, sub, culprit, record, found, (stdout, stderr, sub_data))
+            measured, rerun = _other_precision(work, title, attempt)
+            if rerun is not None:  # fp32 too: the script shows it is not fp16's rounding
+                stdout, stderr = rerun
+            run = (stdout, stderr, sub_data)
+            script = "fp32" if rerun is not None else precision
+            _write(attempt, work, sub, culprit, record, found, run, (script, measured))
             result.written, result.directory, result.output = True, attempt.out, stdout
             result.ops = indices
             result.message = (
                 f"repro: wrote {attempt.out} ({count_ops(len(sub.main.ops))} ending at op "
                 f"#{culprit.index} {culprit.type}; `python repro.py` there reproduces on the "
-                f"GPU, {precision})"
+                f"GPU, {measured or precision})"
             )
             return True
     return False
+
+
+def _other_precision(
+    work: Path, title: str, attempt: _Attempt
+) -> tuple[str | None, tuple[str, str] | None]:
+    """Whether the chunk in ``work`` reproduces in the other GPU precision too: ("fp16 and
+    fp32", the fp32 run's (stdout, stderr) when the script in ``work`` was fp16 and now runs
+    fp32), or (None, None). A GPU bug that shows in fp32 is not fp16's rounding."""
+    other = "fp32" if attempt.precision == "fp16" else "fp16"
+    trial = work.with_name(f"{work.name}{other}")
+    trial.mkdir()
+    for name in ("model.tflite", "inputs.npz"):
+        shutil.copyfile(work / name, trial / name)
+    (trial / "repro.py").write_text(repro_script(title, other, attempt.loc.threshold))
+    ok, stdout, stderr, _code = run_script(trial, attempt.timeout)
+    if not ok:
+        return None, None
+    if other != "fp32":
+        return "fp16 and fp32", None
+    shutil.copyfile(trial / "repro.py", work / "repro.py")
+    return "fp16 and fp32", (stdout, stderr)
 
 
 def _write(
@@ -288,9 +314,11 @@ def _write(
     record: OpError,
     found: str,
     run: tuple[str, str, bytes],
+    precisions: tuple[str, str | None],
 ) -> None:
     """The reproducing chunk's files and README to the repro directory."""
     stdout, stderr, sub_data = run
+    script, measured = precisions  # the script's precision; all it reproduced in
     out = attempt.out
     out.mkdir(parents=True, exist_ok=True)
     for name in ("model.tflite", "inputs.npz", "repro.py"):
@@ -299,13 +327,14 @@ def _write(
         sub=sub,
         culprit=culprit,
         record=record,
-        precision=attempt.precision,
+        precision=script,
         loc=attempt.loc,
         output=stdout,
-        adapter=adapter_line(stderr, sub_data, attempt.precision),
+        adapter=adapter_line(stderr, sub_data, script),
         command=attempt.command,
         label=attempt.label,
         found=found,
+        measured=measured,
     )
     (out / "README.md").write_text(text)
 

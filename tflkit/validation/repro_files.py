@@ -201,13 +201,17 @@ def readme(
     command: str,
     label: str,
     found: str,
+    measured: str | None = None,
 ) -> str:
+    """The repro's README; ``measured``: the precisions the chunk reproduced in ("fp16 and
+    fp32"), when more than the script's ``precision``."""
     ops = ", ".join(f"{op.type}" for op in sub.main.ops)
+    shown = measured or precision
     lines = [
-        f"# LiteRT GPU accelerator ({precision}): {culprit.type} differs from the CPU",
+        f"# LiteRT GPU accelerator ({shown}): {culprit.type} differs from the CPU",
         "",
         f"A `{culprit.type}` op (op #{culprit.index} of `{label}`) gives different values on the "
-        f"LiteRT GPU accelerator ({precision}) than on the CPU interpreter, on the same inputs.",
+        f"LiteRT GPU accelerator ({shown}) than on the CPU interpreter, on the same inputs.",
         "",
         "## Reproduce",
         "",
@@ -241,7 +245,7 @@ def readme(
         f"- ai-edge-litert {version_of('ai-edge-litert')}, numpy {np.__version__}, Python "
         f"{platform.python_version()}, {platform.system()} {platform.machine()}",
         f"- GPU adapter: {adapter}",
-        f"- precision: {precision}",
+        f"- precision: {shown}" + (f" (the script runs {precision})" if measured else ""),
         "",
         "## How it was found",
         "",
