@@ -133,3 +133,41 @@ def test_gpu_slice_before_and_after_the_rewrite(gpu: str, enforce_f32: bool) -> 
             assert MISMATCH in before.log, form.name
             assert MISMATCH not in after.log, form.name
         assert _rel(twins[i], feeds[i], after) < 0.02, form.name
+
+
+@pytest.mark.gpu
+def test_check_validate_and_repro_tell_the_truth(gpu: str, tmp_path, capsys) -> None:
+    """The report's model, reduced to its op: check says it is not GPU-ready (WRONG_RESULT,
+    fix: the rule) and the probe shows the accelerator's shape-mismatch line; validate fails
+    in both precisions, notes the line on each GPU runner and says fp16 is not the cause; the
+    repro says fp16 and fp32 and its script runs fp32."""
+    import json
+
+    from tflkit.cli.main import main
+    from tflkit.gpu.log import parse_gpu_log
+
+    line = (
+        "W0000 00:00:1.0  1 gpu_model_builder.cc:3901] Shape mismatch in GpuModelBuilder::"
+        "UpdateOutputTensors(output of convolution1x1(conv_generic)). Requested shape:{bhwdc, "
+        "{1, 8, 8, 1, 16}} vs reference shape: {bhwdc, {1, 15, 15, 1, 16}}"
+    )
+    assert parse_gpu_log(line).shape_mismatches == [line.split("] ", 1)[1]]
+    path = tmp_path / "pointwise.tflite"
+    path.write_bytes(ir.dumps(FORM_BY_NAME["int8w_conv_k1_s2_same_d1_pc_b1"].build()))
+    assert main(["check", str(path), "--probe", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert not report["gpu_ready"] and report["summary"].startswith("not GPU-ready")
+    (conv,) = [op for op in report["ops"] if op["type"] == "CONV_2D"]
+    assert conv["status"] == "rejected" and conv["fix"]["rule"] == RULES["CONV_2D"]
+    assert any(MISMATCH in w for w in report["probe"]["warnings"])
+    repro = tmp_path / "repro"
+    args = ["validate", str(path), "-r", "cpu", "-r", "gpu-fp16", "-r", "gpu-fp32", "-n", "1"]
+    assert main([*args, "--repro", str(repro), "--json"]) == 1
+    checked = json.loads(capsys.readouterr().out)
+    runners = {r["runner"]: r for r in checked["runners"]}
+    for name in ("gpu-fp16", "gpu-fp32"):
+        assert any("wrong-result signal" in n for n in runners[name]["notes"]), runners[name]
+    assert any("gpu-fp32 fails too" in n for n in checked["notes"]), checked["notes"]
+    readme = (repro / "README.md").read_text()
+    assert readme.startswith("# LiteRT GPU accelerator (fp16 and fp32): CONV_2D")
+    assert "enforce_f32=True" in (repro / "repro.py").read_text()

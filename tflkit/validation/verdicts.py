@@ -157,7 +157,7 @@ def notes(
     by_key = {p.key: p for p in comparisons}
     emulated, real = by_key.get("cpu-fp16:cpu"), by_key.get("gpu-fp16:cpu")
     if emulated is None:
-        return found
+        return found + _both_precisions(real, by_key.get("gpu-fp32:cpu"))
     if real is None or real.verdict == "skipped":
         found += _emulation_alone(emulated, storage)
     elif "skipped" not in (emulated.verdict, real.verdict):
@@ -214,11 +214,7 @@ def _emulation_vs_gpu(
                 "fail too (" + "; ".join(e_out.reasons[:1]) + f"){where}"
             )
         elif g_out.verdict == "fail" and _fails(fp32, g_out.name):
-            found.append(
-                f"output {g_out.name}: gpu-fp32 fails too, so fp16 is not the cause: the GPU "
-                "computes this model wrong in fp32 and fp16 alike (a kernel or compiler bug; "
-                "the GPU runners' notes show any warning the accelerator gave)"
-            )
+            found.append(_BOTH.format(name=g_out.name))
         elif g_out.verdict == "fail" and (g_out.steps is not None or quantized):
             found.append(
                 f"output {g_out.name}: the GPU computes this quantized model dequantized, in "
@@ -232,6 +228,25 @@ def _emulation_vs_gpu(
                 "kernel, or a backend bug)"
             )
     return found
+
+
+#: The note for an output the GPU fails in both precisions.
+_BOTH = (
+    "output {name}: gpu-fp32 fails too, so fp16 is not the cause: the GPU computes this model "
+    "wrong in fp32 and fp16 alike (a kernel or compiler bug; the GPU runners' notes show any "
+    "warning the accelerator gave)"
+)
+
+
+def _both_precisions(real: PairComparison | None, fp32: PairComparison | None) -> list[str]:
+    """Without the fp16 emulation: each output gpu-fp16 and gpu-fp32 both fail."""
+    if real is None:
+        return []
+    return [
+        _BOTH.format(name=o.name)
+        for o in real.outputs
+        if o.verdict == "fail" and _fails(fp32, o.name)
+    ]
 
 
 def _fails(pair: PairComparison | None, output: str) -> bool:
