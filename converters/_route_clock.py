@@ -18,7 +18,14 @@ from pathlib import Path
 
 from .base import ConversionError
 
-__all__ = ["Budget", "RouteCut", "budget_for", "model_megabytes", "progress_line"]
+__all__ = [
+    "Budget",
+    "RouteCut",
+    "budget_for",
+    "is_progress",
+    "model_megabytes",
+    "progress_line",
+]
 
 #: Seconds between two progress lines.
 PROGRESS_S = 15.0
@@ -71,3 +78,11 @@ def progress_line(label: str, budget: Budget | None = None) -> Callable[[float],
         print(f"tflkit: {label}: {elapsed:.0f} s", file=sys.stderr, flush=True)
 
     return tick
+
+
+def is_progress(line: str) -> bool:
+    """Whether a stderr line is one of :func:`progress_line`'s (``tflkit: LABEL: N s``)."""
+    head, _, tail = line.rpartition(": ")
+    return (
+        line.startswith("tflkit: ") and bool(head) and tail.endswith(" s") and tail[:-2].isdigit()
+    )

@@ -9,6 +9,8 @@ from typing import Any
 
 from tflkit.errors import UsageError
 
+from . import _route_clock
+from ._route_clock import progress_line
 from ._runner import WorkerOutcome, python_module_cmd, run_worker
 from .base import ConversionError, ConvertOptions, require_module
 
@@ -77,7 +79,13 @@ def convert_with_tensorflow(
     }
     (workdir / "job.json").write_text(json.dumps(job))
     cmd = python_module_cmd(_WORKER, str(workdir / "job.json"))
-    outcome = run_worker(cmd, workdir, timeout=options.timeout)
+    outcome = run_worker(
+        cmd,
+        workdir,
+        timeout=options.timeout,
+        on_wait=progress_line("TensorFlow converting"),
+        every=_route_clock.PROGRESS_S,
+    )
     _raise_for(outcome)
     return outcome.state
 
