@@ -25,12 +25,12 @@ from tflkit.compat.predicates.conv import (
     tflite_transpose_padding_before,
     transpose_conv_same_offset,
 )
+from tflkit.compat.reasons import Reason
 from tflkit.compat.signature import OpSignature
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Tensor
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.compat.reasons import Reason
 from tflkit.rewriter.rule import Example, Match, OpRewrite, fb, replace
 
 F32 = np.float32
