@@ -14,17 +14,18 @@ def rule_records() -> list[dict[str, Any]]:
     """One record per rule of the catalogue, in the order ``rewrite`` tries them."""
     from tflkit.rewriter.rules import catalog
 
+    rules = catalog()
     return [
         {
             "name": rule.name,
-            "default": not rule.opt_in,
+            "default": not rules.is_opt_in(rule),
             "ops": list(rule.fixes),
-            "codes": list(rule.codes),
+            "codes": [str(code) for code in rule.codes],
             "summary": rule.summary,
             "contract": rule.contract.describe(),
             "exact": rule.contract.exact,
         }
-        for rule in catalog()
+        for rule in rules
     ]
 
 
