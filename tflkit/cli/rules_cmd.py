@@ -48,7 +48,7 @@ def rules(
             known = ", ".join(r["name"] for r in rule_records())
             raise UsageError(f"no rewrite rule {name!r}; known rules: {known}")
     if json_output:
-        print_json({"rules": records})
+        print_json({"schema": "tflkit.rules/1", "rules": records})
         return
     _render(records, console())
 
