@@ -171,3 +171,14 @@ def test_check_validate_and_repro_tell_the_truth(gpu: str, tmp_path, capsys) -> 
     readme = (repro / "README.md").read_text()
     assert readme.startswith("# LiteRT GPU accelerator (fp16 and fp32): CONV_2D")
     assert "enforce_f32=True" in (repro / "repro.py").read_text()
+
+
+def test_inspect_warns_of_ops_computed_wrong() -> None:
+    """Once "no GPU warnings" on the report's model; now a WRONG_ON_GPU warning names the op."""
+    from tflkit.inspection import inspect_model
+
+    report = inspect_model(FORM_BY_NAME["int8w_conv_k1_s2_same_d1_pc_b1"].build())
+    (warning,) = [w for w in report.warnings if w.code == "WRONG_ON_GPU"]
+    assert warning.items == ["#1 CONV_2D"]
+    right = inspect_model(FORM_BY_NAME["int8w_conv_k1_s1_same_d1_pc_b1"].build())
+    assert not [w for w in right.warnings if w.code == "WRONG_ON_GPU"]

@@ -193,12 +193,32 @@ def _warnings(
             [t.name for t in tensors if t.sparsity is not None],
         ),
         _warning(
+            "WRONG_ON_GPU",
+            "ops the GPU accelerator takes but computes wrong in this form (`check` says why, "
+            "`rewrite` fixes what a rule covers)",
+            _wrong_on_gpu(model),
+        ),
+        _warning(
             "NON_NUMERIC",
             "string/resource/variant tensors; CPU only",
             [t.name for t in tensors if t.type_name in ("STRING", "RESOURCE", "VARIANT")],
         ),
     ]
     return [w for w in found if w is not None]
+
+
+def _wrong_on_gpu(model: ir.Model) -> list[str]:
+    """``"#INDEX TYPE"`` of each op the litert-gpu table says the GPU computes wrong
+    (``WRONG_RESULT``; subgraph index too when not the main graph)."""
+    from tflkit.compat.reasons import Reason
+    from tflkit.compat.static import op_verdicts
+
+    return [
+        f"#{v.op_index} {v.op_type}"
+        + (f" (subgraph {v.subgraph_index})" if v.subgraph_index else "")
+        for v in op_verdicts(model)
+        if any(r.code == Reason.WRONG_RESULT for r in v.rejections)
+    ]
 
 
 def _warning(code: str, message: str, subjects: list[str]) -> ModelWarning | None:
