@@ -196,7 +196,7 @@ def compare_output(
     _check_bound(out, expected, actual, allowed, over, per_element=slope is not None, unit=unit)
     if classes:
         _check_classes(out, info, expected, actual, allowed)
-    _check_log_probabilities(out, info, expected, actual, tolerance, noise, quantized)
+    _check_log_probabilities(out, expected, actual, tolerance, noise)
     _check_groups(out, info, expected, actual, tolerance, noise, unit, quantized)
     # a value beyond its own (per-element) bound fails even where the output's range is within
     # the pooled bound: the slope says what each element may do, the range does not
@@ -301,12 +301,10 @@ def _check_classes(
 
 def _check_log_probabilities(
     out: OutputComparison,
-    info: OutputInfo,
     expected: np.ndarray,
     actual: np.ndarray,
     tolerance: Tolerance,
     noise: OutputNoise | None,
-    quantized: bool,
 ) -> None:
     """Float probabilities of an fp32 pair: their logarithms may move ``noise_factor`` times
     their own log noise (at least fp32's resolution, eps x max(1, max|log p|)), so a
@@ -314,8 +312,8 @@ def _check_log_probabilities(
     probabilities below 6e-8 to 0: log differences near 70 on healthy keyword spotters,
     ``bench/validate_logprob.py``), nor quantized outputs (one step near 0 is a large ratio)."""
     if (
-        info.kind != "probabilities"
-        or quantized
+        out.kind != "probabilities"
+        or out.dequantized
         or tolerance.precision != "fp32"
         or tolerance.noise_factor <= 0
         or noise is None

@@ -332,17 +332,12 @@ class GpuStepRunner:
 
 
 def step_runner(
-    spec: RunnerSpec,
-    model: bytes,
-    program: KvProgram,
-    steps: int,
-    *,
-    timeout: float = 300.0,
-    feeds_dir: Path | None = None,
+    spec: RunnerSpec, model: bytes, program: KvProgram, steps: int, **gpu: Any
 ) -> StepRunner | GpuStepRunner:
-    """The step runner of ``spec`` (a runner whose spec says it runs ``--steps``)."""
+    """The step runner of ``spec`` (a runner whose spec says it runs ``--steps``); ``gpu``: the
+    keyword arguments of :class:`GpuStepRunner` (``timeout``, ``feeds_dir``), for a GPU spec."""
     if not spec.steps:
         raise ValueError(f"{spec.name} does not run a program step by step")
     if spec.device == "gpu":
-        return GpuStepRunner(spec, model, program, steps, timeout=timeout, feeds_dir=feeds_dir)
+        return GpuStepRunner(spec, model, program, steps, **gpu)
     return StepRunner(spec, model, program, steps)
