@@ -51,16 +51,37 @@ ViaOption = Annotated[
         help="adb devices: 'browser' runs the job with LiteRT.js in the device's browser (served "
         "from here through adb reverse), 'app' in the native harness (the tflkit app on Android, "
         "the Linux harness on Linux). Default: the native harness, or the browser on an Android "
-        "phone without the tflkit app.",
+        "phone without the tflkit app. webdriver devices: 'page' (the browser opens the job page "
+        "from here) or 'session' (everything goes through the WebDriver session; the default "
+        "when the server is elsewhere and no --public-url is given).",
     ),
 ]
 HostOption = Annotated[
     str | None,
     typer.Option(
         "--host",
-        help="--device url: the interface the job is served on (default 127.0.0.1: this machine "
-        "only, or through adb reverse / ssh -R); 0.0.0.0 makes the model reachable on the network "
-        "while the job runs.",
+        help="--device url or webdriver:URL: the interface the job is served on (default "
+        "127.0.0.1: this machine only, or through adb reverse / ssh -R / a tunnel); 0.0.0.0 makes "
+        "the model reachable on the network (with the job's token) while the job runs.",
+    ),
+]
+CapabilitiesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--capabilities",
+        help="--device webdriver:URL: a JSON file of W3C capabilities, merged into the new "
+        "session's alwaysMatch (browserName, goog:chromeOptions, appium:..., a farm's options).",
+        show_default=False,
+    ),
+]
+PublicUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--public-url",
+        help="--device webdriver:URL: the URL the remote browser reaches this machine's job "
+        "server by (a tunnel to it, or http://LAN-ADDRESS:PORT with --host); the job's token is "
+        "added to its path.",
+        show_default=False,
     ),
 ]
 
@@ -72,10 +93,24 @@ def _devices(
     python: str | None,
     via: str | None = None,
     host: str | None = None,
+    capabilities: Path | None = None,
+    public_url: str | None = None,
 ) -> list:
     from tflkit.harness.browser.device import device_from_spec
     from tflkit.harness.browser.remote import remote_device
+    from tflkit.harness.browser.webdriver_device import MODES, webdriver_devices
 
+    drivers = webdriver_devices(
+        specs, capabilities=capabilities, via=via, public_url=public_url, host=host
+    )
+    if drivers:  # the others as usual, with the options that are theirs
+        rest = [s for s in specs if s not in drivers]
+        via = None if via in MODES else via
+        host = host if "url" in rest else None
+        made = iter(_devices(rest, identity, ssh_config, python, via, host) if rest else [])
+        return [drivers[s] if s in drivers else next(made) for s in specs]
+    if capabilities is not None or public_url is not None:
+        raise UsageError("--capabilities and --public-url are for --device webdriver:URL")
     if host is not None and "url" not in specs:
         raise UsageError("--host is for --device url")
     if via is not None and not any(s.startswith("adb:") for s in specs):
@@ -94,7 +129,8 @@ def _devices(
         ]
     if not specs:
         raise UsageError(
-            "give at least one --device (local, adb:SERIAL, ssh:USER@HOST[:PORT], browser)"
+            "give at least one --device (local, adb:SERIAL, ssh:USER@HOST[:PORT], browser, "
+            "webdriver:URL)"
         )
     return [
         device_from_spec(s, identity=identity, ssh_config=ssh_config, python=python) for s in specs
@@ -227,6 +263,8 @@ def run(
     device_python: DevicePythonOption = None,
     via: ViaOption = None,
     host: HostOption = None,
+    capabilities: CapabilitiesOption = None,
+    public_url: PublicUrlOption = None,
     timeout: Annotated[
         float,
         typer.Option(
@@ -242,7 +280,9 @@ def run(
 
     if not (job / "job.json").is_file():
         raise UsageError(f"{job} is not a job folder (no job.json)")
-    devices = _devices(device, identity, ssh_config, device_python, via, host)
+    devices = _devices(
+        device, identity, ssh_config, device_python, via, host, capabilities, public_url
+    )
     out = output or job.with_name(job.name + ".result")
     if out.exists():
         raise UsageError(f"{out} already exists; refusing to overwrite it")
@@ -291,6 +331,8 @@ def validate(
     device_python: DevicePythonOption = None,
     via: ViaOption = None,
     host: HostOption = None,
+    capabilities: CapabilitiesOption = None,
+    public_url: PublicUrlOption = None,
     timeout: BackendTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
@@ -299,7 +341,9 @@ def validate(
 
     if html is not None and html.resolve() == model.resolve():
         raise UsageError("refusing to overwrite the input model with a report")
-    devices = _devices(device, identity, ssh_config, device_python, via, host)
+    devices = _devices(
+        device, identity, ssh_config, device_python, via, host, capabilities, public_url
+    )
     options = options_from(
         DeviceValidateOptions,
         locals(),

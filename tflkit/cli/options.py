@@ -158,8 +158,9 @@ DeviceOption = Annotated[
         "--device",
         "-d",
         help="local, adb:SERIAL, ssh:USER@HOST[:PORT], browser[:swiftshader|lavapipe] (this "
-        "machine's headless Chromium with LiteRT.js) or a name from devices.toml (repeat to "
-        "run on several at once).",
+        "machine's headless Chromium with LiteRT.js), webdriver:URL (the browser of a W3C "
+        "WebDriver session: Appium, a Selenium Grid, a device farm) or a name from devices.toml "
+        "(repeat to run on several at once).",
     ),
 ]
 IdentityOption = Annotated[

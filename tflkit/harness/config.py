@@ -7,6 +7,11 @@ python = "/home/pi/venv/bin/python"     # the device's Python with numpy and ai-
 identity = "~/.ssh/id_ed25519"          # ssh only
 ssh_config = "~/.ssh/config-lab"        # ssh only (ssh -F)
 workdir = "/tmp/tflkit-jobs"            # where jobs go on the device
+
+[pixel8]
+device = "webdriver:http://127.0.0.1:4723"   # a W3C WebDriver server (Appium, a Grid, a farm)
+capabilities = "~/caps/pixel8.json"          # W3C capabilities: a JSON file, or a table
+public_url = "https://tunnel.example"        # optional: how the phone reaches this machine
 ```
 
 ``--device rpi5`` then means that device with those settings (command-line options win), and so
@@ -26,6 +31,8 @@ from tflkit.errors import UsageError
 __all__ = ["KEYS", "config_path", "configured_devices", "settings_for"]
 
 KEYS = {"device", "python", "identity", "ssh_config", "workdir"}
+#: a ``webdriver:URL`` device's own (``tflkit.harness.browser.webdriver_device``)
+WEBDRIVER_KEYS = {"capabilities", "via", "public_url", "host"}
 
 
 def config_path() -> Path:
@@ -45,8 +52,10 @@ def configured_devices() -> dict[str, dict[str, Any]]:
     devices = {}
     for name, entry in data.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("device"), str):
-            raise UsageError(f'{path}: [{name}] needs device = "adb:...", "ssh:..." or "local"')
-        unknown = set(entry) - KEYS
+            raise UsageError(
+                f'{path}: [{name}] needs device = "adb:...", "ssh:...", "webdriver:..." or "local"'
+            )
+        unknown = set(entry) - KEYS - WEBDRIVER_KEYS
         if unknown:
             raise UsageError(f"{path}: [{name}] has unknown keys {sorted(unknown)}")
         devices[name] = entry

@@ -69,6 +69,7 @@ __all__ = [
     "UrlDevice",
     "adb_device",
     "print_qr",
+    "relabeled",
     "remote_device",
 ]
 
@@ -100,12 +101,14 @@ def _listening(port: int) -> bool:
         return False
 
 
-def _relabeled(browser: str) -> Callable[[Path], None]:
-    """A ``finish`` step for :meth:`StagedBrowserDevice.run_staged`: ``browser`` ran the page."""
-    return lambda result: _relabel(result, browser)
+def relabeled(who: str, **facts: Any) -> Callable[[Path], None]:
+    """A ``finish`` step for :meth:`StagedBrowserDevice.run_staged`: ``who`` ran the page;
+    ``facts`` go into the result's ``device`` (e.g. the browser's name and version as a WebDriver
+    server reported them)."""
+    return lambda result: _relabel(result, who, facts)
 
 
-def _relabel(result: Path, browser: str) -> None:
+def _relabel(result: Path, browser: str, facts: dict[str, Any]) -> None:
     """Say in ``result.json`` that the browser picked the WebGPU adapter, not tflkit's flags."""
     import json
 
@@ -113,6 +116,7 @@ def _relabel(result: Path, browser: str) -> None:
 
     document = json.loads((result / "result.json").read_text())
     device = document.get("device") or {}
+    device.update(facts)
     device["webgpu_adapter_mode"] = "browser"
     agent = device.get("user_agent") or "user agent unknown"
     if not device.get("browser"):  # nobody asked the browser its version: its user agent says
@@ -180,7 +184,7 @@ class AdbBrowserDevice(StagedBrowserDevice):
             progress=progress,
             host="127.0.0.1",
             opener=opener,
-            finish=_relabeled("the phone's browser") if kind == "android" else None,
+            finish=relabeled("the phone's browser") if kind == "android" else None,
             hint=" (is the phone unlocked, with Chrome allowed to open links?)"
             if kind == "android"
             else "",
@@ -416,7 +420,7 @@ class UrlDevice(StagedBrowserDevice):
             progress=progress,
             host=self.host,
             opener=opener,
-            finish=_relabeled("the browser that opened the job URL"),
+            finish=relabeled("the browser that opened the job URL"),
         )
 
 

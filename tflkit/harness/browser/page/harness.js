@@ -45,23 +45,45 @@ function show(text) {
   LOG.textContent += text + '\n';
 }
 
+// How the page reaches the host: over HTTP, relative to this page (the job's server), unless a
+// page driven through a WebDriver session alone installed window.tflkitTransport (session.js)
+// before this module ran: then files come from what the host pushed and posts wait in an outbox
+// the host drains.
+const http = {
+  async post(path, body, isJson) {
+    const init = {method: 'POST', body: isJson ? JSON.stringify(body) : body};
+    if (isJson) init.headers = {'Content-Type': 'application/json'};
+    const response = await fetch(path, init);
+    if (!response.ok) throw new Error(`POST ${path}: HTTP ${response.status}`);
+  },
+  async getJson(path) {
+    const response = await fetch(path, {cache: 'no-store'});
+    if (!response.ok) throw new Error(`GET ${path}: HTTP ${response.status}`);
+    return response.json();
+  },
+  async getBytes(path) {
+    const response = await fetch(path, {cache: 'no-store'});
+    if (!response.ok) throw new Error(`GET ${path}: HTTP ${response.status}`);
+    return new Uint8Array(await response.arrayBuffer());
+  },
+  async loadLiteRt(load) {
+    const L = await import('./litertjs/core/dist/index.js');
+    await L.loadLiteRt('./litertjs/core/wasm/', load);
+    return L;
+  },
+};
+const transport = self.tflkitTransport || http;
+
 async function post(path, body, isJson = true) {
-  const init = {method: 'POST', body: isJson ? JSON.stringify(body) : body};
-  if (isJson) init.headers = {'Content-Type': 'application/json'};
-  const response = await fetch(path, init);
-  if (!response.ok) throw new Error(`POST ${path}: HTTP ${response.status}`);
+  return transport.post(path, body, isJson);
 }
 
 async function getJson(path) {
-  const response = await fetch(path, {cache: 'no-store'});
-  if (!response.ok) throw new Error(`GET ${path}: HTTP ${response.status}`);
-  return response.json();
+  return transport.getJson(path);
 }
 
 async function getBytes(path) {
-  const response = await fetch(path, {cache: 'no-store'});
-  if (!response.ok) throw new Error(`GET ${path}: HTTP ${response.status}`);
-  return new Uint8Array(await response.arrayBuffer());
+  return transport.getBytes(path);
 }
 
 function oneLine(error) {
@@ -554,9 +576,8 @@ async function main() {
   show('loading LiteRT.js');
   let L;
   try {
-    L = await import('./litertjs/core/dist/index.js');
     const load = session.wasm_build === 'threads' ? {threads: true} : {jspi: true};
-    await L.loadLiteRt('./litertjs/core/wasm/', load);
+    L = await transport.loadLiteRt(load);
     if (gpu.device) L.setWebGpuDevice(gpu.device);
   } catch (e) {
     await post('event', {type: 'fatal', session: session.session,
