@@ -34,6 +34,7 @@ __all__ = [
     "Runner",
     "RunnerSpec",
     "RunnerUnavailable",
+    "Speed",
     "check_feeds",
     "execute",
     "find_spec",
@@ -50,6 +51,21 @@ Feed = Mapping[str, np.ndarray]
 STATUSES = ("ok", "unavailable", "compile_error", "run_error", "crashed", "timeout")
 
 
+@dataclass(frozen=True)
+class Speed:
+    """How fast a runner was, split the way a user asks: the compile (shader compilation on a
+    GPU), the first inference (what an app's first call costs), then the steady state: the
+    median (``p50_s``) and 90th percentile (``p90_s``) of the ``runs`` timed runs after it
+    (``warmup_runs`` more ran untimed between). None where the runner did not measure it."""
+
+    compile_s: float | None
+    first_s: float | None
+    p50_s: float | None
+    p90_s: float | None
+    runs: int
+    warmup_runs: int = 0
+
+
 @dataclass
 class RunResult:
     """What one runner produced and what it really ran on.
@@ -57,7 +73,9 @@ class RunResult:
     ``outputs`` has one dict per input set (output name -> array; outputs the runtime cannot read
     back are absent and explained in ``unreadable``). ``executed`` records the facts: runtime,
     accelerator, kernels, precision, adapter, whether the graph was fully delegated and which ops
-    fell back to the CPU. Times are the runner's own: one compile, then one figure per inference.
+    fell back to the CPU. Times are the runner's own: one compile, then one figure per input set
+    (``infer_seconds``); a runner that repeats each input set also keeps every run in order
+    (``warmup_seconds``, then ``run_seconds``). :attr:`speed` derives the split from them.
     """
 
     runner: str
@@ -70,6 +88,8 @@ class RunResult:
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     wall_seconds: float = 0.0
+    warmup_seconds: list[float] = field(default_factory=list)
+    run_seconds: list[float] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -80,6 +100,33 @@ class RunResult:
     def own_seconds(self) -> float:
         """Compile plus inference time as the runtime measured it (the benchmark's denominator)."""
         return (self.compile_seconds or 0.0) + sum(self.infer_seconds)
+
+    @property
+    def speed(self) -> Speed:
+        """The compile / first / steady-state split (the one place it is derived).
+
+        The first inference is the first run of the first input set (a warm-up run when there
+        were any); the steady state is every timed run after it: each run of a runner that
+        repeats input sets (``run_seconds``), else each input set after the first."""
+        warm, timed = list(self.warmup_seconds), list(self.run_seconds)
+        if not timed and not warm:
+            first = self.infer_seconds[0] if self.infer_seconds else None
+            steady = self.infer_seconds[1:]
+        elif warm:
+            first, steady = warm[0], timed
+        else:
+            first, steady = timed[0], timed[1:]
+        p50 = p90 = None
+        if steady and self.ok:
+            p50, p90 = (float(v) for v in np.percentile(steady, [50, 90]))
+        return Speed(
+            self.compile_seconds,
+            first if self.ok else None,
+            p50,
+            p90,
+            len(steady) if self.ok else 0,
+            max(len(warm) - 1, 0),
+        )
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready summary (no arrays)."""
@@ -99,6 +146,7 @@ class RunResult:
                     "min": min(self.infer_seconds) if n else None,
                     "max": max(self.infer_seconds) if n else None,
                 },
+                "speed": self.speed,
                 "wall_seconds": self.wall_seconds,
                 "notes": self.notes,
             }

@@ -110,6 +110,8 @@ def browser_run_result(
         executed=executed,
         compile_seconds=record.get("compile_seconds"),
         infer_seconds=[sum(t) / len(t) for t in each if t],
+        warmup_seconds=list(record.get("warmup_seconds") or []),
+        run_seconds=[t for one in each for t in one],
         error=record.get("error") if status != "ok" else None,
         notes=_notes(record, executed, status),
         wall_seconds=float(record.get("wall_seconds") or 0.0),

@@ -97,6 +97,8 @@ def device_run_results(result: DeviceResult, device: str) -> list[RunResult]:
                 executed=executed,
                 compile_seconds=record.get("compile_seconds"),
                 infer_seconds=[sum(t) / len(t) for t in each if t],
+                warmup_seconds=list(record.get("warmup_seconds") or []),
+                run_seconds=[t for one in each for t in one],
                 error=backend.error,
                 notes=_notes(backend, executed),
                 wall_seconds=float(record.get("wall_seconds") or 0.0),

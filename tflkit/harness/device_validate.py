@@ -6,7 +6,9 @@ The devices are runners of :func:`tflkit.validation.run.validate` (one per devic
 sets and runs it on every device at once; the others read their part of the results. Pairs: every
 device runner against the host CPU (and the reference, when given), and each backend on every
 other device against the first device's. A device that fails (unreachable, disconnected, timed
-out) raises :class:`DeviceError` after ``validate`` returns, so the command prints one line.
+out) does not stop the others: its runners are ``unavailable`` with the device's error line and
+the rest compare as usual; when every device failed, :class:`DeviceError` is raised after
+``validate`` returns, so the command prints one line.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ __all__ = [
     "device_backends",
     "device_slug",
     "device_validate",
+    "run_each",
     "run_on_devices",
 ]
 
@@ -105,6 +108,26 @@ def run_on_devices(
 
     Every device finishes (or times out) before this returns, so no transfer is left running.
     """
+    outcomes = run_each(job, devices, dests, timeout=timeout, progress=progress)
+    errors = [o for o in outcomes if isinstance(o, DeviceError)]
+    if errors:
+        for outcome in outcomes:
+            if isinstance(outcome, DeviceResult):
+                shutil.rmtree(outcome.path, ignore_errors=True)
+        raise DeviceError("; ".join(str(e) for e in errors))
+    return [o for o in outcomes if isinstance(o, DeviceResult)]
+
+
+def run_each(
+    job: Path,
+    devices: Sequence[Device],
+    dests: Sequence[Path],
+    *,
+    timeout: float,
+    progress: Progress | None = None,
+) -> list[DeviceResult | DeviceError]:
+    """Run one job on several devices at once, one thread each; each device's result or its
+    error, in the devices' order (a device that fails does not stop the others)."""
     if len({d.spec for d in devices}) != len(devices):
         raise UsageError("the same --device is given twice")
 
@@ -117,17 +140,10 @@ def run_on_devices(
 
     with ThreadPoolExecutor(max_workers=max(len(devices), 1)) as pool:
         try:
-            outcomes = list(pool.map(one, zip(devices, dests, strict=True)))
+            return list(pool.map(one, zip(devices, dests, strict=True)))
         except BaseException:  # Ctrl-C, SIGTERM: stop the transfers so the threads end now
             kill_sessions()
             raise
-    errors = [o for o in outcomes if isinstance(o, DeviceError)]
-    if errors:
-        for outcome in outcomes:
-            if isinstance(outcome, DeviceResult):
-                shutil.rmtree(outcome.path, ignore_errors=True)
-        raise DeviceError("; ".join(str(e) for e in errors))
-    return [o for o in outcomes if isinstance(o, DeviceResult)]
 
 
 class _Fleet:
@@ -186,16 +202,22 @@ class _Fleet:
         dests = [self.workdir / f"result-{device_slug(d.spec)}" for d in self.devices]
         # the device's timeout is per backend: allow for every backend plus the transfers
         total = o.timeout * max(len(b) for b in jobs) + 120
-        try:
-            results = _run_jobs(jobs, self.devices, dests, total, o.backends, self.progress)
-        except DeviceError as exc:
-            self.error = exc
+        outcomes = _run_jobs(jobs, self.devices, dests, total, o.backends, self.progress)
+        failed = [x for x in outcomes if isinstance(x, DeviceError)]
+        if len(failed) == len(outcomes):  # nothing ran: one line, exit code 4
+            self.error = DeviceError("; ".join(str(e) for e in failed))
             return {}
         if o.keep is not None:
-            _keep(results, self.devices, o.keep)
+            done = [(d, x) for d, x in zip(self.devices, outcomes, strict=True) if x not in failed]
+            _keep([x for _, x in done], [d for d, _ in done], o.keep)
         runs = {}
-        for device, result in zip(self.devices, results, strict=True):
-            runs.update({r.runner: r for r in device_run_results(result, device.spec)})
+        for device, outcome in zip(self.devices, outcomes, strict=True):
+            if isinstance(outcome, DeviceError):  # the others still compare
+                for backend in device_backends(device, o.backends):
+                    name = runner_name(backend, device.spec)
+                    runs[name] = RunResult(name, "unavailable", error=str(outcome))
+            else:
+                runs.update({r.runner: r for r in device_run_results(outcome, device.spec)})
         return runs
 
 
@@ -206,15 +228,15 @@ def _run_jobs(
     timeout: float,
     asked: Sequence[str],
     progress: Progress | None,
-) -> list[DeviceResult]:
-    """Every device runs its job, all at once; the results in the devices' order."""
+) -> list[DeviceResult | DeviceError]:
+    """Every device runs its job, all at once; each one's result or error, in their order."""
     if len(jobs) == 1:
         job = next(iter(jobs.values()))
-        return run_on_devices(job, devices, dests, timeout=timeout, progress=progress)
+        return run_each(job, devices, dests, timeout=timeout, progress=progress)
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         futures = {
             backends: pool.submit(
-                run_on_devices,
+                run_each,
                 job,
                 [d for d in devices if device_backends(d, asked) == backends],
                 [
@@ -227,21 +249,11 @@ def _run_jobs(
             )
             for backends, job in jobs.items()
         }
-        done: dict[tuple[str, ...], list[DeviceResult]] = {}
-        errors = []
-        for backends, future in futures.items():
-            try:
-                done[backends] = list(future.result())
-            except DeviceError as exc:
-                errors.append(str(exc))
-            except BaseException:  # Ctrl-C, SIGTERM: stop the transfers so the threads end now
-                kill_sessions()
-                raise
-    if errors:
-        for results in done.values():
-            for result in results:
-                shutil.rmtree(result.path, ignore_errors=True)
-        raise DeviceError("; ".join(errors))
+        try:
+            done = {backends: list(future.result()) for backends, future in futures.items()}
+        except BaseException:  # Ctrl-C, SIGTERM: stop the transfers so the threads end now
+            kill_sessions()
+            raise
     return [done[device_backends(d, asked)].pop(0) for d in devices]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from tflkit.report import plots
 from tflkit.report.numbers import num
+from tflkit.report.speed_report import speed_json
 
 __all__ = ["page"]
 
@@ -205,6 +206,7 @@ def validate_context(report: Any) -> dict[str, Any]:
         "summary_plots": _summary_plots(report),
         "scatters": _scatters(report),
         "runners": _runner_rows(report),
+        "speed": speed_json(report.runners),
         "loc": report.localization,
         "localization": _localization(report.localization),
         "notes": [*report.inputs.get("notes", []), *report.notes],

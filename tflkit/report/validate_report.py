@@ -14,6 +14,7 @@ from tflkit.compare.comparator import PairComparison
 from tflkit.compare.divergence import Localization
 from tflkit.delegates.base import RunResult, runner_spec
 from tflkit.jsonable import plain
+from tflkit.report.speed_report import render_speed, speed_json
 
 __all__ = ["SCHEMA", "ValidateReport", "render_terminal"]
 
@@ -75,6 +76,7 @@ class ValidateReport:
                 "inputs": self.inputs,
                 "outputs": self.outputs,
                 "runners": self.runners,
+                "speed": speed_json(self.runners),
                 "comparisons": self.pairs,
                 "localization": self.localization,
                 "reference_bundle": self.reference_bundle,
@@ -127,13 +129,13 @@ def render_terminal(report: ValidateReport, console: Console) -> None:
     for note in report.inputs.get("notes", []):
         console.print(f"  {note}")
     runners = Table(title="runners", show_edge=False)
-    for col in ("runner", "status", "executed", "compile s", "mean infer s"):
+    for col in ("runner", "status", "executed"):
         runners.add_column(col)
     for r in report.runners:
-        mean = sum(r.infer_seconds) / len(r.infer_seconds) if r.infer_seconds else None
         status = r.status if r.ok else f"[red]{r.status}[/red]"
-        runners.add_row(r.runner, status, _runner_line(r), fmt(r.compile_seconds), fmt(mean))
+        runners.add_row(r.runner, status, _runner_line(r))
     console.print(runners)
+    render_speed(report.runners, console)
     for r in report.runners:
         for note in r.notes:
             console.print(f"  {r.runner}: {note}")

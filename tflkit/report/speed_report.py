@@ -1,0 +1,202 @@
+"""Speed, per device and backend: the part of the ``validate`` report that says whether the GPU is
+worth it where the model ran.
+
+Each runner's :attr:`~tflkit.delegates.base.RunResult.speed` (compile, first inference, p50 and
+p90 of the steady-state runs) is grouped by device (the part of the runner name after ``@``; the
+host has none) and set against the same device's CPU path (``cpu``: XNNPACK natively; ``wasm``:
+LiteRT.js's XNNPACK in a browser): the GPU's speed-up is the CPU path's p50 over the GPU's. On
+a software GPU (lavapipe, SwiftShader) the figures are labelled as such: they measure the CPU
+that emulates the GPU, not a GPU. Several devices give a fleet table (devices x backends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tflkit.delegates.base import RunResult
+
+__all__ = ["HOST", "device_facts", "render_speed", "speed_json", "speed_rows"]
+
+#: The device name of the runners that ran on this machine (no ``@DEVICE`` in their name).
+HOST = "host"
+#: Runners (the name before ``@``) that are a device's CPU path, the GPU's yardstick.
+_CPU_PATHS = ("cpu", "wasm")
+
+
+def _split(runner: str) -> tuple[str, str]:
+    backend, sep, device = runner.partition("@")
+    return backend, device if sep else HOST
+
+
+def _is_gpu(backend: str) -> bool:
+    return backend.startswith(("gpu", "webgpu"))
+
+
+def _software(r: RunResult) -> bool:
+    return bool((r.executed.get("adapter") or {}).get("software"))
+
+
+def speed_rows(runners: Sequence[RunResult]) -> list[dict[str, Any]]:
+    """One row per runner: device, backend, the speed split, and the GPU's speed-up over the
+    same device's CPU path (None when either has no steady state)."""
+    cpu_p50: dict[str, float] = {}
+    for r in runners:
+        backend, device = _split(r.runner)
+        p50 = r.speed.p50_s
+        if backend in _CPU_PATHS and p50 and device not in cpu_p50:
+            cpu_p50[device] = p50
+    rows = []
+    for r in runners:
+        backend, device = _split(r.runner)
+        if backend == "reference":
+            continue
+        speed = r.speed
+        base = cpu_p50.get(device)
+        gain = base / speed.p50_s if _is_gpu(backend) and base and speed.p50_s else None
+        rows.append(
+            {
+                "runner": r.runner,
+                "device": device,
+                "backend": backend,
+                "status": r.status,
+                "software_gpu": _software(r),
+                "compile_s": speed.compile_s,
+                "first_s": speed.first_s,
+                "p50_s": speed.p50_s,
+                "p90_s": speed.p90_s,
+                "runs": speed.runs,
+                "warmup_runs": speed.warmup_runs,
+                "gpu_speedup": gain,
+            }
+        )
+    return rows
+
+
+def device_facts(runners: Sequence[RunResult]) -> list[dict[str, Any]]:
+    """Which phone (or browser, or board) each device is: its browser and user agent, its GPU
+    adapter's vendor and architecture, the WebDriver server it came through."""
+    facts: dict[str, dict[str, Any]] = {}
+    for r in runners:
+        _, device = _split(r.runner)
+        if device == HOST:
+            continue
+        info = r.executed.get("device_info") or {}
+        entry = facts.setdefault(device, {"device": device})
+        adapter = r.executed.get("adapter") or {}
+        webgpu = info.get("webgpu") or {}
+        for key, value in (
+            ("browser", info.get("browser")),
+            ("user_agent", info.get("user_agent")),
+            ("os", info.get("os") if not info.get("user_agent") else None),
+            ("machine", info.get("machine")),
+            ("webdriver", (info.get("webdriver") or {}).get("url")),
+            ("gpu_vendor", adapter.get("vendor") or webgpu.get("vendor")),
+            ("gpu_architecture", adapter.get("architecture") or webgpu.get("architecture")),
+            ("gpu", adapter.get("name")),
+            ("software_gpu", adapter.get("software") if adapter else None),
+        ):
+            if value not in (None, "") and entry.get(key) in (None, ""):
+                entry[key] = value
+    return list(facts.values())
+
+
+def speed_json(runners: Sequence[RunResult]) -> dict[str, Any]:
+    """The ``speed`` section of the validate JSON: rows, devices, and the fleet table."""
+    rows = speed_rows(runners)
+    return {"rows": rows, "devices": device_facts(runners), "fleet": _fleet(rows)}
+
+
+def _fleet(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Devices x backends (p50 and speed-up) when several devices ran, else None."""
+    devices = list(dict.fromkeys(r["device"] for r in rows if r["device"] != HOST))
+    if len(devices) < 2:
+        return None
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    cells = {(r["device"], r["backend"]): r for r in rows}
+    table = []
+    for device in [HOST, *devices]:
+        line = {}
+        for backend in backends:
+            row = cells.get((device, backend))
+            if row is not None:
+                line[backend] = {k: row[k] for k in ("p50_s", "gpu_speedup", "status")}
+        if line:
+            table.append({"device": device, "backends": line})
+    return {"backends": backends, "rows": table}
+
+
+def _s(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 1e-3:
+        return f"{value * 1e6:.0f} us"
+    if value < 1:
+        return f"{value * 1e3:.3g} ms"
+    return f"{value:.3g} s"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2g}x"
+
+
+def render_speed(runners: Sequence[RunResult], console: Console) -> None:
+    """The speed table (per runner), the devices it ran on, and the fleet table."""
+    rows = speed_rows(runners)
+    if not any(r["p50_s"] or r["first_s"] for r in rows):
+        return
+    table = Table(title="speed", show_edge=False)
+    for col in ("runner", "compile", "first", "p50", "p90", "runs", "GPU speed-up"):
+        table.add_column(col)
+    for row in rows:
+        gain = _x(row["gpu_speedup"])
+        if row["software_gpu"] and row["gpu_speedup"] is not None:
+            gain += " (software GPU)"
+        table.add_row(
+            row["runner"],
+            _s(row["compile_s"]),
+            _s(row["first_s"]),
+            _s(row["p50_s"]),
+            _s(row["p90_s"]),
+            str(row["runs"]),
+            gain,
+        )
+    console.print(table)
+    if any(r["software_gpu"] for r in rows):
+        console.print(
+            "  software GPU: its figures time the CPU that emulates the GPU, not a phone's GPU"
+        )
+    for facts in device_facts(runners):
+        gpu = " ".join(str(facts.get(k) or "") for k in ("gpu_vendor", "gpu_architecture"))
+        what = facts.get("user_agent") or facts.get("os") or "-"
+        console.print(
+            f"  {facts['device']}: {facts.get('browser') or ''} {what}; GPU "
+            f"{gpu.strip() or facts.get('gpu') or 'not seen'}"
+            + (" (software)" if facts.get("software_gpu") else "")
+        )
+    fleet = _fleet(rows)
+    if fleet is not None:
+        _render_fleet(fleet, console)
+
+
+def _render_fleet(fleet: dict[str, Any], console: Console) -> None:
+    table = Table(title="fleet: p50 (GPU speed-up over the device's CPU path)", show_edge=False)
+    table.add_column("device")
+    for backend in fleet["backends"]:
+        table.add_column(backend)
+    for line in fleet["rows"]:
+        cells = []
+        for backend in fleet["backends"]:
+            cell = line["backends"].get(backend)
+            if cell is None:
+                cells.append("")
+            elif cell["status"] != "ok":
+                cells.append(f"[red]{cell['status']}[/red]")
+            else:
+                gain = f" ({_x(cell['gpu_speedup'])})" if cell["gpu_speedup"] else ""
+                cells.append(_s(cell["p50_s"]) + gain)
+        table.add_row(line["device"], *cells)
+    console.print(table)
