@@ -122,7 +122,7 @@ class WebDriver:
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ServerGone(
-                f"the WebDriver server at {self.url} stopped answering ({method} {path}: {reason})"
+                f"the WebDriver server at {self.url} does not answer ({method} {path}: {reason})"
             ) from None
         try:
             return json.loads(raw or b"{}").get("value")

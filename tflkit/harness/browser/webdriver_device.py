@@ -385,6 +385,8 @@ def webdriver_devices(
 
     from .webdriver import read_capabilities
 
+    if via is not None and via not in MODES and not any(s.startswith("adb:") for s in specs):
+        raise UsageError(f"--via takes {' or '.join(MODES)} for a WebDriver device, got {via!r}")
     given = read_capabilities(capabilities) if capabilities is not None else None
     named = {}
     if any(":" not in s and s not in ("local", "browser", "url") for s in specs):
