@@ -364,7 +364,8 @@ def test_server_killed_mid_job(browser_env: Path, caps: Path, tmp_path: Path) ->
     out = tmp_path / "out"
     proc = _long_run(job, out, server.url, caps)
     try:
-        _wait_for(proc, "webgpu_fp32 ok")  # the page is running
+        _wait_for(proc, "the browser opens the job page")
+        time.sleep(3)  # the page is running
         assert processes_tagged(MARKER_SWITCH), "the session's browser carries no marker"
         os.kill(server.proc.pid, signal.SIGKILL)  # the server only: its browser stays behind
         code, rest, took = _finish(proc, 90)
@@ -382,7 +383,8 @@ def test_ctrl_c_ends_the_session(driver: Server, caps: Path, tmp_path: Path) -> 
     job = _job(tmp_path, sets=4, repeats=400)
     out = tmp_path / "out"
     proc = _long_run(job, out, driver.url, caps)
-    lines = _wait_for(proc, "webgpu_fp32 ok")
+    lines = _wait_for(proc, "the browser opens the job page")
+    time.sleep(3)  # the page is running
     session = next(ln for ln in lines if "WebDriver session " in ln).split("WebDriver session ")[1]
     session = session.split()[0]
     assert driver.session_alive(session)

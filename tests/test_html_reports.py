@@ -298,6 +298,10 @@ def _validate_page(browser, model, extra, tmp_path, capsys, screenshot=None, com
         for scatter in page.plots("error-vs-value"):
             assert scatter["pairs"] == pairs and int(scatter["points"]) > 0
         assert {p["output"] for p in page.plots("error-vs-value")} == outputs
+        for row in report["speed"]["rows"]:  # compile / first / steady state, per runner
+            cells = f'#speed tr[data-runner="{row["runner"]}"]'
+            for key, unit in (("compile_s", "s"), ("first_s", "s"), ("p50_s", "s"), ("runs", "")):
+                _same(page.value(f'{cells} [data-metric="{key}"]'), row[key], unit)
         loc = report.get("localization")
         if loc:
             along = page.plots("error-along-graph")[0]
