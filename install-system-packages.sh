@@ -3,7 +3,8 @@
 #  - always: Mesa >= 25 lavapipe (software Vulkan GPU) from bookworm-backports, reusing the
 #    mirror of the system's own Debian apt source;
 #  - with --browser (what ./dev.sh test passes): Chromium, used by the tests to render the HTML
-#    reports headless and by the browser harness (with nodejs and npm, which fetch LiteRT.js),
+#    reports headless and by the browser harness (with nodejs and npm, which fetch LiteRT.js, and
+#    Appium for a test), its ChromeDriver (chromium-driver, the WebDriver server of the tests),
 #    the on-device tests' real peers (adb and adbd from bookworm-backports, OpenSSH server and
 #    client) and a JDK (javac) for the Android harness's protocol module.
 set -euo pipefail
@@ -25,6 +26,12 @@ if [ "$with_browser" = 1 ] && ! command -v chromium >/dev/null; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends chromium >/dev/null
   echo "install-system-packages: $(chromium --version 2>/dev/null) installed"
+fi
+# chromium-driver: ChromeDriver, the W3C WebDriver server of --device webdriver:URL's tests
+if [ "$with_browser" = 1 ] && ! command -v chromedriver >/dev/null; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends chromium-driver >/dev/null
+  echo "install-system-packages: $(chromedriver --version 2>/dev/null | cut -d' ' -f1-2) installed"
 fi
 # npm fetches LiteRT.js (@litertjs/core) once for the browser harness (tflkit/harness/browser/)
 if [ "$with_browser" = 1 ] && ! command -v npm >/dev/null; then

@@ -32,7 +32,7 @@ __all__ = ["KEYS", "config_path", "configured_devices", "settings_for"]
 
 KEYS = {"device", "python", "identity", "ssh_config", "workdir"}
 #: a ``webdriver:URL`` device's own (``tflkit.harness.browser.webdriver_device``)
-WEBDRIVER_KEYS = {"capabilities", "via", "public_url", "host"}
+WEBDRIVER_KEYS = {"capabilities", "via", "public_url", "host", "start_page"}
 
 
 def config_path() -> Path:

@@ -11,9 +11,12 @@ folder (harness kind ``browser``) are ``--device browser``'s. Two ways to the pa
   otherwise ``public_url`` (``--public-url``) is the URL the browser reaches the server by (a
   tunnel, or a LAN address with the server bound there by ``--host``); the token is always in
   the path.
-- ``session`` (the default when the WebDriver server is elsewhere and no public URL is given; or
-  ``--via session``): nothing needs to reach this machine. The browser opens ``file:///`` (a
-  secure context on Chromium, so WebGPU), ``page/session.js`` runs there, and every file the page
+- ``session`` (the default when the WebDriver server is elsewhere and no public URL is given, or
+  when the session's ``platformName`` is android or ios: a phone's browser does not reach this
+  machine's 127.0.0.1 even when Appium runs here; or ``--via session``): nothing needs to reach
+  this machine. The browser opens ``file:///`` (a secure context on Chromium, so WebGPU; a
+  ``devices.toml`` entry's ``start_page`` names another secure page), ``page/session.js`` runs
+  there, and every file the page
   would fetch (the job, LiteRT.js, the page's script) is pushed through the session with
   WebDriver's execute in base64 chunks; what the page posts (events, outputs) waits in an outbox
   the host pulls the same way and hands to the job's server object, which stores it exactly as
@@ -97,6 +100,7 @@ class WebDriverDevice(StagedBrowserDevice):
         via: str | None = None,
         public_url: str | None = None,
         host: str | None = None,
+        start_page: str | None = None,
         cache_dir: Path | None = None,
     ) -> None:
         if via is not None and via not in MODES:
@@ -111,8 +115,19 @@ class WebDriverDevice(StagedBrowserDevice):
         self.public_url = public_url
         self.host = host or "127.0.0.1"
         self.cache_dir = cache_dir
+        self.start_page = start_page or SESSION_START
+        self.via = via
         reachable = is_loopback(self.url) or public_url is not None
         self.mode = via or ("page" if reachable else "session")
+
+    def mode_for(self, capabilities: Mapping[str, Any]) -> str:
+        """``page`` or ``session`` for a session the server matched: a phone's browser
+        (``platformName`` android or ios) behind a WebDriver server on loopback does not reach
+        this machine's 127.0.0.1, so it gets the session transport unless told otherwise."""
+        platform = str(capabilities.get("platformName") or "").lower()
+        if self.via is None and self.public_url is None and platform in ("android", "ios"):
+            return "session"
+        return self.mode
 
     def describe(self) -> str:
         how = "pushed through the session" if self.mode == "session" else "served from here"
@@ -125,8 +140,7 @@ class WebDriverDevice(StagedBrowserDevice):
         facts: dict[str, Any] = {"webdriver": {"url": self.url, "mode": self.mode}}
 
         def opener(*, server: Any, adapter: str, on_console: Any) -> _WebDriverPage:
-            page_kind = _SessionPage if self.mode == "session" else _WebDriverPage
-            return page_kind(self, server, on_console=on_console, say=say, facts=facts)
+            return _WebDriverPage(self, server, on_console=on_console, say=say, facts=facts)
 
         def finish(result: Path) -> None:
             relabeled("the browser of a WebDriver session", **facts)(result)
@@ -164,8 +178,9 @@ class WebDriverDevice(StagedBrowserDevice):
 
 
 class _WebDriverPage:
-    """One session of the page in a WebDriver session's browser, opened from this machine's
-    job server (the ``opener`` protocol of ``run_browser_job``)."""
+    """One session of the page in a WebDriver session's browser (the ``opener`` protocol of
+    ``run_browser_job``): opened from this machine's job server, or pushed through the session
+    (:class:`_SessionTransport`)."""
 
     def __init__(
         self,
@@ -185,6 +200,7 @@ class _WebDriverPage:
         self.version: str | None = None
         self.token = secrets.token_hex(8)
         self.driver = WebDriver(device.url, device.session_capabilities(self.token))
+        self.transport: _SessionTransport | None = None
         self._next_check = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -197,7 +213,11 @@ class _WebDriverPage:
         self.version = caps.get("browserVersion")
         name = caps.get("browserName") or "browser"
         self.facts["browser"] = f"{name} {self.version}".strip() if self.version else None
+        mode = self.device.mode_for(caps)
+        if mode == "session":
+            self.transport = _SessionTransport(self)
         self.facts["webdriver"].update(
+            mode=mode,
             platform=caps.get("platformName"),
             capabilities={k: v for k, v in caps.items() if isinstance(v, str | int | float)},
         )
@@ -240,6 +260,9 @@ class _WebDriverPage:
         return f"{self.device.public_url.rstrip('/')}/{path}"
 
     def open(self, url: str) -> None:
+        if self.transport is not None:
+            self.transport.open()
+            return
         target = self.page_url(url)
         self.say(f"{self.device.spec}: the browser opens the job page ({_origin(target)})")
         self._command(self.driver.navigate, target)
@@ -252,6 +275,8 @@ class _WebDriverPage:
         if now >= self._next_check:
             self._next_check = now + CHECK_SECONDS
             self._console()
+        if self.transport is not None:
+            self.transport.drain()
 
     def _console(self) -> None:
         """The browser's console lines (they also prove the server answers)."""
@@ -275,44 +300,46 @@ class _WebDriverPage:
             raise DeviceError(f"{self.device.spec}: {exc}") from None
 
 
-class _SessionPage(_WebDriverPage):
-    """One session of the page through the WebDriver session alone (see the module docstring):
-    files pushed with execute, the page's posts pulled with execute."""
+class _SessionTransport:
+    """The page through the WebDriver session alone (see the module docstring): files pushed
+    with execute, the page's posts pulled with execute and stored by the job's server object."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, page: _WebDriverPage) -> None:
+        self.page = page
+        self.server = page.server
+        self.spec = page.device.spec
         self._partial: dict[str, bytearray] = {}
         self.pushed = 0
-        self.pulled = 0
 
-    def open(self, url: str) -> None:
-        spec = self.device.spec
-        self._command(self.driver.navigate, SESSION_START)
-        self._command(self.driver.execute, (PAGE_DIR / "session.js").read_text())
+    def _run(self, script: str, *args: Any) -> Any:
+        return self.page._command(self.page.driver.execute, script, *args)
+
+    def open(self) -> None:
+        self.page._command(self.page.driver.navigate, self.page.device.start_page)
+        self._run((PAGE_DIR / "session.js").read_text())
         start = time.monotonic()
         for rel in _page_files(self.server):
             self._push(rel)
-        self.say(
-            f"{spec}: pushed the page, LiteRT.js and the job through the session "
+        self.page.say(
+            f"{self.spec}: pushed the page, LiteRT.js and the job through the session "
             f"({self.pushed / 1e6:.1f} MB in {time.monotonic() - start:.1f} s)"
         )
-        self._command(self.driver.execute, "return tflkitStore.start()")
+        self._run("return tflkitStore.start()")
 
     def _push(self, rel: str) -> None:
         found = self.server.resolve_get(rel)
         if found is None:
-            raise DeviceError(f"{self.device.spec}: the job has no {rel} to push")
+            raise DeviceError(f"{self.spec}: the job has no {rel} to push")
         body = found[0].read_bytes() if isinstance(found[0], Path) else found[0]
         script = "return tflkitStore.put(arguments[0], arguments[1], arguments[2])"
         for at in range(0, max(len(body), 1), CHUNK):
-            chunk = base64.b64encode(body[at : at + CHUNK]).decode()
-            self._command(self.driver.execute, script, rel, chunk, at == 0)
-            self.pushed += len(body[at : at + CHUNK])
+            part = body[at : at + CHUNK]
+            self._run(script, rel, base64.b64encode(part).decode(), at == 0)
+            self.pushed += len(part)
 
-    def wait(self, seconds: float) -> None:
-        super().wait(seconds)
-        chunks = self._command(self.driver.execute, "return tflkitStore.take(arguments[0])", CHUNK)
-        for chunk in chunks or []:
+    def drain(self) -> None:
+        """Pull what the page posted, in chunks of at most :data:`CHUNK` bytes."""
+        for chunk in self._run("return tflkitStore.take(arguments[0])", CHUNK) or []:
             self._receive(chunk)
 
     def _receive(self, chunk: Mapping[str, Any]) -> None:
@@ -321,14 +348,13 @@ class _SessionPage(_WebDriverPage):
         data = base64.b64decode(chunk.get("data") or "")
         body = self._partial.setdefault(rel, bytearray())
         if int(chunk["offset"]) != len(body):
-            raise DeviceError(f"{self.device.spec}: the page's {rel} arrived out of order")
+            raise DeviceError(f"{self.spec}: the page's {rel} arrived out of order")
         body += data
-        self.pulled += len(data)
         if len(body) < total:
             return
         del self._partial[rel]
         if not self.server.accept_post(rel, io.BytesIO(bytes(body)).read, total):
-            raise DeviceError(f"{self.device.spec}: the page posted to an unknown path {rel!r}")
+            raise DeviceError(f"{self.spec}: the page posted to an unknown path {rel!r}")
 
 
 def _page_files(server: Any) -> list[str]:
@@ -380,7 +406,7 @@ def webdriver_devices(
 ) -> dict[str, WebDriverDevice]:
     """The WebDriver devices among ``specs``: ``webdriver:URL`` and names whose ``devices.toml``
     entry says ``device = "webdriver:URL"`` (with its ``capabilities``: a JSON file or a table,
-    ``via``, ``public_url``, ``host``); the command line's options win."""
+    ``via``, ``public_url``, ``host``, ``start_page``); the command line's options win."""
     from tflkit.harness.config import configured_devices
 
     from .webdriver import read_capabilities
@@ -409,5 +435,6 @@ def webdriver_devices(
             via=via if via in MODES else entry.get("via"),
             public_url=public_url or entry.get("public_url"),
             host=host or entry.get("host"),
+            start_page=entry.get("start_page"),
         )
     return found
