@@ -34,7 +34,15 @@ from typing import Any
 
 from .errors import BrowserHarnessError
 
-__all__ = ["ADAPTERS", "CHROMIUM", "Adapter", "Chromium", "chromium_version", "processes_tagged"]
+__all__ = [
+    "ADAPTERS",
+    "CHROMIUM",
+    "Adapter",
+    "Chromium",
+    "chromium_version",
+    "kill_tagged",
+    "processes_tagged",
+]
 
 CHROMIUM = "/usr/bin/chromium"
 MARKER_SWITCH = "--tflkit-browser-harness"
@@ -110,6 +118,19 @@ def processes_tagged(tag: str) -> list[int]:
         if entry.isdigit() and needle in _proc_cmdline(entry):
             found.append(int(entry))
     return found
+
+
+def kill_tagged(tags: list[str], timeout: float = 10.0) -> None:
+    """SIGKILL every live process whose command line has one of ``tags``, until none is left
+    (or ``timeout`` seconds passed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [p for tag in tags for p in processes_tagged(tag)]
+        if not alive:
+            return
+        for pid in alive:
+            _kill(pid, group=False)
+        time.sleep(0.05)
 
 
 def _kill(pid: int, *, group: bool) -> None:
@@ -298,11 +319,4 @@ class Chromium:
                 _kill(pid, group=True)
 
     def _wait_gone(self, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            alive = [p for tag in self._tags() for p in processes_tagged(tag)]
-            if not alive:
-                return
-            for pid in alive:
-                _kill(pid, group=False)
-            time.sleep(0.05)
+        kill_tagged(self._tags(), timeout)

@@ -36,6 +36,8 @@ import base64
 import contextlib
 import copy
 import io
+import json
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -48,7 +50,7 @@ from tflkit.harness.protocol import DeviceResult
 from tflkit.harness.transport import DeviceError
 from tflkit.proc.interrupts import signal_received
 
-from .chromium import processes_tagged
+from .chromium import kill_tagged
 from .device import StagedBrowserDevice
 from .remote import relabeled
 from .server import PAGE_DIR
@@ -73,6 +75,9 @@ SESSION_START = "file:///"
 CHUNK = 4 << 20
 #: How often the page mode reads the console (and so checks the server answers).
 CHECK_SECONDS = 1.0
+#: ChromeDriver's console levels as the page's console names them.
+_LEVELS = {"SEVERE": "error", "WARNING": "warning", "INFO": "info", "DEBUG": "debug"}
+_QUOTED = re.compile(r'^\S+ (?:\d+:\d+ )?("(?:[^"\\]|\\.)*")$', re.S)
 
 
 def parse_webdriver_spec(spec: str) -> str:
@@ -206,10 +211,14 @@ class _WebDriverPage:
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> _WebDriverPage:
         try:
-            caps = self.driver.start()
+            self._started(self.driver.start())
         except BaseException:
-            self._sweep()
+            self.__exit__()
             raise
+        return self
+
+    def _started(self, caps: Mapping[str, Any]) -> None:
+        """Note what the server matched; pick the page's way (``mode_for``)."""
         self.version = caps.get("browserVersion")
         name = caps.get("browserName") or "browser"
         self.facts["browser"] = f"{name} {self.version}".strip() if self.version else None
@@ -225,7 +234,6 @@ class _WebDriverPage:
             f"{self.device.spec}: WebDriver session {self.driver.session_id} ({name} "
             f"{self.version or ''} on {caps.get('platformName') or 'an unnamed platform'})"
         )
-        return self
 
     def __exit__(self, *exc: object) -> None:
         ended = self.driver.quit()
@@ -236,20 +244,8 @@ class _WebDriverPage:
     def _sweep(self) -> None:
         """On loopback, kill every process of this session's browser still alive (the server
         may have died without ending it)."""
-        if not is_loopback(self.device.url):
-            return
-        tag = f"{MARKER_SWITCH}={self.token}"
-        import os
-        import signal
-
-        for _ in range(50):
-            alive = processes_tagged(tag)
-            if not alive:
-                return
-            for pid in alive:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.1)
+        if is_loopback(self.device.url):
+            kill_tagged([f"{MARKER_SWITCH}={self.token}"])
 
     # -- the page ----------------------------------------------------------------------------
     def page_url(self, url: str) -> str:
@@ -284,7 +280,8 @@ class _WebDriverPage:
         if not self.driver.has_log:
             self._command(self.driver.ping)
         for entry in entries or []:
-            self.on_console(str(entry.get("level", "log")).lower(), _log_text(entry))
+            level = str(entry.get("level", "INFO")).upper()
+            self.on_console(_LEVELS.get(level, level.lower()), _log_text(entry))
 
     def _command(self, call: Callable[..., Any], *args: Any) -> Any:
         """A WebDriver command; a crashed tab marks the page crashed, a vanished server is one
@@ -382,11 +379,8 @@ def _origin(url: str) -> str:
 
 def _log_text(entry: Mapping[str, Any]) -> str:
     """ChromeDriver's console entry ``URL LINE:COL "text"`` -> the text."""
-    import json
-    import re
-
     message = str(entry.get("message", ""))
-    match = re.match(r'^\S+ (?:\d+:\d+ )?("(?:[^"\\]|\\.)*")$', message, re.S)
+    match = _QUOTED.match(message)
     if match:
         with contextlib.suppress(ValueError):
             return str(json.loads(match[1]))
