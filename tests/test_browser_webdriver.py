@@ -234,7 +234,10 @@ def test_session_only_gives_the_same_outputs(
         err = capsys.readouterr().err
         assert code == 0, err
         outs[via] = read_result(out)
-        assert outs[via].document["device"]["webdriver"]["mode"] == via
+        webdriver = outs[via].document["device"]["webdriver"]
+        assert webdriver["mode"] == via
+        # the session-only page never asked this machine's job server for anything
+        assert (webdriver["page_requests"] == 0) == (via == "session"), webdriver
     assert "pushed the page, LiteRT.js and the job through the session" in err
     page, session = outs["page"], outs["session"]
     for backend in ("webgpu_fp32", "webgpu_fp16", "wasm"):

@@ -172,7 +172,8 @@ class WebDriver:
         if not self.has_log or self.session_id is None:
             return []
         try:
-            value = self._call("POST", self._session("/se/log"), {"type": "browser"})
+            body = {"type": "browser"}
+            value = self._call("POST", self._session("/se/log"), body, timeout=30.0)
         except ServerGone:
             raise
         except WebDriverError:

@@ -236,6 +236,7 @@ class _WebDriverPage:
         )
 
     def __exit__(self, *exc: object) -> None:
+        self.facts["webdriver"]["page_requests"] = self.server.requests
         ended = self.driver.quit()
         if not ended:
             self.say(f"{self.device.spec}: the WebDriver server was gone; no session to end")
@@ -265,8 +266,6 @@ class _WebDriverPage:
 
     def wait(self, seconds: float) -> None:
         time.sleep(seconds)
-        if signal_received():
-            raise DeviceError(f"{self.device.spec}: interrupted")
         now = time.monotonic()
         if now >= self._next_check:
             self._next_check = now + CHECK_SECONDS
@@ -285,7 +284,10 @@ class _WebDriverPage:
 
     def _command(self, call: Callable[..., Any], *args: Any) -> Any:
         """A WebDriver command; a crashed tab marks the page crashed, a vanished server is one
-        DeviceError line."""
+        DeviceError line; after Ctrl-C (seen by the main thread) none is sent: the session
+        ends."""
+        if signal_received():
+            raise DeviceError(f"{self.device.spec}: interrupted")
         try:
             return call(*args)
         except ServerGone as exc:
@@ -405,8 +407,6 @@ def webdriver_devices(
 
     from .webdriver import read_capabilities
 
-    if via is not None and via not in MODES and not any(s.startswith("adb:") for s in specs):
-        raise UsageError(f"--via takes {' or '.join(MODES)} for a WebDriver device, got {via!r}")
     given = read_capabilities(capabilities) if capabilities is not None else None
     named = {}
     if any(":" not in s and s not in ("local", "browser", "url") for s in specs):
@@ -431,4 +431,7 @@ def webdriver_devices(
             host=host or entry.get("host"),
             start_page=entry.get("start_page"),
         )
+    adb = any(s.startswith("adb:") for s in specs)
+    if found and via is not None and via not in MODES and not adb:
+        raise UsageError(f"--via takes {' or '.join(MODES)} for a WebDriver device, got {via!r}")
     return found
