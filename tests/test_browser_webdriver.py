@@ -254,6 +254,32 @@ def test_session_only_gives_the_same_outputs(
         )
 
 
+def test_public_url_on_a_lan_address(
+    driver: Server, caps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The job served on this machine's LAN address (``--host 0.0.0.0``) and opened by its
+    ``--public-url``: plain http there is no secure context, so tflkit tells ChromeDriver's
+    Chromium to treat that origin as secure, and WebGPU runs."""
+    from tflkit.harness.browser.remote import _lan_address
+
+    address = _lan_address()
+    if address.startswith("127.") or not address[0].isdigit():
+        unavailable(f"this machine has no LAN address to serve on (got {address})")
+    port = _free_port()
+    public = f"http://{address}:{port}"
+    out = tmp_path / "out"
+    code = main(["device", "run", str(_job(tmp_path)), "-d", f"webdriver:{driver.url}",
+                 "--capabilities", str(caps), "--host", "0.0.0.0", "--public-url", public,
+                 "-o", str(out)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert f"opens the job page ({public})" in err and "reachable from the network" in err
+    result = read_result(out)
+    assert result.document["device"]["webdriver"]["page_requests"] > 0
+    for backend in ("webgpu_fp32", "webgpu_fp16", "wasm"):
+        assert result.backends[backend].status == "ok", result.backends[backend].error
+
+
 # -- several servers -------------------------------------------------------------------------------
 
 

@@ -62,7 +62,8 @@ HostOption = Annotated[
         "--host",
         help="--device url or webdriver:URL: the interface the job is served on (default "
         "127.0.0.1: this machine only, or through adb reverse / ssh -R / a tunnel); 0.0.0.0 makes "
-        "the model reachable on the network (with the job's token) while the job runs.",
+        "the model reachable on the network (with the job's token) while the job runs. "
+        "webdriver:URL takes HOST:PORT too (the port a tunnel forwards to).",
     ),
 ]
 CapabilitiesOption = Annotated[
@@ -79,8 +80,9 @@ PublicUrlOption = Annotated[
     typer.Option(
         "--public-url",
         help="--device webdriver:URL: the URL the remote browser reaches this machine's job "
-        "server by (a tunnel to it, or http://LAN-ADDRESS:PORT with --host); the job's token is "
-        "added to its path.",
+        "server by (a tunnel to it, or http://LAN-ADDRESS:PORT with --host 0.0.0.0); the job's "
+        "token is added to its path. The server listens on this URL's port unless --host "
+        "HOST:PORT names another.",
         show_default=False,
     ),
 ]

@@ -189,6 +189,7 @@ def run_browser_job(
     timeout: float = 900.0,
     cache_dir: str | os.PathLike[str] | None = None,
     host: str = "127.0.0.1",
+    port: int = 0,
     chromium: str = CHROMIUM,
     npm: str = "npm",
     registry: str | None = None,
@@ -200,8 +201,9 @@ def run_browser_job(
 
     ``adapter``: ``swiftshader`` or ``lavapipe`` (see ``chromium.ADAPTERS``). ``timeout``: the
     whole job, seconds (each backend also has the job's ``timeout_seconds``). ``cache_dir``: the
-    folder LiteRT.js is fetched into (default ``provision.browser_cache_dir()``). ``host``: the
-    interface the job's server listens on. ``page_dir``: another page folder (development, tests).
+    folder LiteRT.js is fetched into (default ``provision.browser_cache_dir()``). ``host``,
+    ``port``: the interface and port the job's server listens on (port 0: any free one).
+    ``page_dir``: another page folder (development, tests).
     ``opener``: who opens the page instead of a local headless Chromium (a device's browser, a
     browser the user points at the URL: :mod:`tflkit.harness.browser.remote`, a WebDriver
     session: :mod:`tflkit.harness.browser.webdriver_device`); called once per session as
@@ -237,7 +239,9 @@ def run_browser_job(
     work = Path(tempfile.mkdtemp(prefix="tflkit-browser-job-"))
     console = Console()
     try:
-        with JobServer(job_dir, job, litertjs.path, work, host=host, page_dir=page_dir) as server:
+        with JobServer(
+            job_dir, job, litertjs.path, work, host=host, port=port, page_dir=page_dir
+        ) as server:
             session_id = 0
             while backends.pending:
                 session_id += 1

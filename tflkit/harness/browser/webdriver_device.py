@@ -118,7 +118,7 @@ class WebDriverDevice(StagedBrowserDevice):
         self.spec = name or f"webdriver:{self.url}"
         self.capabilities = dict(capabilities or {})
         self.public_url = public_url
-        self.host = host or "127.0.0.1"
+        self.host, self.port = _host_port(host, public_url)
         self.cache_dir = cache_dir
         self.start_page = start_page or SESSION_START
         self.via = via
@@ -156,6 +156,7 @@ class WebDriverDevice(StagedBrowserDevice):
             timeout=timeout,
             progress=progress,
             host=self.host,
+            port=self.port,
             opener=opener,
             finish=finish,
         )
@@ -372,6 +373,19 @@ def _page_files(server: Any) -> list[str]:
         "harness.js",
     ]
     return files
+
+
+def _host_port(host: str | None, public_url: str | None) -> tuple[str, int]:
+    """Where the job's server listens: ``--host HOST[:PORT]`` (default 127.0.0.1); the port is
+    the one given there, else the public URL's explicit port (a tunnel or a LAN address that
+    forwards the same port), else any free one."""
+    name, sep, number = (host or "127.0.0.1").rpartition(":")
+    if not sep or "]" in number or (":" in name and not name.startswith("[")):
+        name, number = host or "127.0.0.1", ""
+    if number and not number.isdigit():
+        raise UsageError(f"--host takes HOST or HOST:PORT, got {host!r}")
+    port = int(number) if number else urlsplit(public_url or "").port or 0
+    return name.strip("[]"), port
 
 
 def _origin(url: str) -> str:
