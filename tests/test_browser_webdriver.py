@@ -344,6 +344,24 @@ def test_a_failing_device_does_not_stop_the_others(
     assert report["verdict"] == "fail"
 
 
+def test_device_run_keeps_the_devices_that_ran(
+    driver: Server, caps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good, bad = f"webdriver:{driver.url}", f"webdriver:http://127.0.0.1:{_free_port()}"
+    out = tmp_path / "out"
+    code, runs, err = _cli(
+        capsys, "device", "run", str(_job(tmp_path)), "-d", good, "-d", bad,
+        "--capabilities", str(caps), "-o", str(out), "--json",
+    )  # fmt: skip
+    assert code == 4, err
+    ran, failed = runs["results"]
+    assert ran["device"] == good and read_result(Path(ran["path"])).backends["wasm"].status == "ok"
+    assert failed["device"] == bad and "does not answer" in failed["error"]
+    assert [line for line in err.splitlines() if "tflkit: error:" in line] == [
+        f"tflkit: error: {failed['error']}"
+    ]
+
+
 # -- the server killed, the user interrupting ------------------------------------------------------
 
 

@@ -277,8 +277,10 @@ def run(
     ] = 1200.0,
     json_output: JsonOption = False,
 ) -> None:
-    """Run a job folder on the device(s) and write the result folder(s)."""
-    from tflkit.harness.device_validate import device_slug, run_on_devices
+    """Run a job folder on the device(s) and write the result folder(s); a device that fails
+    does not stop the others (their results are written, then exit code 4)."""
+    from tflkit.harness.device_validate import device_slug, run_each
+    from tflkit.harness.transport import DeviceError
 
     if not (job / "job.json").is_file():
         raise UsageError(f"{job} is not a job folder (no job.json)")
@@ -289,22 +291,28 @@ def run(
     if out.exists():
         raise UsageError(f"{out} already exists; refusing to overwrite it")
     dests = [out] if len(devices) == 1 else [out / device_slug(d.spec) for d in devices]
-    results = run_on_devices(job, devices, dests, timeout=timeout, progress=_progress)
+    outcomes = run_each(job, devices, dests, timeout=timeout, progress=_progress)
+    failed = [(d, o) for d, o in zip(devices, outcomes, strict=True) if isinstance(o, DeviceError)]
+    if len(failed) == len(devices):
+        raise DeviceError("; ".join(str(e) for _, e in failed))
+    ran = [(d, o) for d, o in zip(devices, outcomes, strict=True) if not isinstance(o, DeviceError)]
     if json_output:
         print_json(
             {
                 "schema": "tflkit.device-run/1",
                 "results": [
-                    {"device": d.spec, "path": str(r.path), "result": r.document}
-                    for d, r in zip(devices, results, strict=True)
-                ],
+                    {"device": d.spec, "path": str(r.path), "result": r.document} for d, r in ran
+                ]
+                + [{"device": d.spec, "error": str(e)} for d, e in failed],
             }
         )
-        return
-    from tflkit.report.device_report import render_device_run
+    else:
+        from tflkit.report.device_report import render_device_run
 
-    if render_device_run(devices, results, console()):
-        raise typer.Exit(1)
+        if render_device_run([d for d, _ in ran], [r for _, r in ran], console()) and not failed:
+            raise typer.Exit(1)
+    if failed:
+        raise DeviceError("; ".join(str(e) for _, e in failed))
 
 
 @app.command("validate")
