@@ -217,16 +217,8 @@ def run_browser_job(
     """
     start = time.monotonic()
     say = progress or (lambda line: print(f"tflkit: {line}", file=sys.stderr, flush=True))
-    job_dir = Path(job_dir).resolve()
-    result_dir = Path(result_dir)
-    if adapter not in ADAPTERS:
-        raise BrowserHarnessError(
-            f"unknown WebGPU adapter {adapter!r}; known: {', '.join(ADAPTERS)}"
-        )
-    job = _load_job(job_dir)
-    options = BrowserOptions.from_job(job)
-    if result_dir.exists() and any(result_dir.iterdir()):
-        raise BrowserHarnessError(f"{result_dir} exists and is not empty")
+    job_dir, result_dir = Path(job_dir).resolve(), Path(result_dir)
+    job, options = _checked(job_dir, result_dir, adapter)
     litertjs = ensure_litertjs(
         Path(cache_dir) if cache_dir is not None else None,
         npm=npm,
@@ -264,6 +256,22 @@ def run_browser_job(
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _checked(
+    job_dir: Path, result_dir: Path, adapter: str
+) -> tuple[dict[str, Any], BrowserOptions]:
+    """The job and its browser options, once the adapter, the job folder and the (empty or
+    missing) result folder are right."""
+    if adapter not in ADAPTERS:
+        raise BrowserHarnessError(
+            f"unknown WebGPU adapter {adapter!r}; known: {', '.join(ADAPTERS)}"
+        )
+    job = _load_job(job_dir)
+    options = BrowserOptions.from_job(job)
+    if result_dir.exists() and any(result_dir.iterdir()):
+        raise BrowserHarnessError(f"{result_dir} exists and is not empty")
+    return job, options
 
 
 def _backends(job: Mapping[str, Any]) -> Backends:

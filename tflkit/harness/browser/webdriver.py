@@ -164,7 +164,10 @@ class WebDriver:
         argument with their answer."""
         kind = "async" if run_async else "sync"
         body = {"script": script, "args": list(args)}
-        return self._call("POST", self._session(f"/execute/{kind}"), body)
+        # the page's main thread may be busy (a model compiling): wait as long as a script may
+        return self._call(
+            "POST", self._session(f"/execute/{kind}"), body, timeout=SCRIPT_MS / 1000 + 30
+        )
 
     def browser_log(self) -> list[dict[str, Any]]:
         """The browser's console lines since the last call (ChromeDriver's ``se/log``); none
