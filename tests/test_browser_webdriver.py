@@ -280,6 +280,33 @@ def test_public_url_on_a_lan_address(
         assert result.backends[backend].status == "ok", result.backends[backend].error
 
 
+@pytest.mark.gpu
+def test_the_browsers_own_adapter_in_compatibility_mode(
+    gpu: str, driver: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A browser whose core adapter is a software fallback but whose compatibility-mode one is
+    a GPU (here: Chromium with ANGLE over Mesa's lavapipe; on phones: GPUs without core WebGPU)
+    runs the WebGPU backends on the compatibility-mode adapter, with its limits, and right."""
+    from tflkit.harness.browser.chromium import ADAPTERS
+
+    caps = tmp_path / "lavapipe.json"
+    args = ["--headless=new", "--no-sandbox", *ADAPTERS["lavapipe"].flags]
+    options = {**CHROME_OPTIONS, "args": args}
+    caps.write_text(json.dumps({"browserName": "chrome", "goog:chromeOptions": options}))
+    out = tmp_path / "out"
+    code = main(["device", "run", str(_job(tmp_path, sets=1)), "-d", f"webdriver:{driver.url}",
+                 "--capabilities", str(caps), "-o", str(out)])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    result = read_result(out)
+    record = result.backends["webgpu_fp32"].record
+    assert record["status"] == "ok", record["error"]
+    assert "llvmpipe" in record["gpu"]["name"] and record["gpu"]["feature_level"] == "compatibility"
+    assert record["gpu"]["software"] is True  # lavapipe is still the CPU
+    gpu_out, wasm_out = result.backends["webgpu_fp32"].outputs, result.backends["wasm"].outputs
+    for name, value in wasm_out[0].items():
+        np.testing.assert_allclose(gpu_out[0][name], value, atol=1e-4)
+
+
 # -- several servers -------------------------------------------------------------------------------
 
 

@@ -36,6 +36,7 @@ from .errors import BrowserHarnessError
 
 __all__ = [
     "ADAPTERS",
+    "BROWSER_CHOICE",
     "CHROMIUM",
     "Adapter",
     "Chromium",
@@ -67,7 +68,9 @@ class Adapter:
 
     name: str
     flags: tuple[str, ...]
-    feature_level: str  # "core" or "compatibility" (what the page asks requestAdapter for)
+    #: "core" or "compatibility" (what the page asks requestAdapter for); "any": a core adapter,
+    #: else a compatibility-mode one when the core one is missing or a software fallback
+    feature_level: str
     note: str
 
 
@@ -92,6 +95,15 @@ ADAPTERS: dict[str, Adapter] = {
         "Mesa lavapipe through ANGLE (OpenGL ES over Vulkan): WebGPU compatibility mode",
     ),
 }
+
+
+#: A browser tflkit does not launch (a WebDriver session's): no flags, the browser's own adapter.
+BROWSER_CHOICE = Adapter(
+    "browser",
+    (),
+    "any",
+    "the browser's own adapter: core WebGPU, else compatibility mode when that is a real GPU",
+)
 
 
 def _proc_cmdline(pid: str) -> bytes:

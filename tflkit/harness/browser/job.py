@@ -41,7 +41,7 @@ from tflkit.harness.protocol import (
     write_job,
 )
 
-from .chromium import ADAPTERS, CHROMIUM
+from .chromium import ADAPTERS, BROWSER_CHOICE, CHROMIUM
 from .errors import BrowserHarnessError
 from .page_run import Backends, Console, Opener, Progress, SessionPlan, run_session, unavailable
 from .provision import ensure_litertjs
@@ -218,7 +218,7 @@ def run_browser_job(
     start = time.monotonic()
     say = progress or (lambda line: print(f"tflkit: {line}", file=sys.stderr, flush=True))
     job_dir, result_dir = Path(job_dir).resolve(), Path(result_dir)
-    job, options = _checked(job_dir, result_dir, adapter)
+    job, options = _checked(job_dir, result_dir, adapter, opener is not None)
     litertjs = ensure_litertjs(
         Path(cache_dir) if cache_dir is not None else None,
         npm=npm,
@@ -259,11 +259,11 @@ def run_browser_job(
 
 
 def _checked(
-    job_dir: Path, result_dir: Path, adapter: str
+    job_dir: Path, result_dir: Path, adapter: str, opened: bool
 ) -> tuple[dict[str, Any], BrowserOptions]:
-    """The job and its browser options, once the adapter, the job folder and the (empty or
-    missing) result folder are right."""
-    if adapter not in ADAPTERS:
+    """The job and its browser options, once the adapter (``browser``: only for a browser an
+    opener gives), the job folder and the (empty or missing) result folder are right."""
+    if adapter not in ADAPTERS and not (opened and adapter == BROWSER_CHOICE.name):
         raise BrowserHarnessError(
             f"unknown WebGPU adapter {adapter!r}; known: {', '.join(ADAPTERS)}"
         )
@@ -297,10 +297,10 @@ def _session_settings(
         "backends": list(pending),
         "adapter": {
             "name": plan.adapter,
-            "feature_level": ADAPTERS[plan.adapter].feature_level,
+            "feature_level": ADAPTERS.get(plan.adapter, BROWSER_CHOICE).feature_level,
             # lavapipe missing: Chromium answers a compatibility request with SwiftShader;
             # that is not the adapter the user asked for
-            "reject_fallback": plan.adapter != "swiftshader",
+            "reject_fallback": plan.adapter == "lavapipe",
         },
         "webgpu_device": options.webgpu_device,
         "repeats": max(options.repeats, int(job.get("timed_runs", 1))),

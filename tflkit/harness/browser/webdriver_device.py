@@ -50,7 +50,7 @@ from tflkit.harness.protocol import DeviceResult
 from tflkit.harness.transport import DeviceError
 from tflkit.proc.interrupts import signal_received
 
-from .chromium import kill_tagged
+from .chromium import BROWSER_CHOICE, kill_tagged
 from .device import StagedBrowserDevice
 from .remote import relabeled
 from .server import PAGE_DIR
@@ -94,7 +94,7 @@ def parse_webdriver_spec(spec: str) -> str:
 class WebDriverDevice(StagedBrowserDevice):
     """The browser of a W3C WebDriver session running LiteRT.js (see the module docstring)."""
 
-    adapter = "swiftshader"  # the page asks for a core adapter and takes what the browser has
+    adapter = BROWSER_CHOICE.name  # the browser's own adapter (core, else compatibility mode)
 
     def __init__(
         self,

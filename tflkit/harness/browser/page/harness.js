@@ -123,7 +123,13 @@ async function setUpWebGpu(session) {
   }
   const options = session.adapter.feature_level === 'compatibility' ?
       {featureLevel: 'compatibility'} : {};
-  const adapter = await navigator.gpu.requestAdapter(options);
+  let adapter = await navigator.gpu.requestAdapter(options);
+  if (session.adapter.feature_level === 'any' && (!adapter || adapter.info.isFallbackAdapter)) {
+    // The browser's choice: a core adapter, unless it is missing or a software fallback and a
+    // compatibility-mode one is a real GPU (phones without core WebGPU, ANGLE on GL).
+    const compatible = await navigator.gpu.requestAdapter({featureLevel: 'compatibility'});
+    if (compatible && (!adapter || !compatible.info.isFallbackAdapter)) adapter = compatible;
+  }
   if (!adapter) {
     gpu.reason = `no WebGPU adapter (requestAdapter(${JSON.stringify(options)}) gave null)`;
     return;
