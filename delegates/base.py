@@ -36,6 +36,7 @@ __all__ = [
     "RunnerUnavailable",
     "Speed",
     "check_feeds",
+    "device_of",
     "execute",
     "find_spec",
     "precision_of",
@@ -182,6 +183,8 @@ class RunnerSpec:
     ``kernels``: the CPU interpreter's kernels ("xnnpack", "reference": LiteRT's reference
     kernels). ``emulated``: fp16 emulated op by op on the CPU. ``localize``: ``validate
     --localize`` runs its ops alone. ``steps``: ``validate --steps`` runs it step by step.
+    ``baseline``: the runner on the same device whose steady-state time its speed-up is measured
+    against (a GPU's CPU path: XNNPACK natively, Wasm in a browser).
     """
 
     name: str
@@ -195,6 +198,7 @@ class RunnerSpec:
     #: the LiteRT-LM engine's backend ("cpu", "gpu") of a runner on device "engine" (a
     #: ``.litertlm`` bundle in the engine, not a ``.tflite``)
     engine_backend: str | None = None
+    baseline: str | None = None
 
     @property
     def integer_kernels(self) -> bool:
@@ -209,18 +213,24 @@ RUNNER_SPECS: tuple[RunnerSpec, ...] = (
     RunnerSpec("cpu", "fp32", "cpu", harness="cpu", kernels="xnnpack", steps=True),
     RunnerSpec("cpu-ref", "fp32", "cpu", kernels="reference", steps=True),
     RunnerSpec("cpu-fp16", "fp16", "cpu", emulated=True, localize=True, steps=True),
-    RunnerSpec("gpu-fp16", "fp16", "gpu", harness="gpu_fp16", localize=True, steps=True),
-    RunnerSpec("gpu-fp32", "fp32", "gpu", harness="gpu_fp32", localize=True, steps=True),
-    RunnerSpec("gpu", "fp16", "device", harness="gpu_delegate"),
-    RunnerSpec("webgpu-fp16", "fp16", "browser", harness="webgpu_fp16"),
-    RunnerSpec("webgpu-fp32", "fp32", "browser", harness="webgpu_fp32"),
+    RunnerSpec(
+        "gpu-fp16", "fp16", "gpu", harness="gpu_fp16", localize=True, steps=True, baseline="cpu"
+    ),
+    RunnerSpec(
+        "gpu-fp32", "fp32", "gpu", harness="gpu_fp32", localize=True, steps=True, baseline="cpu"
+    ),
+    RunnerSpec("gpu", "fp16", "device", harness="gpu_delegate", baseline="cpu"),
+    RunnerSpec("webgpu-fp16", "fp16", "browser", harness="webgpu_fp16", baseline="wasm"),
+    RunnerSpec("webgpu-fp32", "fp32", "browser", harness="webgpu_fp32", baseline="wasm"),
     RunnerSpec("wasm", "fp32", "browser", harness="wasm"),
     RunnerSpec("delegate", "fp16", "external"),
     RunnerSpec("reference", "fp32", "framework"),
     # the LiteRT-LM engine on a bundle (validate B.litertlm); GPU fp16: its default activations
     RunnerSpec("litert-lm-cpu", "fp32", "engine", engine_backend="cpu"),
-    RunnerSpec("litert-lm-gpu", "fp16", "engine", engine_backend="gpu"),
-    RunnerSpec("litert-lm-gpu-fp32", "fp32", "engine", engine_backend="gpu"),
+    RunnerSpec("litert-lm-gpu", "fp16", "engine", engine_backend="gpu", baseline="litert-lm-cpu"),
+    RunnerSpec(
+        "litert-lm-gpu-fp32", "fp32", "engine", engine_backend="gpu", baseline="litert-lm-cpu"
+    ),
 )
 _BY_NAME = {spec.name: spec for spec in RUNNER_SPECS}
 #: What ``validate`` runs when no runner is asked for, and ``regress record`` records.
@@ -233,6 +243,13 @@ def runner_spec(name: str) -> RunnerSpec | None:
     backend's, an external delegate (``delegate``, ``delegate-xnnpack``) the delegate's."""
     base = name.split("@", 1)[0]
     return _BY_NAME.get(base) or (_BY_NAME["delegate"] if base.startswith("delegate") else None)
+
+
+def device_of(name: str) -> str | None:
+    """The device runner ``name`` ran on (``adb:SERIAL`` of ``gpu-fp16@adb:SERIAL``, as
+    ``tflkit.harness.device_runs.runner_name`` builds it); None for this machine's runners."""
+    _, sep, device = name.partition("@")
+    return device if sep else None
 
 
 def precision_of(name: str) -> str:

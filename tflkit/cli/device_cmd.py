@@ -370,6 +370,8 @@ def validate(
             "device_python",
             "via",
             "host",
+            "capabilities",
+            "public_url",
             "json_output",
         ),
         backends=tuple(backend),

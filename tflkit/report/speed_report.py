@@ -2,9 +2,10 @@
 worth it where the model ran.
 
 Each runner's :attr:`~tflkit.delegates.base.RunResult.speed` (compile, first inference, p50 and
-p90 of the steady-state runs) is grouped by device (the part of the runner name after ``@``; the
-host has none) and set against the same device's CPU path (``cpu``: XNNPACK natively; ``wasm``:
-LiteRT.js's XNNPACK in a browser): the GPU's speed-up is the CPU path's p50 over the GPU's. On
+p90 of the steady-state runs) is grouped by device (:func:`~tflkit.delegates.base.device_of`;
+this machine's runners are the ``host``) and set against the same device's CPU path, the
+registry's ``baseline`` (``cpu``: XNNPACK natively; ``wasm``: LiteRT.js's XNNPACK in a browser):
+the GPU's speed-up is the CPU path's p50 over the GPU's. On
 a software GPU (lavapipe, SwiftShader) the figures are labelled as such: they measure the CPU
 that emulates the GPU, not a GPU. Several devices give a fleet table (devices x backends).
 """
@@ -17,23 +18,22 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tflkit.delegates.base import RunResult
+from tflkit.delegates.base import RunResult, device_of, runner_spec
 
 __all__ = ["HOST", "device_facts", "render_speed", "speed_json", "speed_rows"]
 
 #: The device name of the runners that ran on this machine (no ``@DEVICE`` in their name).
 HOST = "host"
-#: Runners (the name before ``@``) that are a device's CPU path, the GPU's yardstick.
-_CPU_PATHS = ("cpu", "wasm")
 
 
-def _split(runner: str) -> tuple[str, str]:
-    backend, sep, device = runner.partition("@")
-    return backend, device if sep else HOST
+def _device(r: RunResult) -> str:
+    return device_of(r.runner) or HOST
 
 
-def _is_gpu(backend: str) -> bool:
-    return backend.startswith(("gpu", "webgpu"))
+def _backend(r: RunResult) -> str:
+    """The runner's name on its device (``gpu-fp16`` of ``gpu-fp16@adb:SERIAL``)."""
+    device = device_of(r.runner)
+    return r.runner.removesuffix(f"@{device}") if device else r.runner
 
 
 def _software(r: RunResult) -> bool:
@@ -41,27 +41,21 @@ def _software(r: RunResult) -> bool:
 
 
 def speed_rows(runners: Sequence[RunResult]) -> list[dict[str, Any]]:
-    """One row per runner: device, backend, the speed split, and the GPU's speed-up over the
-    same device's CPU path (None when either has no steady state)."""
-    cpu_p50: dict[str, float] = {}
-    for r in runners:
-        backend, device = _split(r.runner)
-        p50 = r.speed.p50_s
-        if backend in _CPU_PATHS and p50 and device not in cpu_p50:
-            cpu_p50[device] = p50
+    """One row per runner: device, backend, the speed split, and the speed-up over the same
+    device's CPU path (the registry's ``baseline``; None when either has no steady state)."""
+    p50 = {(_device(r), _backend(r)): r.speed.p50_s for r in runners}
     rows = []
     for r in runners:
-        backend, device = _split(r.runner)
-        if backend == "reference":
-            continue
-        speed = r.speed
-        base = cpu_p50.get(device)
-        gain = base / speed.p50_s if _is_gpu(backend) and base and speed.p50_s else None
+        spec = runner_spec(r.runner)
+        if spec is not None and spec.device == "framework":
+            continue  # the reference's times are the framework's, not a device's
+        device, speed = _device(r), r.speed
+        base = p50.get((device, spec.baseline)) if spec and spec.baseline else None
         rows.append(
             {
                 "runner": r.runner,
                 "device": device,
-                "backend": backend,
+                "backend": _backend(r),
                 "status": r.status,
                 "software_gpu": _software(r),
                 "compile_s": speed.compile_s,
@@ -70,7 +64,7 @@ def speed_rows(runners: Sequence[RunResult]) -> list[dict[str, Any]]:
                 "p90_s": speed.p90_s,
                 "runs": speed.runs,
                 "warmup_runs": speed.warmup_runs,
-                "gpu_speedup": gain,
+                "gpu_speedup": base / speed.p50_s if base and speed.p50_s else None,
             }
         )
     return rows
@@ -81,7 +75,7 @@ def device_facts(runners: Sequence[RunResult]) -> list[dict[str, Any]]:
     adapter's vendor and architecture, the WebDriver server it came through."""
     facts: dict[str, dict[str, Any]] = {}
     for r in runners:
-        _, device = _split(r.runner)
+        device = _device(r)
         if device == HOST:
             continue
         info = r.executed.get("device_info") or {}
