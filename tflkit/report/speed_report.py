@@ -95,7 +95,7 @@ def device_facts(runners: Sequence[RunResult]) -> list[dict[str, Any]]:
         ):
             if value not in (None, "") and entry.get(key) in (None, ""):
                 entry[key] = value
-    return list(facts.values())
+    return [entry for entry in facts.values() if len(entry) > 1]  # devices that said something
 
 
 def speed_json(runners: Sequence[RunResult]) -> dict[str, Any]:
@@ -146,6 +146,8 @@ def render_speed(runners: Sequence[RunResult], console: Console) -> None:
     for col in ("runner", "compile", "first", "p50", "p90", "runs", "GPU speed-up"):
         table.add_column(col)
     for row in rows:
+        if row["status"] != "ok":
+            continue  # its error is in the runners' lines
         gain = _x(row["gpu_speedup"])
         if row["software_gpu"] and row["gpu_speedup"] is not None:
             gain += " (software GPU)"
