@@ -1,9 +1,9 @@
 """A W3C WebDriver client over HTTP (the standard library's ``urllib``), just what the browser
-harness needs: one session, navigate, execute a script (sync or async), the browser's console
+harness needs: one session, navigate, execute a script, the browser's console
 (ChromeDriver's ``se/log``, where the server has it), end the session.
 
 The protocol is W3C WebDriver (``POST /session``, ``POST /session/ID/url``, ``POST
-/session/ID/execute/sync|async``, ``DELETE /session/ID``): ChromeDriver, Appium, a Selenium Grid
+/session/ID/execute/sync``, ``DELETE /session/ID``): ChromeDriver, Appium, a Selenium Grid
 and cloud device farms all speak it. Capabilities come from the user (``--capabilities FILE``, a
 ``devices.toml`` entry) and are merged over :func:`default_capabilities` into the new-session
 request's ``alwaysMatch``; a file may also be a whole request (``{"capabilities": {"alwaysMatch":
@@ -40,7 +40,7 @@ __all__ = [
 #: Seconds for one command (a chunk pushed or pulled, a navigation); a new session gets more.
 COMMAND_SECONDS = 60.0
 SESSION_SECONDS = 180.0
-#: The page's async scripts (a chunk, a drain) must answer within this (W3C ``script`` timeout).
+#: A page script (a chunk pushed, a drain) must answer within this (W3C ``script`` timeout).
 SCRIPT_MS = 120_000
 
 
@@ -159,14 +159,13 @@ class WebDriver:
     def navigate(self, url: str) -> None:
         self._call("POST", self._session("/url"), {"url": url})
 
-    def execute(self, script: str, *args: Any, run_async: bool = False) -> Any:
-        """Run ``script`` in the page (``arguments``: ``args``); async scripts call the last
-        argument with their answer."""
-        kind = "async" if run_async else "sync"
+    def execute(self, script: str, *args: Any) -> Any:
+        """Run ``script`` (a function body; ``arguments``: ``args``) in the page; its return
+        value. Synchronous: the page's own work goes on between calls."""
         body = {"script": script, "args": list(args)}
         # the page's main thread may be busy (a model compiling): wait as long as a script may
         return self._call(
-            "POST", self._session(f"/execute/{kind}"), body, timeout=SCRIPT_MS / 1000 + 30
+            "POST", self._session("/execute/sync"), body, timeout=SCRIPT_MS / 1000 + 30
         )
 
     def browser_log(self) -> list[dict[str, Any]]:
