@@ -9,6 +9,9 @@ and cloud device farms all speak it. Capabilities come from the user (``--capabi
 request's ``alwaysMatch``; a file may also be a whole request (``{"capabilities": {"alwaysMatch":
 ..., "firstMatch": [...]}}``).
 
+A ``user:password@`` in the URL (a cloud farm's user and key) is sent as HTTP basic auth and
+never shown: error lines and reports carry the URL without the password.
+
 Errors: :class:`WebDriverError` (exit code 4 in the CLI) with one line: the server refused the
 session (its W3C error and message), a command failed, or :class:`ServerGone` when the server
 stopped answering (connection refused or reset, no answer within the request's time).
@@ -16,13 +19,14 @@ stopped answering (connection refused or reset, no answer within the request's t
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from tflkit.errors import UsageError
 from tflkit.harness.transport import DeviceError
@@ -35,6 +39,7 @@ __all__ = [
     "is_loopback",
     "new_session_body",
     "read_capabilities",
+    "without_secret",
 ]
 
 #: Seconds for one command (a chunk pushed or pulled, a navigation); a new session gets more.
@@ -56,6 +61,16 @@ def is_loopback(url: str) -> bool:
     """Whether ``url``'s host is this machine (127.0.0.0/8, ::1, localhost)."""
     host = (urlsplit(url).hostname or "").lower()
     return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def without_secret(url: str) -> str:
+    """``url`` without the password of its ``user:password@`` part (a farm's key): what reports
+    and error lines show."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return parts._replace(netloc=f"{parts.username}@{host}").geturl()
 
 
 def default_capabilities() -> dict[str, Any]:
@@ -97,7 +112,15 @@ class WebDriver:
     """One W3C WebDriver session at ``url`` (``http://HOST:PORT[/BASE]``)."""
 
     def __init__(self, url: str, capabilities: Mapping[str, Any]) -> None:
-        self.url = url.rstrip("/")
+        parts = urlsplit(url.rstrip("/"))
+        #: HTTP basic auth from the URL's ``user:password@`` (cloud farms' keys), sent as a header
+        self.auth: str | None = None
+        if parts.username is not None:
+            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+            self.auth = "Basic " + base64.b64encode(pair).decode()
+            parts = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1])
+        self.endpoint = parts.geturl()
+        self.url = without_secret(url.rstrip("/"))  # for the lines a user reads
         self.body = new_session_body(capabilities)
         self.session_id: str | None = None
         self.capabilities: dict[str, Any] = {}
@@ -108,11 +131,11 @@ class WebDriver:
         self, method: str, path: str, body: Any = None, *, timeout: float = COMMAND_SECONDS
     ) -> Any:
         data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json; charset=utf-8"}
+        if self.auth is not None:
+            headers["Authorization"] = self.auth
         request = urllib.request.Request(
-            self.url + path,
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json; charset=utf-8"},
+            self.endpoint + path, data=data, method=method, headers=headers
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as answer:

@@ -54,7 +54,7 @@ from .chromium import BROWSER_CHOICE, kill_tagged
 from .device import StagedBrowserDevice
 from .remote import relabeled
 from .server import PAGE_DIR
-from .webdriver import ServerGone, WebDriver, WebDriverError, is_loopback
+from .webdriver import ServerGone, WebDriver, WebDriverError, is_loopback, without_secret
 
 __all__ = [
     "MARKER_SWITCH",
@@ -114,8 +114,9 @@ class WebDriverDevice(StagedBrowserDevice):
             raise UsageError(f"--public-url must be an http(s) URL, got {public_url!r}")
         if via == "session" and public_url is not None:
             raise UsageError("--public-url is for the page mode, not --via session")
-        self.url = url.rstrip("/")
-        self.spec = name or f"webdriver:{self.url}"
+        self.url = url.rstrip("/")  # with its user:password@, if any (sent, never shown)
+        self.shown = without_secret(self.url)
+        self.spec = name or f"webdriver:{self.shown}"
         self.capabilities = dict(capabilities or {})
         self.public_url = public_url
         self.host, self.port = _host_port(host, public_url)
@@ -136,13 +137,13 @@ class WebDriverDevice(StagedBrowserDevice):
 
     def describe(self) -> str:
         how = "pushed through the session" if self.mode == "session" else "served from here"
-        return f"the browser of a WebDriver session at {self.url} (LiteRT.js, {how})"
+        return f"the browser of a WebDriver session at {self.shown} (LiteRT.js, {how})"
 
     def run_job(
         self, job: Path, dest: Path, *, timeout: float, progress: Progress | None = None
     ) -> DeviceResult:
         say = progress or (lambda _line: None)
-        facts: dict[str, Any] = {"webdriver": {"url": self.url, "mode": self.mode}}
+        facts: dict[str, Any] = {"webdriver": {"url": self.shown, "mode": self.mode}}
 
         def opener(*, server: Any, adapter: str, on_console: Any) -> _WebDriverPage:
             return _WebDriverPage(self, server, on_console=on_console, say=say, facts=facts)
