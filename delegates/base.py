@@ -154,6 +154,18 @@ class RunResult:
         )
 
 
+def harness_timings(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A harness backend record's times as :class:`RunResult` fields: the compile, the warm-up
+    runs, every timed run (``run_seconds``: one list per input set) and their mean per set."""
+    each = record.get("run_seconds") or []
+    return {
+        "compile_seconds": record.get("compile_seconds"),
+        "infer_seconds": [sum(t) / len(t) for t in each if t],
+        "warmup_seconds": list(record.get("warmup_seconds") or []),
+        "run_seconds": [t for one in each for t in one],
+    }
+
+
 @runtime_checkable
 class Runner(Protocol):
     """Anything that turns input sets into outputs: a runtime, an accelerator, a framework."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from tflkit.gpu.log import parse_gpu_log
 
-from .base import RUNNER_SPECS, Feed, RunnerUnavailable, RunResult
+from .base import RUNNER_SPECS, Feed, RunnerUnavailable, RunResult, harness_timings
 
 __all__ = [
     "BACKEND_OF",
@@ -101,17 +101,13 @@ def browser_run_result(
         executed["cpu_fallback"] = [
             {"op": r.op_type, "reason": r.reason, "detail": r.detail} for r in log.rejections
         ]
-    each = record.get("run_seconds") or []
     return RunResult(
         name,
         status,
         outputs=outputs if status == "ok" else [],
         unreadable=dict(record.get("unreadable") or {}),
         executed=executed,
-        compile_seconds=record.get("compile_seconds"),
-        infer_seconds=[sum(t) / len(t) for t in each if t],
-        warmup_seconds=list(record.get("warmup_seconds") or []),
-        run_seconds=[t for one in each for t in one],
+        **harness_timings(record),
         error=record.get("error") if status != "ok" else None,
         notes=_notes(record, executed, status),
         wall_seconds=float(record.get("wall_seconds") or 0.0),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tflkit.delegates.base import RUNNER_SPECS, RunResult
+from tflkit.delegates.base import RUNNER_SPECS, RunResult, harness_timings
 from tflkit.delegates.litert_js import browser_run_result
 from tflkit.gpu.log import parse_gpu_log
 from tflkit.harness.protocol import BackendResult, DeviceResult
@@ -87,7 +87,6 @@ def device_run_results(result: DeviceResult, device: str) -> list[RunResult]:
             runs.append(browser_run_result(name, record, backend.outputs, result.document, device))
             continue
         executed = _executed(result, backend, device)
-        each = record.get("run_seconds") or []
         runs.append(
             RunResult(
                 runner_name(backend.backend, device),
@@ -95,10 +94,7 @@ def device_run_results(result: DeviceResult, device: str) -> list[RunResult]:
                 outputs=backend.outputs,
                 unreadable=dict(record.get("unreadable") or {}),
                 executed=executed,
-                compile_seconds=record.get("compile_seconds"),
-                infer_seconds=[sum(t) / len(t) for t in each if t],
-                warmup_seconds=list(record.get("warmup_seconds") or []),
-                run_seconds=[t for one in each for t in one],
+                **harness_timings(record),
                 error=backend.error,
                 notes=_notes(backend, executed),
                 wall_seconds=float(record.get("wall_seconds") or 0.0),
