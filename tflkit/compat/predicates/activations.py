@@ -35,3 +35,33 @@ def prelu_alpha(sig: OpSignature) -> Rejection | None:
         return None
     why = f"alpha shape {fmt_shape(alpha.shape)} matches neither the channels nor HxWxC."
     return reject(Reason.SHAPE, sig.op_type, why, input_index=1)
+
+
+#: Op types whose CPU kernels leave a fused TANH out while the GPU applies it (measured).
+TANH_IGNORED_ON_CPU = frozenset(
+    {"CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "SUB", "MUL", "DIV", "AVERAGE_POOL_2D", "MAX_POOL_2D"}
+)
+
+
+def fused_tanh_ignored_on_cpu(sig: OpSignature) -> Rejection | None:
+    """A fused TANH on an op whose LiteRT CPU kernel ignores it while the GPU applies it.
+
+    Measured (ai-edge-litert 2.3, lavapipe, fp32): ``PYTHONPATH=. python
+    bench/fused_activations.py`` runs every op type with a fused activation option x every
+    fused activation on the CPU and the GPU. Exactly the TANH form of the ops in
+    :data:`TANH_IGNORED_ON_CPU` parts (by 83% to 99% of the CPU output's peak): the CPU output
+    is the op without the TANH and the GPU output is tanh of it. Every other pair agrees within
+    1e-6; FULLY_CONNECTED and CONCATENATION's CPU kernels refuse a fused TANH outright. TF's
+    converter never writes the form; hand-built models and other converters can.
+    """
+    if sig.op_type not in TANH_IGNORED_ON_CPU:
+        return None
+    if sig.option("fusedActivationFunction", 0) != 4:
+        return None
+    why = (
+        "Its fused TANH: LiteRT's CPU kernels ignore it and the GPU applies it, so the two "
+        "compute different results (measured: the GPU's output is tanh of the CPU's). No "
+        "rewrite fixes it: moving the TANH into its own op would change what the CPU computes; "
+        "decide which result the model means and rebuild it with a separate TANH op (or none)."
+    )
+    return reject(Reason.WRONG_RESULT, sig.op_type, why)

@@ -127,6 +127,8 @@ def binary_rule(op: str) -> OpRule:
         elementwise.const_operand,
         quantization.unquantized_8bit,
     ]
+    if op in ACTIVATION_OPS:
+        checks.append(activations.fused_tanh_ignored_on_cpu)
     return OpRule(
         max_version=BINARY_VERSIONS[op],
         in_dtypes=in_dtypes,
@@ -158,6 +160,7 @@ def unary_rule(op: str) -> OpRule:
 # --- the table --------------------------------------------------------------------------------
 
 _ACT = "fusedActivationFunction"
+_POOL = (operands.unary_runtime_input, conv.positive_kernel, conv.positive_strides)
 _ONE_RUNTIME = (operands.runtime_inputs(1), operands.output_count(1))
 _CONV = (
     operands.runtime_input(0),
@@ -178,12 +181,12 @@ RULES: dict[str, OpRule] = {
     "CONV_2D": OpRule(
         max_version=6,
         activation=_ACT,
-        checks=(*_CONV, conv.int8_weights_strided_pointwise),
+        checks=(*_CONV, conv.int8_weights_strided_pointwise, activations.fused_tanh_ignored_on_cpu),
     ),
     "DEPTHWISE_CONV_2D": OpRule(
         max_version=6,
         activation=_ACT,
-        checks=_CONV,
+        checks=(*_CONV, activations.fused_tanh_ignored_on_cpu),
     ),
     "TRANSPOSE_CONV": OpRule(
         max_version=3,
@@ -210,12 +213,12 @@ RULES: dict[str, OpRule] = {
     "AVERAGE_POOL_2D": OpRule(
         max_version=2,
         activation=_ACT,
-        checks=(operands.unary_runtime_input, conv.positive_kernel, conv.positive_strides),
+        checks=(*_POOL, activations.fused_tanh_ignored_on_cpu),
     ),
     "MAX_POOL_2D": OpRule(
         max_version=2,
         activation=_ACT,
-        checks=(operands.unary_runtime_input, conv.positive_kernel, conv.positive_strides),
+        checks=(*_POOL, activations.fused_tanh_ignored_on_cpu),
     ),
     "CUMSUM": OpRule(
         max_version=1,
