@@ -23,19 +23,8 @@ import numpy as np
 PARTS = 0.01
 
 
-def feed_for(data: bytes) -> dict[str, np.ndarray]:
-    """One seeded input per graph input: normals times 4."""
-    from tflkit import ir
-
-    rng = np.random.default_rng(0)
-    return {
-        t.name: (rng.standard_normal(t.shape) * 4).astype(np.float32)
-        for t in ir.load(data).main.inputs
-    }
-
-
 def measure() -> list[dict]:
-    from tests.fused_activation_models import FORMS
+    from tests.fused_activation_models import FORMS, feed_for
     from tflkit import ir
     from tflkit.compat.static import analyze
     from tflkit.gpu.jobs import run_jobs

@@ -364,7 +364,9 @@ def _(n: Net) -> ir.Tensor:
     )
 
 
-@case("conv_tanh", "FUSED_ACTIVATION", True)
+#: LiteRT's CPU kernels ignore a fused TANH, the GPU applies it: a WRONG_RESULT verdict, judged
+#: by value (``tests/test_fused_activations.py`` has every op x activation).
+@case("conv_tanh", "WRONG_RESULT", False, about_values=True)
 def _(n: Net) -> ir.Tensor:
     return n.op(
         "CONV_2D",

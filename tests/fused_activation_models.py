@@ -2,7 +2,8 @@
 
 Used by ``bench/fused_activations.py`` (CPU against GPU, by value) and
 ``tests/test_fused_activations.py``. Inputs are seeded random normals, so every activation
-changes the output (negative values, values beyond +-1 and +-6).
+changes the output (negative values, values beyond +-1 and +-6). Measured by
+``PYTHONPATH=. python bench/fused_activations.py`` (table in ``docs/compat-rules.md``).
 """
 
 from __future__ import annotations
@@ -114,5 +115,22 @@ class Form:
         return net.done(OPS[self.op](net, ACTIVATIONS[self.activation]))
 
 
+def feed_for(data: bytes) -> dict[str, np.ndarray]:
+    """One seeded input per graph input: normals times 4, so every activation clips some."""
+    rng = np.random.default_rng(0)
+    return {
+        t.name: (rng.standard_normal(t.shape) * 4).astype(F32) for t in ir.load(data).main.inputs
+    }
+
+
 FORMS = [Form(op, act) for op in OPS for act in ACTIVATIONS]
 FORM_BY_NAME = {f.name: f for f in FORMS}
+#: Op types whose CPU kernel refuses a fused activation other than these (Prepare fails).
+CPU_TAKES = {
+    "FULLY_CONNECTED": {"NONE", "RELU", "RELU_N1_TO_1", "RELU6"},
+    "CONCATENATION": {"NONE"},
+}
+
+
+def cpu_runs(form: Form) -> bool:
+    return form.activation in CPU_TAKES.get(form.op, ACTIVATIONS)
