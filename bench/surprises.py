@@ -8,8 +8,9 @@ Run from the repo root (long: the corpus part runs the real CLI on every model):
 
 Two parts, one table (``--out``, default ``docs/surprises.md``, rewritten after every model):
 
-* **Generated families** (``tests/compat_models.py`` CASES and VALUE_CASES, and the int8-weight
-  family of ``tests/int8_weight_models.py`` with its float twins), through the API in batches:
+* **Generated families** (``tests/compat_models.py`` CASES and VALUE_CASES, the fused
+  activations of ``tests/fused_activation_models.py`` the CPU runs, and the int8-weight family
+  of ``tests/int8_weight_models.py`` with its float twins), through the API in batches:
   the static verdict of the model (fatal issues, WRONG_RESULT ops, CRASH) against the
   accelerator in fp32 and fp16 (:func:`tflkit.gpu.probe.run_jobs`: crashed, refused, or an output
   that parts from the CPU's by more than :data:`WRONG` of its peak).
@@ -52,12 +53,16 @@ def family_models() -> list[tuple[str, str, bytes, bytes]]:
     """(family, name, model bytes, reference model bytes) of every generated case: the
     reference is the model itself, or for an int8-weight form its float twin (what the weights
     mean: the CPU's hybrid kernels misread per-tensor depthwise weights)."""
+    from tests import fused_activation_models as fused
     from tests.compat_models import CASES, VALUE_CASES
     from tests.int8_weight_models import FORMS
     from tflkit import ir
 
     out = [("compat", c.name, ir.dumps(c.build())) for c in CASES if not c.crashes]
     out += [("compat-values", c.name, ir.dumps(c.build())) for c in VALUE_CASES]
+    out += [
+        ("fused-activations", f.name, ir.dumps(f.build())) for f in fused.FORMS if fused.cpu_runs(f)
+    ]
     found = [(family, name, data, data) for family, name, data in out]
     for f in FORMS:
         twin = ir.dumps(f.build(True))
@@ -229,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     from tflkit.fsio import write_atomic
 
     start = time.perf_counter()
-    print("families: compat cases and the int8-weight family", file=sys.stderr, flush=True)
+    print("families: compat cases, fused activations, int8 weights", file=sys.stderr, flush=True)
     families = sweep_families()
     models = [] if args.families_only else corpus(args.only)
     head = commit()
