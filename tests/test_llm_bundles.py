@@ -8,6 +8,7 @@ tinyllama shrunk, random weights; built once into the test cache), and ``validat
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -142,9 +143,14 @@ def _validate(path: Path, *args: str) -> tuple[int, dict]:
 
 
 @pytest.mark.gpu
-def test_validate_healthy_bundle_passes_with_the_engines_figures(llm_bundles, gpu):
-    code, report = _validate(llm_bundles / "tkv_int8_sp.litertlm")
+def test_validate_healthy_bundle_passes_with_the_engines_figures(llm_bundles, gpu, tmp_path):
+    bundle = tmp_path / "tkv_int8_sp.litertlm"
+    shutil.copyfile(llm_bundles / bundle.name, bundle)
+    code, report = _validate(bundle)
     assert code == 0, report["findings"]
+    # the engine's caches (it writes them beside the model by default) stay in tflkit's own
+    # folders, one per run: nothing lands beside the user's bundle
+    assert sorted(p.name for p in tmp_path.iterdir()) == [bundle.name]
     for backend in (CPU, GPU):
         run = report["runs"][backend]
         assert run["status"] == "ok"

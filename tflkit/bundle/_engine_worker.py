@@ -3,12 +3,12 @@ backend.
 
 ``python -m tflkit.bundle._engine_worker FOLDER``: reads ``FOLDER/plan.json`` (``bundle``,
 ``backend`` ``cpu``/``gpu``, ``activation`` ``fp16``/``fp32``/null, ``prompts``,
-``max_output_tokens``, ``score``: per prompt a list of texts to score after that prompt, or
-null) and writes ``FOLDER/result.json`` after every stage, so a process the engine aborts still
-says how far it got. Per prompt: the prompt's token ids, the greedy continuation (text and ids,
-the engine's own tokenizer), the per-token scores of that continuation and of each text to
-score (``run_text_scoring``; non-finite ones as JSON's NaN/Infinity), and the engine's
-benchmark figures. The engine logs to native stderr; the parent reads it.
+``max_output_tokens``, ``cache_dir`` (where the engine may cache), ``score``: per prompt a list
+of texts to score after that prompt, or null) and writes ``FOLDER/result.json`` after every
+stage, so a process the engine aborts still says how far it got. Per prompt: the prompt's token
+ids, the greedy continuation (text and ids, the engine's own tokenizer), the per-token scores of
+that continuation and of each text to score (``run_text_scoring``; non-finite ones as JSON's
+NaN/Infinity), and the engine's benchmark figures. The engine logs to native stderr; the parent reads it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ def _engine(plan: dict[str, Any]) -> Any:
         kwargs["activation_data_type"] = (
             kind.FLOAT32 if plan["activation"] == "fp32" else kind.FLOAT16
         )
+    if plan.get("cache_dir"):
+        kwargs["cache_dir"] = plan["cache_dir"]
     return litert_lm.Engine(plan["bundle"], backend=backend, enable_benchmark=True, **kwargs)
 
 
