@@ -60,7 +60,7 @@ case "$job" in
     setup --browser
     foreign_envs
     .venv/bin/ruff check .
-    .venv/bin/python -m pytest -q -n 2 --dist loadgroup "$@"  # two workers: GPU shader compiles are CPU-bound; grouped tests share one
+    .venv/bin/python -m pytest -q -n 2 "$@"  # two workers: GPU shader compiles are CPU-bound
     ;;
   *) echo "usage: ./dev.sh [demo|test|setup] [pytest args]" >&2; exit 2 ;;
 esac

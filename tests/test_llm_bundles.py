@@ -19,13 +19,6 @@ from tflkit.bundle.llm_metadata import decode_llm_metadata
 from tflkit.bundle.validate import CPU, GPU
 from tflkit.errors import ModelLoadError
 
-# Two LiteRT-LM GPU engines in two processes at once on the software GPU give each other wrong
-# scores (a healthy bundle validated beside the planted-overflow one: 0.074 off, exit 1; alone:
-# 0.0123 at worst). tflkit holds a machine-wide lock around GPU engine runs
-# (delegates/litert_lm.py); the engine tests also share one xdist worker (`./dev.sh test` runs
-# `--dist loadgroup`) so they do not wait on each other's lock.
-pytestmark = pytest.mark.xdist_group("litert-lm-engine")
-
 
 def _bytes(path: Path) -> bytes:
     return path.read_bytes()
