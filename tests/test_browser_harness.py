@@ -455,7 +455,7 @@ class _Watch:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            for main in processes_tagged(MARKER_SWITCH):
+            for main in left_browsers():  # this test's, not another worker's
                 for pid in {main, *_group(main)}:
                     started = _start_time(pid)
                     if started is not None:
@@ -507,7 +507,7 @@ def test_silent_page_gives_one_error_and_no_process_left(
     assert not (tmp_path / "result" / "result.json").exists()
     assert len(watch.seen) >= 3  # the browser, its zygote, GPU and renderer processes were seen
     assert watch.alive() == [], [(p, _cmd(p)) for p in watch.alive()]
-    assert processes_tagged(MARKER_SWITCH) == []
+    assert left_browsers() == []
     drivers = [pid for pid in processes_tagged("run-driver") if _parent(pid) == os.getpid()]
     assert drivers == []
 
@@ -561,7 +561,7 @@ def test_hanging_backend_times_out_and_the_rest_still_run(
     for name in ("webgpu_fp32", "wasm"):
         backend = result.backends[name]
         assert backend.status == "timeout" and "3 s" in backend.error and backend.outputs == []
-    assert watch.alive() == [] and len(processes_tagged(MARKER_SWITCH)) == 0
+    assert watch.alive() == [] and left_browsers() == []
 
 
 # -- provisioning ------------------------------------------------------------------------------
@@ -597,8 +597,26 @@ def test_unreachable_registry_is_one_error_line(tmp_path: Path) -> None:
         ensure_litertjs(tmp_path, npm="/nonexistent/npm", progress=lambda line: None)
 
 
+def ours_or_orphaned(pid: int) -> bool:
+    """``pid`` descends from this test process, or was left behind (its parent is init): not a
+    browser another pytest worker is running right now."""
+    parent = _parent(pid)
+    if parent == 1:
+        return True
+    while parent is not None and parent > 1:
+        if parent == os.getpid():
+            return True
+        parent = _parent(parent)
+    return False
+
+
+def left_browsers() -> list[int]:
+    """The harness's browsers still running that this test started or left behind."""
+    return [pid for pid in processes_tagged(MARKER_SWITCH) if ours_or_orphaned(pid)]
+
+
 @pytest.fixture(autouse=True)
 def _no_browser_left() -> Iterator[None]:
-    """After every test: none of the harness's browsers is still running."""
+    """After every test: none of the harness's browsers it started is still running."""
     yield
-    assert processes_tagged(MARKER_SWITCH) == []
+    assert left_browsers() == []

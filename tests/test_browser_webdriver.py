@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from tests.needs import unavailable
+from tests.test_browser_harness import ours_or_orphaned
 from tests.test_browser_remote import browser_env  # noqa: F401  (a pytest fixture)
 from tests.test_device_transports import _free_port, _stop
 from tflkit.cli.main import main
@@ -114,9 +115,14 @@ def caps(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _no_browser_left() -> Iterator[None]:
     yield
     deadline = time.monotonic() + 10
-    while processes_tagged(MARKER_SWITCH) and time.monotonic() < deadline:
+    while _left() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert processes_tagged(MARKER_SWITCH) == [], "a WebDriver session's browser was left"
+    assert _left() == [], "a WebDriver session's browser was left"
+
+
+def _left() -> list[int]:
+    """This test's WebDriver browsers still running (not another pytest worker's)."""
+    return [pid for pid in processes_tagged(MARKER_SWITCH) if ours_or_orphaned(pid)]
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
