@@ -7,6 +7,7 @@ Run from the repo root (builds the bundle corpus into the test cache if needed):
     PYTHONPATH=. python bench/llm_bundles.py                 # the table
     PYTHONPATH=. python bench/llm_bundles.py --json out.json --only tkv_int8_hf
     PYTHONPATH=. python bench/llm_bundles.py --calibrate 8   # the constants' figures
+    PYTHONPATH=. python bench/llm_bundles.py --calibrate 8 --busy   # ... on a busy machine
 
 Per bundle: each engine run's status (or the engine's own line), greedy agreement per prompt,
 the worst score difference (the GPU scoring the CPU's continuation against the CPU's scores),
@@ -17,8 +18,10 @@ bundles' worst score difference and worst margin gap are the calibration figures
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -68,46 +71,80 @@ def _localized(found: dict[str, Any] | None) -> str:
     return "; ".join(out) or "-"
 
 
-def calibrate(runs: int) -> None:
-    """On each healthy bundle that runs on both backends: the CPU once, the GPU ``runs`` times
-    scoring the CPU's continuation: per run the worst score difference (the stable value and
-    the glitches), then ``validate`` ``runs`` times for the decode-vs-scoring margins."""
-    from tests.corpus import llm_bundles
+def _scoring_runs(path: Path, prompts: list[str], runs: int, one_cpu: bool | None) -> None:
+    """The CPU once, the GPU ``runs`` times scoring the CPU's continuation: per prompt run the
+    worst score difference, the glitches above SCORE_TOL, and how far two glitched runs of one
+    prompt are apart (what SAME_TOL must stay below)."""
     from tflkit.bundle.compare import SCORE_TOL
-    from tflkit.bundle.engine import DEFAULT_PROMPTS, records, run_engine
+    from tflkit.bundle.engine import records, run_engine
+
+    cpu = run_engine(path, "cpu", prompts)
+    if not cpu.ok:
+        print(f"  the CPU engine: {cpu.error}", flush=True)
+        return
+    texts = {i: [p["text"]] for i, p in enumerate(records(cpu))}
+    worst: list[float] = []
+    glitched: dict[int, list[list[float]]] = {}
+    for _ in range(runs):
+        gpu = run_engine(path, "gpu", prompts, score=texts, one_cpu=one_cpu)
+        if not gpu.ok:
+            break
+        for i, (p, q) in enumerate(zip(records(gpu), records(cpu), strict=True)):
+            w = max(abs(g - c) for g, c in zip(p["scored"], q["scores"], strict=False))
+            worst.append(w)
+            if w > SCORE_TOL:
+                glitched.setdefault(i, []).append(p["scored"])
+    apart = sorted(
+        max(abs(x - y) for x, y in zip(a, b, strict=False))
+        for runs_of_prompt in glitched.values()
+        for k, a in enumerate(runs_of_prompt)
+        for b in runs_of_prompt[k + 1 :]
+    )
+    if not worst:
+        print(f"  the GPU engine: {gpu.error}", flush=True)
+        return
+    worst.sort()
+    pinned = {None: "as validate runs it", True: "one CPU", False: "all CPUs"}[one_cpu]
+    line = (
+        f"  engine on {pinned}: {len(worst)} prompt runs, median worst "
+        f"{worst[len(worst) // 2]:.4g}, largest {worst[-1]:.4g}, "
+        f"{sum(w > SCORE_TOL for w in worst)} above {SCORE_TOL}"
+    )
+    if apart:
+        line += f"; glitched runs of a prompt apart by {apart[0]:.4g} or more ({len(apart)} pairs)"
+    print(line, flush=True)
+
+
+def calibrate(runs: int, busy: bool = False) -> None:
+    """On each healthy bundle that runs on both backends: the GPU scoring the CPU's continuation
+    ``runs`` times (with ``busy``, beside another process's GPU work, the engine on all CPUs
+    and on one), then ``validate`` ``runs`` times for the decode-vs-scoring margins."""
+    from tests.busy_gpu import busy_gpu
+    from tests.corpus import llm_bundles
+    from tflkit.bundle.engine import DEFAULT_PROMPTS
     from tflkit.bundle.validate import GPU, validate_bundle
 
     prompts = list(DEFAULT_PROMPTS)
+    load = [llm_bundles.bundle_path("tkv_int8_hf").parent / "toy_model_with_kv_cache.tflite"]
     for name, entry in llm_bundles.manifest()["bundles"].items():
         path = llm_bundles.bundle_path(name)
-        cpu = run_engine(path, "cpu", prompts)
-        if entry["fault"] is not None or not cpu.ok:
+        if entry["fault"] is not None or entry.get("backend_constraint"):
             continue
-        texts = {i: [p["text"]] for i, p in enumerate(records(cpu))}
-        worst = []
-        for _ in range(runs):
-            gpu = run_engine(path, "gpu", prompts, score=texts)
-            if not gpu.ok:
-                break
-            worst.append([
-                max(abs(g - c) for g, c in zip(p["scored"], q["scores"], strict=False))
-                for p, q in zip(records(gpu), records(cpu), strict=True)
-            ])  # fmt: skip
-        if not worst:
+        print(f"{name}:", flush=True)
+        with busy_gpu(load) if busy else contextlib.nullcontext():
+            for one_cpu in (False, True) if busy else (None,):
+                _scoring_runs(path, prompts, runs, one_cpu)
+        if busy:
             continue
-        flat = sorted(w for run in worst for w in run)
-        glitches = sum(w > SCORE_TOL for w in flat)
         d_cpu, d_gpu = [], []
         for _ in range(runs):
             for c in validate_bundle(path).comparisons[GPU]:
                 if c.margins:
                     d_cpu.append(c.margins[0])
                     d_gpu.append(-c.margins[1])
-        print(f"{name}: GPU scoring vs CPU over {len(flat)} prompt runs: median worst "
-              f"{flat[len(flat) // 2]:.4g}, largest {flat[-1]:.4g}, {glitches} above "
-              f"{SCORE_TOL}; at parting steps the CPU's scoring ranks the GPU's token above its "
-              f"own pick by up to {max(d_cpu, default=0):.4g}, the GPU's ranks the CPU's token "
-              f"above its pick by up to {max(d_gpu, default=0):.4g}", flush=True)  # fmt: skip
+        print(f"  at parting steps the CPU's scoring ranks the GPU's token above its own pick by "
+              f"up to {max(d_cpu, default=0):.4g}, the GPU's ranks the CPU's token above its pick "
+              f"by up to {max(d_gpu, default=0):.4g}", flush=True)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument("--json")
     parser.add_argument("--calibrate", type=int, metavar="RUNS")
+    parser.add_argument("--busy", action="store_true", help="calibrate beside other GPU work")
     args = parser.parse_args(argv)
     if args.calibrate:
-        calibrate(args.calibrate)
+        calibrate(args.calibrate, args.busy)
         return 0
     manifest = llm_bundles.manifest()["bundles"]
     names = args.only or list(manifest)

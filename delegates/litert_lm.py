@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import sys
 import tempfile
@@ -124,6 +125,7 @@ class LiteRtLmRunner:
         *,
         max_output_tokens: int | None = 16,
         timeout: float = 900.0,
+        one_cpu: bool | None = None,
     ) -> None:
         if spec.device != "engine" or spec.engine_backend is None:
             raise ValueError(f"{spec.name} is not a LiteRT-LM engine runner")
@@ -135,6 +137,8 @@ class LiteRtLmRunner:
         self.activation = "fp32" if gpu32 else None
         self.max_output_tokens = max_output_tokens
         self.timeout = timeout
+        self.one_cpu = one_cpu
+        self._cpus: list[int] | None = None
 
     def activate(self) -> None:
         """The engine starts in the child: only check that it is installed."""
@@ -164,7 +168,9 @@ class LiteRtLmRunner:
                 # run's cache and computed off by up to 0.59 (measured on a healthy bundle in a
                 # cold test run). Each run gets its own, and the user's folder stays untouched.
                 "cache_dir": str(Path(tmp) / "engine-cache"),
+                "cpus": _engine_cpus(self.backend, self.one_cpu),
             }
+            self._cpus = plan["cpus"]
             (Path(tmp) / "engine-cache").mkdir()
             (Path(tmp) / "plan.json").write_text(json.dumps(plan))
             cmd = [sys.executable, "-m", "tflkit.bundle._engine_worker", tmp]
@@ -184,6 +190,7 @@ class LiteRtLmRunner:
             "device": self.backend,
             "activation": self.activation or "the engine's default",
             "stage": stage,
+            "cpus": self._cpus,  # None: all the machine's
             "figures": _figures(records),
             "benchmark": [p.get("benchmark", {}) for p in records],
         }
@@ -205,11 +212,31 @@ class LiteRtLmRunner:
         """Nothing held: the child process is gone."""
 
 
+def _engine_cpus(backend: str, one_cpu: bool | None) -> list[int] | None:
+    """The CPUs the engine's process may run on: one when ``one_cpu``, or when it is None for a
+    GPU run on a software GPU; else all (None).
+
+    On lavapipe, a GPU engine whose threads run on several cores gives different numbers from
+    run to run while the machine is busy (a race between the engine's and the driver's
+    threads): healthy bundles beside another process's GPU work came out off by up to 0.57 in 14
+    of 48 prompt runs; pinned to one core, in 0 of 48 (``PYTHONPATH=. python
+    bench/llm_bundles.py --calibrate 8 --busy``, docs/llm.md). A hardware GPU runs unpinned:
+    its speed figures stay the engine's own.
+    """
+    if not hasattr(os, "sched_getaffinity") or one_cpu is False:
+        return None
+    if one_cpu is None:
+        from tflkit.gpu.availability import software_gpu
+
+        one_cpu = backend == "gpu" and software_gpu()
+    return [min(os.sched_getaffinity(0))] if one_cpu else None
+
+
 @contextlib.contextmanager
 def _one_engine_per_gpu(backend: str) -> Iterator[None]:
     """Hold the machine-wide GPU engine lock for a GPU run (a no-op on the CPU): two LiteRT-LM
-    GPU engines in two processes at once give each other wrong scores (measured on the software
-    GPU: a healthy bundle 0.074 off beside another engine, 0.0123 at worst alone)."""
+    GPU engines in two processes at once gave each other wrong scores (on the software GPU, a
+    healthy bundle 0.074 off beside another engine: the race of :func:`_engine_cpus`)."""
     if backend != "gpu":
         yield
         return

@@ -160,8 +160,73 @@ def test_validate_healthy_bundle_passes_with_the_engines_figures(llm_bundles, gp
         assert not c["fault"], (c["verdict"], c["margins_at_part"], report["findings"])
         if c["verdict"] in ("agrees", "consistent"):
             assert c["worst_score_delta"] <= report["thresholds"]["score_tol"]
-        else:  # a glitch of the GPU (a run in ~25 here): not reproduced in the next run
-            assert c["repeats"] and not all(r["verdict"] == c["verdict"] for r in c["repeats"])
+        else:  # the GPU's numbers varied: right again in a later run (a note, not a finding)
+            assert c["unstable"] and c["repeats"], c
+    # on the software GPU the engine runs on one CPU (see the busy-machine test below)
+    assert len(report["runs"][GPU]["executed"]["cpus"]) == 1
+
+
+@pytest.mark.gpu
+def test_healthy_bundle_beside_other_gpu_work_gives_the_same_numbers(llm_bundles, gpu, tmp_path):
+    """Another process compiling and running a model on the GPU in a loop made the engine's GPU
+    scores vary on lavapipe (a healthy bundle off by up to 1.08, wrong in three runs in a row,
+    when the engine's threads ran on both cores): pinned to one CPU they are the idle machine's,
+    run after run."""
+    from tests.busy_gpu import busy_gpu
+
+    bundle = tmp_path / "tkv_int8_sp.litertlm"
+    shutil.copyfile(llm_bundles / bundle.name, bundle)
+    reports = []
+    with busy_gpu([llm_bundles / "toy_model_with_kv_cache.tflite"]):
+        for _ in range(3):
+            code, report = _validate(bundle)
+            assert code == 0, report["findings"]
+            reports.append(report)
+    for report in reports:
+        assert not report["notes"], report["notes"]
+        for c in report["comparisons"][GPU]:
+            assert c["verdict"] in ("agrees", "consistent") and not c["repeats"], c
+            assert c["worst_score_delta"] <= report["thresholds"]["score_tol"]
+    first = [c["gpu_scores_of_cpu_tokens"] for c in reports[0]["comparisons"][GPU]]
+    for report in reports[1:]:
+        again = [c["gpu_scores_of_cpu_tokens"] for c in report["comparisons"][GPU]]
+        assert again == first  # bit for bit, as on an idle machine
+
+
+def _record(scores: list[float], ids: list[int] | None = None) -> dict:
+    ids = ids or list(range(len(scores)))
+    return {"prompt": "p", "prompt_ids": [1], "ids": ids, "scores": scores, "scored": scores}
+
+
+def test_a_fault_is_one_that_comes_back_and_a_prompt_right_again_is_unstable():
+    """The verdict over repeated GPU runs (``tflkit.bundle.compare``): the same wrong numbers
+    again is a reproduced fault; wrong in every run with different numbers is still a fault;
+    wrong, then right in a later run, is unstable (a note, not a finding)."""
+    from tflkit.bundle.compare import SAME_TOL, compare_prompt
+
+    cpu = _record([-1.0, -2.0, -3.0])
+
+    def gpu(scored: list[float]) -> dict:
+        return {**_record([-1.0, -2.0, -3.0]), "scored": scored}
+
+    first = compare_prompt(cpu, gpu([-1.0, -2.4, -3.0]))
+    assert first.verdict == "off" and first.fault and not first.settled(2)
+    first.repeats += [compare_prompt(cpu, gpu([-1.0, -2.4 + SAME_TOL / 2, -3.0])) for _ in "ab"]
+    assert first.settled(2) and first.reproduced and first.fault and "(the same)" in first.line()
+
+    varying = compare_prompt(cpu, gpu([-1.0, -2.4, -3.0]))
+    varying.repeats += [compare_prompt(cpu, gpu([-1.0, -2.3, -3.0])) for _ in "ab"]
+    assert varying.fault and not varying.reproduced and not varying.settled(2)
+    assert "different numbers each time" in varying.line()
+
+    glitch = compare_prompt(cpu, gpu([-1.0, -2.4, -3.0]))
+    glitch.repeats += [
+        compare_prompt(cpu, gpu([-1.0, -2.3, -3.0])),
+        compare_prompt(cpu, gpu([-1.0, -2.0, -3.0])),
+    ]
+    assert glitch.unstable and not glitch.fault and glitch.settled(2)
+    assert glitch.right_again == 3 and "right again in run 3" in glitch.line()
+    assert glitch.repeats[-1].verdict == "agrees"
 
 
 @pytest.mark.gpu

@@ -3,18 +3,20 @@ backend.
 
 ``python -m tflkit.bundle._engine_worker FOLDER``: reads ``FOLDER/plan.json`` (``bundle``,
 ``backend`` ``cpu``/``gpu``, ``activation`` ``fp16``/``fp32``/null, ``prompts``,
-``max_output_tokens``, ``cache_dir`` (where the engine may cache), ``score``: per prompt a list
-of texts to score after that prompt, or null) and writes ``FOLDER/result.json`` after every
-stage, so a process the engine aborts still says how far it got. Per prompt: the prompt's token
-ids, the greedy continuation (text and ids, the engine's own tokenizer), the per-token scores of
-that continuation and of each text to score (``run_text_scoring``; non-finite ones as JSON's
-NaN/Infinity), and the engine's benchmark figures. The engine logs to native stderr; the parent
+``max_output_tokens``, ``cache_dir`` (where the engine may cache), ``cpus`` (the CPUs to run
+on, or null for all), ``score``: per prompt a list of texts to score after that prompt, or null)
+and writes ``FOLDER/result.json`` after every stage, so a process the engine aborts still says
+how far it got. Per prompt: the prompt's token ids, the greedy continuation (text and ids, the
+engine's own tokenizer), the per-token scores of that continuation and of each text to score
+(``run_text_scoring``; non-finite ones as JSON's NaN/Infinity), and the engine's benchmark
+figures. The engine logs to native stderr; the parent
 reads it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -87,6 +89,8 @@ def _prompt(engine: Any, plan: dict[str, Any], index: int, state: dict[str, Any]
 def main(argv: list[str]) -> int:
     folder = Path(argv[0])
     plan = json.loads((folder / "plan.json").read_text())
+    if plan.get("cpus"):
+        os.sched_setaffinity(0, plan["cpus"])  # before the engine starts its threads
     result = folder / "result.json"
     state: dict[str, Any] = {"stage": "init", "prompts": []}
     write_result(result, state)

@@ -83,17 +83,20 @@ def run_engine(
     score: dict[int, list[str]] | None = None,
     max_output_tokens: int | None = 16,
     timeout: float = 900,
+    one_cpu: bool | None = None,
 ) -> RunResult:
     """``prompts`` through the engine on ``backend``: the registry's runner for it
     (:func:`engine_spec`), driven by ``execute``; ``score`` gives per prompt index the text to
-    score after it."""
+    score after it; ``one_cpu`` pins the engine to one CPU (None: on a software GPU only)."""
     from tflkit.converters.base import require_module
     from tflkit.delegates.base import execute
     from tflkit.delegates.litert_lm import LiteRtLmRunner, engine_feed
 
     require_module("litert_lm", "llm", "the LiteRT-LM engine")
     spec = engine_spec(backend, activation)
-    runner = LiteRtLmRunner(bundle, spec, max_output_tokens=max_output_tokens, timeout=timeout)
+    runner = LiteRtLmRunner(
+        bundle, spec, max_output_tokens=max_output_tokens, timeout=timeout, one_cpu=one_cpu
+    )
     texts = score or {}
     feeds = [engine_feed(p, (texts.get(i) or [None])[0]) for i, p in enumerate(prompts)]
     return execute(runner, feeds)

@@ -8,10 +8,11 @@ can act on.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 
-__all__ = ["canary_model", "gpu_available", "why_not"]
+__all__ = ["canary_model", "gpu_available", "software_gpu", "why_not"]
 
 #: Hints keyed on what the accelerator or the Vulkan loader printed, most specific first.
 _WHY_NOT: tuple[tuple[str, str], ...] = (
@@ -62,15 +63,27 @@ def why_not(text: str) -> str | None:
 
 
 @functools.cache
+def _canary(timeout: float) -> Any:
+    """The canary model through the probe, once per process, without the on-disk probe cache:
+    the answer depends on the machine's drivers, not on the model."""
+    from tflkit.gpu.probe import probe
+
+    return probe(canary_model(), timeout=timeout, use_cache=False, locate_crash=False)
+
+
+def software_gpu(timeout: float = 120.0) -> bool:
+    """Whether the GPU adapter the accelerator selects here is a software one (lavapipe)."""
+    adapter = _canary(timeout).log.adapter
+    return adapter is not None and adapter.is_software
+
+
+@functools.cache
 def gpu_available(timeout: float = 120.0) -> tuple[bool, str]:
     """Whether the GPU accelerator compiles and fully accelerates a tiny model here, and why not.
 
-    Runs once per process (cached), in a child process, without the on-disk probe cache: the
-    answer depends on the machine's drivers, not on the model.
+    Runs once per process (cached), in a child process (:func:`_canary`).
     """
-    from tflkit.gpu.probe import probe
-
-    result = probe(canary_model(), timeout=timeout, use_cache=False, locate_crash=False)
+    result = _canary(timeout)
     adapter = result.log.adapter
     if result.compiled and result.is_fully_accelerated:
         if adapter is None:
