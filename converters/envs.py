@@ -18,13 +18,14 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from tflkit.fsio import exclusive_lock, write_atomic
+from tflkit.report.progress import Progress
 
 from ._progress import BuildProgress
 from .base import MissingExtraError
@@ -43,8 +44,6 @@ __all__ = [
 
 MARKER = "tflkit-env.json"
 DIR_ENV = "TFLKIT_CONVERTERS_DIR"
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ GPU compilation fails for the whole model is itself compared with what the accel
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,9 +39,6 @@ if TYPE_CHECKING:
 
 #: The default for ``max_partitions``: whatever the target's delegate does by default.
 TARGET_DEFAULT = -1
-
-
-Progress = Callable[[str], AbstractContextManager[object]]
 
 
 def _sum(values: Sequence[int | None]) -> int | None:

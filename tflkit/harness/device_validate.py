@@ -17,7 +17,7 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +29,7 @@ from tflkit.harness.device_runs import RUNNER_OF, device_run_results, runner_nam
 from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, JobOptions, write_job
 from tflkit.harness.transport import Device, DeviceError
 from tflkit.proc.worker import kill_sessions
+from tflkit.report.progress import Progress
 from tflkit.report.validate_report import ValidateReport
 from tflkit.validation.options import InputSetOptions
 
@@ -41,8 +42,6 @@ __all__ = [
     "run_each",
     "run_on_devices",
 ]
-
-Progress = Callable[[str], None]
 
 
 @dataclass

@@ -33,7 +33,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -50,10 +49,10 @@ from tflkit.harness.transport import (
     ShellDevice,
     run_command,
 )
+from tflkit.report.progress import Progress
 
 __all__ = ["SetupError", "SetupResult", "Target", "setup_device", "target_of"]
 
-Progress = Callable[[str], None]
 WHEELS_ENV = "TFLKIT_DEVICE_WHEELS_DIR"
 MARKER = "tflkit-wheels.json"
 DEFAULT_WORKDIR = "~/.local/share/tflkit"

@@ -36,6 +36,7 @@ from tflkit.fsio import extract_tar
 from tflkit.harness.protocol import DeviceResult, ProtocolError, harness_source, read_result
 from tflkit.proc.interrupts import signal_received
 from tflkit.proc.worker import own_session
+from tflkit.report.progress import Progress
 
 __all__ = [
     "Device",
@@ -44,7 +45,6 @@ __all__ = [
     "SshDevice",
 ]
 
-Progress = Callable[[str], None]
 #: Printed by the remote shell after the harness exits; without it the connection dropped.
 HARNESS_SENTINEL = "tflkit-harness-exit:"
 #: Seconds for the quick commands (mkdir, push, pull, getprop); the run itself gets the job's.

@@ -9,12 +9,12 @@ The verdicts are :mod:`tflkit.compat`'s alone; this module adds what only the re
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tflkit import ir
-from tflkit.compat.check import TARGET_DEFAULT, Progress, check_report
+from tflkit.compat.check import TARGET_DEFAULT, check_report
 from tflkit.compat.probe_verdicts import (
     attach_probe,
     attach_signature_probes,
@@ -23,6 +23,7 @@ from tflkit.compat.probe_verdicts import (
 from tflkit.compat.targets import DEFAULT_TARGET
 from tflkit.fsio import Sha256Job, sha256_of
 from tflkit.report.check_report import CheckReport, FixHint, ReasonInfo
+from tflkit.report.progress import Progress, Spinner
 
 if TYPE_CHECKING:
     from tflkit.rewriter.rule import ModelPass, Rule
@@ -114,8 +115,8 @@ def check_path(
     probe_timeout: float = 120.0,
     cache_dir: str | Path | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
-    progress: Progress | None = None,
-    native_log: Callable[[str], None] | None = None,
+    progress: Spinner | None = None,
+    native_log: Progress | None = None,
     browser: str | None = None,
     sha256: Sha256Job | None = None,
 ) -> tuple[CheckReport, ir.Model]:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from tflkit import ir
 from tflkit.delegates.base import Runner
+from tflkit.report.progress import Progress
 from tflkit.validation.inputs import InputSets, make_input_sets
 
 __all__ = ["InputSetOptions", "Progress", "ValidateOptions", "say"]
-
-Progress = Callable[[str], None]
 
 
 @dataclass

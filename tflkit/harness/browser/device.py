@@ -24,6 +24,7 @@ from tflkit.errors import UsageError
 from tflkit.harness.device_spec import parse_device
 from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, ProtocolError, read_result
 from tflkit.harness.transport import Device, DeviceError
+from tflkit.report.progress import Progress
 
 from .chromium import ADAPTERS
 from .errors import BrowserHarnessError
@@ -36,7 +37,6 @@ __all__ = [
     "parse_browser_spec",
 ]
 
-Progress = Callable[[str], None]
 #: ``--device browser`` alone: SwiftShader, which every Chromium has (lavapipe needs Mesa >= 25).
 DEFAULT_ADAPTER = "swiftshader"
 

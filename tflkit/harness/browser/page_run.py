@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tflkit.report.progress import Progress
+
 from .chromium import Chromium
 from .errors import BrowserTimeoutError
 from .server import JobServer
@@ -34,7 +36,6 @@ __all__ = [
 HELLO_SECONDS = 60.0
 _MARKER = re.compile(r"^tflkit: backend (\S+) (start|end)$")
 
-Progress = Callable[[str], None]
 #: Opens the page in a browser tflkit does not launch itself (see ``run_browser_job``).
 Opener = Callable[..., Any]
 

@@ -22,12 +22,12 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tflkit.fsio import exclusive_lock, extract_tar, write_atomic
+from tflkit.report.progress import Progress
 
 from .errors import ProvisionError
 
@@ -64,8 +64,6 @@ REQUIRED = (
 MARKER = "tflkit-litertjs.json"
 DIR_ENV = "TFLKIT_BROWSER_DIR"
 NPM_TIMEOUT = 600.0
-
-Progress = Callable[[str], None]
 
 
 def browser_cache_dir() -> Path:

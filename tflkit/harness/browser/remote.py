@@ -57,6 +57,7 @@ from tflkit.harness.adb import AdbDevice
 from tflkit.harness.protocol import DeviceResult
 from tflkit.harness.transport import COMMAND_TIMEOUT, Device, DeviceError
 from tflkit.proc.worker import own_session
+from tflkit.report.progress import Progress
 
 from .chromium import ADAPTERS, COMMON_FLAGS
 from .device import StagedBrowserDevice
@@ -73,7 +74,6 @@ __all__ = [
     "remote_device",
 ]
 
-Progress = Callable[[str], None]
 #: ``--via``: the device's browser, or the native harness (the tflkit app / the Linux harness).
 VIA = ("browser", "app")
 #: How often the host checks the device's browser, the reverse forward and the server.

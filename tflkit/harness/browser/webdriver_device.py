@@ -49,6 +49,7 @@ from tflkit.errors import UsageError
 from tflkit.harness.protocol import DeviceResult
 from tflkit.harness.transport import DeviceError
 from tflkit.proc.interrupts import signal_received
+from tflkit.report.progress import Progress
 
 from .chromium import BROWSER_CHOICE, kill_tagged
 from .device import StagedBrowserDevice
@@ -64,7 +65,6 @@ __all__ = [
     "webdriver_devices",
 ]
 
-Progress = Callable[[str], None]
 #: ``--via`` for a WebDriver device: the page from this machine's server, or the session alone.
 MODES = ("page", "session")
 #: The switch a loopback ChromeDriver's browser carries (``=TOKEN``), so it can be swept.
