@@ -21,6 +21,7 @@ from tflkit.bundle.litertlm import load_bundle, save_bundle
 from tflkit.delegates.base import RunResult
 from tflkit.errors import UsageError
 from tflkit.jsonable import plain
+from tflkit.report.progress import quiet
 
 __all__ = ["BundleRewrite", "rewrite_bundle"]
 
@@ -168,7 +169,7 @@ def rewrite_bundle(
     if dst.exists() and os.path.samefile(src, dst):
         raise UsageError(f"refusing to overwrite the input bundle {src}; choose another -o path")
     bundle = load_bundle(src)
-    say = progress or (lambda _: None)
+    say = progress or quiet
     result = BundleRewrite(bundle.label, str(dst), {}, [])
     for section in bundle.of_kind("TFLiteModel"):
         say(f"rewriting {section.label}")

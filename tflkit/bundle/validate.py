@@ -46,6 +46,7 @@ from tflkit.bundle.litertlm import Bundle, load_bundle
 from tflkit.bundle.llm_metadata import decode_llm_metadata
 from tflkit.delegates.base import RunResult, find_spec
 from tflkit.jsonable import plain
+from tflkit.report.progress import quiet
 
 __all__ = ["CPU", "GPU", "GPU32", "BundleValidation", "validate_bundle"]
 
@@ -351,7 +352,7 @@ def validate_bundle(
     bundle = load_bundle(path)  # a clear error for a file that is not a bundle
     texts = list(prompts or DEFAULT_PROMPTS)
     kw = {"max_output_tokens": max_output_tokens, "timeout": timeout}
-    say = progress or (lambda _: None)
+    say = progress or quiet
     say("engine on the CPU")
     cpu = run_engine(path, "cpu", texts, **kw)
     v = BundleValidation(bundle.label, texts, {CPU: cpu}, {})

@@ -27,6 +27,7 @@ from tflkit.harness.transport import (
     run_command,
 )
 from tflkit.proc.interrupts import signal_received
+from tflkit.report.progress import quiet
 
 __all__ = ["AdbDevice", "AdbTarget", "adb_devices"]
 
@@ -184,7 +185,7 @@ class AdbDevice(ShellDevice):
         self, job: Path, dest: Path, *, timeout: float, progress: Progress | None
     ) -> DeviceResult:
         """Push the job, ``am instrument`` the tflkit app, pull the result (see the app README)."""
-        say = progress or (lambda _m: None)
+        say = progress or quiet
         if not self.app_installed():
             raise DeviceError(
                 f"{self.spec}: the tflkit harness app ({_ANDROID_PACKAGE}) is not installed; "

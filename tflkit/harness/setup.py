@@ -49,7 +49,7 @@ from tflkit.harness.transport import (
     ShellDevice,
     run_command,
 )
-from tflkit.report.progress import Progress
+from tflkit.report.progress import Progress, quiet
 
 __all__ = ["SetupError", "SetupResult", "Target", "setup_device", "target_of"]
 
@@ -472,7 +472,7 @@ def setup_device(
     progress: Progress | None = None,
 ) -> tuple[SetupResult, Target]:
     """Build (or reuse) the venv on ``device``; the caller records it (``config_write``)."""
-    say = progress or (lambda _m: None)
+    say = progress or quiet
     start = time.monotonic()
     _require_linux(device)
     base = python or "python3"

@@ -36,7 +36,7 @@ from tflkit.fsio import extract_tar
 from tflkit.harness.protocol import DeviceResult, ProtocolError, harness_source, read_result
 from tflkit.proc.interrupts import signal_received
 from tflkit.proc.worker import own_session
-from tflkit.report.progress import Progress
+from tflkit.report.progress import Progress, quiet
 
 __all__ = [
     "Device",
@@ -268,7 +268,7 @@ class ShellDevice(Device):
         self, job: Path, dest: Path, *, timeout: float, progress: Progress | None = None
     ) -> DeviceResult:
         remote = f"{self.workdir}/{uuid.uuid4().hex[:12]}"
-        say = progress or (lambda _m: None)
+        say = progress or quiet
         say(f"{self.spec}: pushing the job")
         self._quick(f"mkdir -p {shlex.quote(remote)}", "creating the job folder")
         try:

@@ -24,7 +24,7 @@ from tflkit.errors import UsageError
 from tflkit.harness.device_spec import parse_device
 from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, ProtocolError, read_result
 from tflkit.harness.transport import Device, DeviceError
-from tflkit.report.progress import Progress
+from tflkit.report.progress import Progress, quiet
 
 from .chromium import ADAPTERS
 from .errors import BrowserHarnessError
@@ -99,7 +99,7 @@ class StagedBrowserDevice(Device):
         spec = self.spec
         if dest.exists():
             raise UsageError(f"{dest} already exists; refusing to overwrite it")
-        say = progress or (lambda _line: None)
+        say = progress or quiet
         dest.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-partial-"))
         try:

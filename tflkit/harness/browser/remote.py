@@ -57,7 +57,7 @@ from tflkit.harness.adb import AdbDevice
 from tflkit.harness.protocol import DeviceResult
 from tflkit.harness.transport import COMMAND_TIMEOUT, Device, DeviceError
 from tflkit.proc.worker import own_session
-from tflkit.report.progress import Progress
+from tflkit.report.progress import Progress, quiet
 
 from .chromium import ADAPTERS, COMMON_FLAGS
 from .device import StagedBrowserDevice
@@ -172,7 +172,7 @@ class AdbBrowserDevice(StagedBrowserDevice):
     ) -> DeviceResult:
         self.adb.connect()
         kind = self.adb.kind
-        say = progress or (lambda _line: None)
+        say = progress or quiet
 
         def opener(*, server: Any, adapter: str, on_console: Any) -> _AdbPage:
             return _AdbPage(self, server, adapter=adapter, android=kind == "android", say=say)
@@ -408,7 +408,7 @@ class UrlDevice(StagedBrowserDevice):
     def run_job(
         self, job: Path, dest: Path, *, timeout: float, progress: Progress | None = None
     ) -> DeviceResult:
-        say = progress or (lambda _line: None)
+        say = progress or quiet
 
         def opener(*, server: Any, adapter: str, on_console: Any) -> _UrlPage:
             return _UrlPage(self, server, say=say, timeout=timeout)

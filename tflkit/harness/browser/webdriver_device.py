@@ -49,7 +49,7 @@ from tflkit.errors import UsageError
 from tflkit.harness.protocol import DeviceResult
 from tflkit.harness.transport import DeviceError
 from tflkit.proc.interrupts import signal_received
-from tflkit.report.progress import Progress
+from tflkit.report.progress import Progress, quiet
 
 from .chromium import BROWSER_CHOICE, kill_tagged
 from .device import StagedBrowserDevice
@@ -142,7 +142,7 @@ class WebDriverDevice(StagedBrowserDevice):
     def run_job(
         self, job: Path, dest: Path, *, timeout: float, progress: Progress | None = None
     ) -> DeviceResult:
-        say = progress or (lambda _line: None)
+        say = progress or quiet
         facts: dict[str, Any] = {"webdriver": {"url": self.shown, "mode": self.mode}}
 
         def opener(*, server: Any, adapter: str, on_console: Any) -> _WebDriverPage:
