@@ -109,6 +109,19 @@ def test_device_job_then_run_locally(tmp_path: Path, capsys) -> None:
     code = main(["device", "run", str(job), "--device", "local", "-o", str(out), "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    result = json.loads(captured.out)["results"][0]["result"]
+    report = json.loads(captured.out)
+    result = report["results"][0]["result"]
     assert result["backends"][0]["status"] == "ok" and result["job_id"] == document["id"]
     assert (out / "result.json").is_file()
+    # the speed split, as validate gives it: compile, first inference, steady state
+    (row,) = report["speed"]["rows"]
+    record = result["backends"][0]
+    assert row["compile_s"] == record["compile_seconds"] > 0
+    timed = [t for each in record["run_seconds"] for t in each]
+    warm = record.get("warmup_seconds") or []
+    first, steady = (warm[0], timed) if warm else (timed[0], timed[1:])
+    assert row["first_s"] == first and row["runs"] == len(steady) > 0
+    assert min(steady) <= row["p50_s"] <= max(steady)
+    code = main(["device", "run", str(job), "--device", "local", "-o", str(tmp_path / "again")])
+    text = capsys.readouterr().out
+    assert code == 0 and "speed" in text and "p50" in text and "first" in text, text

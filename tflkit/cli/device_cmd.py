@@ -279,6 +279,7 @@ def run(
 ) -> None:
     """Run a job folder on the device(s) and write the result folder(s); a device that fails
     does not stop the others (their results are written, then exit code 4)."""
+    from tflkit.harness.device_runs import device_run_results
     from tflkit.harness.device_validate import device_slug, run_each
     from tflkit.harness.transport import DeviceError
 
@@ -296,7 +297,10 @@ def run(
     if len(failed) == len(devices):
         raise DeviceError("; ".join(str(e) for _, e in failed))
     ran = [(d, o) for d, o in zip(devices, outcomes, strict=True) if not isinstance(o, DeviceError)]
+    runners = [run for d, r in ran for run in device_run_results(r, d.spec)]
     if json_output:
+        from tflkit.report.speed_report import speed_json
+
         print_json(
             {
                 "schema": "tflkit.device-run/1",
@@ -304,12 +308,14 @@ def run(
                     {"device": d.spec, "path": str(r.path), "result": r.document} for d, r in ran
                 ]
                 + [{"device": d.spec, "error": str(e)} for d, e in failed],
+                "speed": speed_json(runners),
             }
         )
     else:
         from tflkit.report.device_report import render_device_run
 
-        if render_device_run([d for d, _ in ran], [r for _, r in ran], console()) and not failed:
+        devs, results = [d for d, _ in ran], [r for _, r in ran]
+        if render_device_run(devs, results, runners, console()) and not failed:
             raise typer.Exit(1)
     if failed:
         raise DeviceError("; ".join(str(e) for _, e in failed))

@@ -10,6 +10,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from tflkit.delegates.base import RunResult
+from tflkit.report.speed_report import render_speed
+
 __all__ = ["render_device_list", "render_device_run", "render_job"]
 
 
@@ -36,19 +39,19 @@ def render_job(path: Any, sets: Any, options: Any, console: Console) -> None:
     )
 
 
-def render_device_run(devices: Sequence[Any], results: Sequence[Any], console: Console) -> bool:
-    """One row per device x backend (status, compile and mean run time, ops on the
-    accelerator), then the result folders. True when a backend did not finish ok."""
+def render_device_run(
+    devices: Sequence[Any], results: Sequence[Any], runners: Sequence[RunResult], console: Console
+) -> bool:
+    """One row per device x backend (status, ops on the accelerator), the result folders, then
+    the speed split of every backend (``runners``: the results as :class:`RunResult`, the
+    table ``validate`` shows). True when a backend did not finish ok."""
     table = Table(show_edge=False)
-    for col in ("device", "backend", "status", "compile s", "mean run s", "ops on accelerator"):
+    for col in ("device", "backend", "status", "ops on accelerator"):
         table.add_column(col)
     failed = False
     for d, r in zip(devices, results, strict=True):
         for b in r.backends.values():
             rec = b.record
-            runs = [t for each in rec.get("run_seconds") or [] for t in each]
-            mean = f"{sum(runs) / len(runs):.3g}" if runs else "-"
-            comp = rec.get("compile_seconds")
             ops = (
                 f"{rec['ops_delegated']}/{rec['ops_total']}"
                 if b.backend != "cpu"
@@ -58,7 +61,8 @@ def render_device_run(devices: Sequence[Any], results: Sequence[Any], console: C
             )
             status = b.status if b.status == "ok" else f"[red]{b.status}[/red]: {b.error or ''}"
             failed |= b.status != "ok"
-            table.add_row(d.spec, b.backend, status, f"{comp:.3g}" if comp else "-", mean, ops)
+            table.add_row(d.spec, b.backend, status, ops)
     console.print(table)
+    render_speed(runners, console)
     console.print(f"results: {', '.join(str(r.path) for r in results)}")
     return failed
