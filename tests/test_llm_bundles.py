@@ -193,6 +193,50 @@ def test_healthy_bundle_beside_other_gpu_work_gives_the_same_numbers(llm_bundles
         assert again == first  # bit for bit, as on an idle machine
 
 
+def _imports(script: Path) -> set[str]:
+    import ast
+
+    tree = ast.parse(script.read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    return {n.split(".")[0] for n in names} | {
+        n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+    }
+
+
+@pytest.mark.gpu
+def test_repro_of_an_engine_finding_shows_it_with_litert_lm_alone(llm_bundles, gpu, tmp_path):
+    """``--repro DIR`` on a bundle: a script of LiteRT-LM alone that shows the finding (the
+    planted overflow's NaN scores; the float bundle's GPU abort), checked by running it."""
+    import subprocess
+    import sys
+
+    planted = llm_bundles / "tkv_int8_hf_norm_x3e5.litertlm"
+    code, report = _validate(
+        planted, "--prompt", "once upon a time", "--repro", str(tmp_path / "a")
+    )
+    assert code == 1 and report["repro"]["written"] and report["repro"]["reproduced"], report
+    script = tmp_path / "a" / "repro.py"
+    assert _imports(script) <= {"math", "os", "sys", "litert_lm"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert done.returncode == 1 and "REPRODUCED" in done.stdout, done.stdout[-2000:]
+    assert "        nan " in done.stdout  # the GPU's scores, token by token
+    readme = (tmp_path / "a" / "README.md").read_text()
+    assert "non-finite scores from step 2" in readme and "litert-lm-api" in readme
+
+    aborts = llm_bundles / "tkv_none_hf.litertlm"
+    code, report = _validate(aborts, "--prompt", "the weather", "--repro", str(tmp_path / "b"))
+    assert code == 1 and report["repro"]["reproduced"] and "exit -6" in report["repro"]["line"]
+    assert "Unsupported external weights type" in (tmp_path / "b" / "README.md").read_text()
+
+
+@pytest.mark.gpu
+def test_repro_without_an_engine_finding_writes_nothing(llm_bundles, gpu, tmp_path):
+    healthy, out = llm_bundles / "tkv_int8_hf.litertlm", tmp_path / "r"
+    code, report = _validate(healthy, "--prompt", "the weather", "--repro", str(out))
+    assert code == 0 and not report["repro"]["written"], report["repro"]
+    assert "no finding" in report["repro"]["line"] and not out.exists()
+
+
 def _record(scores: list[float], ids: list[int] | None = None) -> dict:
     ids = ids or list(range(len(scores)))
     return {"prompt": "p", "prompt_ids": [1], "ids": ids, "scores": scores, "scored": scores}

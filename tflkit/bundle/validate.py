@@ -44,6 +44,7 @@ from tflkit.bundle.engine import (
 )
 from tflkit.bundle.litertlm import Bundle, load_bundle
 from tflkit.bundle.llm_metadata import decode_llm_metadata
+from tflkit.bundle.repro import EngineRepro
 from tflkit.delegates.base import RunResult, find_spec
 from tflkit.jsonable import plain
 from tflkit.report.progress import quiet
@@ -66,6 +67,7 @@ class BundleValidation:
     findings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     steps: Any = None  # the prefill_decode section through --steps (a StepsReport), if run
+    repro: EngineRepro | None = None  # --repro's outcome, if asked
 
     @property
     def exit_code(self) -> int:
@@ -98,6 +100,7 @@ class BundleValidation:
                 "localized": self.localized(),
                 "findings": self.findings,
                 "notes": self.notes,
+                "repro": None if self.repro is None else self.repro.to_json(),
                 "ok": self.exit_code == 0,
             }
         )
@@ -143,6 +146,8 @@ class BundleValidation:
             )
             out += self.steps.lines()
         out += [f"finding: {f}" for f in self.findings] or ["no finding"]
+        if self.repro is not None:
+            out.append(self.repro.line)
         return out
 
 

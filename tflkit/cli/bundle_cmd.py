@@ -81,11 +81,21 @@ def validate_bundle_cmd(
     json_output: bool,
     timeout: float,
     progress: Any,
+    repro: Path | None = None,
+    command: str = "tflkit validate",
 ) -> None:
     from tflkit.bundle.validate import validate_bundle
     from tflkit.cli.output import print_json
 
     report = validate_bundle(model, prompts, steps=steps, timeout=timeout, progress=progress)
+    if repro is not None:
+        from tflkit.bundle.repro import write_engine_repro
+        from tflkit.gpu.availability import software_gpu
+
+        progress("writing the engine repro")
+        report.repro = write_engine_repro(
+            report, model, repro, command=command, one_cpu=software_gpu(), timeout=timeout
+        )
     if json_output:
         print_json(report)
     else:

@@ -167,7 +167,8 @@ def validate(
             "--repro",
             help="With the divergence localized (implies --localize): write the smallest model "
             "that still shows it on the GPU to this directory, with inputs.npz, repro.py (only "
-            "ai-edge-litert and numpy; exit 1 and REPRODUCED when the bug shows) and README.md.",
+            "ai-edge-litert and numpy; exit 1 and REPRODUCED when the bug shows) and README.md. "
+            "A .litertlm bundle: repro.py of LiteRT-LM alone showing the engine's finding.",
         ),
     ] = None,
     browser_adapter: Annotated[
@@ -208,7 +209,9 @@ def validate(
 
         with _progress() as progress:
             texts = read_prompts(prompt, prompts)
-            return validate_bundle_cmd(model, texts, steps, json_output, timeout, progress)
+            return validate_bundle_cmd(
+                model, texts, steps, json_output, timeout, progress, repro, _command_line(ctx)
+            )
     from tflkit.cli.output import show_validate_report
     from tflkit.compare.groups import parse_output_groups
     from tflkit.validation.run import ValidateOptions
