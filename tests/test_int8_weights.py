@@ -173,6 +173,26 @@ def test_check_validate_and_repro_tell_the_truth(gpu: str, tmp_path, capsys) -> 
     assert "enforce_f32=True" in (repro / "repro.py").read_text()
 
 
+def test_check_and_validate_say_when_the_cpu_is_the_one_wrong(gpu: str, tmp_path, capsys) -> None:
+    """A per-tensor int8 DEPTHWISE_CONV_2D: check stays GPU-ready and notes that the CPU computes
+    the op wrong; validate says so beside its GPU-vs-CPU verdicts."""
+    import json
+
+    from tflkit.cli.main import main
+
+    path = tmp_path / "depthwise.tflite"
+    path.write_bytes(ir.dumps(FORM_BY_NAME["int8w_dw_k3_s1_same_d1_pt_b1"].build()))
+    assert main(["check", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["gpu_ready"], report["summary"]
+    (issue,) = [i for i in report["issues"] if i["code"] == "CPU_WRONG_RESULT"]
+    assert issue["op_index"] == 1 and not issue["fatal"] and "the CPU's" in issue["message"]
+    args = ["validate", str(path), "-r", "cpu", "-r", "gpu-fp32", "-n", "1", "--json"]
+    main(args)
+    checked = json.loads(capsys.readouterr().out)
+    assert any(n.startswith("op #1 DEPTHWISE_CONV_2D: its int8 weights") for n in checked["notes"])
+
+
 def test_inspect_warns_of_ops_computed_wrong() -> None:
     """Once "no GPU warnings" on the report's model; now a WRONG_ON_GPU warning names the op."""
     from tflkit.inspection import inspect_model
@@ -182,3 +202,25 @@ def test_inspect_warns_of_ops_computed_wrong() -> None:
     assert warning.items == ["#1 CONV_2D"]
     right = inspect_model(FORM_BY_NAME["int8w_conv_k1_s1_same_d1_pc_b1"].build())
     assert not [w for w in right.warnings if w.code == "WRONG_ON_GPU"]
+
+
+def test_cpu_kernel_hazard_is_named_exactly_where_the_cpu_computes_wrong() -> None:
+    """Measured here on the CPU, every form of the family: the hybrid kernel against the float
+    twin (what the weights mean). ``cpu_kernel_hazards`` names the op exactly where the CPU is
+    off by more than half the output's peak (the per-tensor DEPTHWISE_CONV_2D forms), and
+    nowhere the CPU is within its own int8 rounding (at most 0.0087 of the peak)."""
+    from tflkit.compat.cpu_kernels import cpu_kernel_hazards
+
+    named, off = {}, {}
+    for form in FORMS:
+        model = form.build()
+        data, twin = ir.dumps(model), ir.dumps(form.build(float_weights=True))
+        feed = random_feed(model.main.inputs, 0)
+        got = next(iter(run_cpu(data, feed)[1].values())).astype(np.float64)
+        want = next(iter(run_cpu(twin, feed)[1].values())).astype(np.float64)
+        rel = float(np.abs(got - want).max() / np.abs(want).max())
+        assert rel > 0.5 or rel < 0.02, (form.name, rel)
+        off[form.name] = rel > 0.5
+        named[form.name] = bool(cpu_kernel_hazards(model))
+    assert named == off
+    assert sum(off.values()) == 32

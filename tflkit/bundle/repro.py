@@ -19,16 +19,11 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tflkit.bundle.compare import SCORE_TOL
-from tflkit.bundle.engine import how
 from tflkit.fsio import write_atomic
 
-if TYPE_CHECKING:
-    from tflkit.bundle.validate import BundleValidation
-
-__all__ = ["EngineRepro", "write_engine_repro"]
+__all__ = ["EngineFinding", "EngineRepro", "write_engine_repro"]
 
 _SCRIPT = '''\
 """{title}
@@ -147,24 +142,20 @@ class EngineRepro:
         }
 
 
-def _what(v: BundleValidation) -> tuple[str, str, str | None, str] | None:
-    """(kind, prompt, activation, finding line) of the first engine finding that a script can
-    show: a GPU run that failed, else the first faulty prompt (fp16 before fp32)."""
-    from tflkit.bundle.validate import GPU, GPU32
+@dataclass(frozen=True)
+class EngineFinding:
+    """What a repro script shows: ``kind`` "scores" (the GPU scores the CPU's continuation of
+    ``prompt`` wrong) or "engine" (the GPU engine refuses or aborts), the GPU's activations
+    (None: the engine's default, fp16; or "fp32") and tflkit's finding line."""
 
-    prompt = v.prompts[0] if v.prompts else ""
-    for name, activation in ((GPU, None), (GPU32, "fp32")):
-        run = v.runs.get(name)
-        if run is not None and not run.ok:
-            return "engine", prompt, activation, f"the engine on {name} {how(run)}: {run.error}"
-        for c in v.comparisons.get(name, []):
-            if c.fault:
-                return "scores", c.prompt, activation, f"{name}: {c.line()}"
-    return None
+    kind: str
+    prompt: str
+    activation: str | None
+    line: str
 
 
 def write_engine_repro(
-    v: BundleValidation,
+    found: EngineFinding | None,
     bundle: Path,
     directory: Path,
     *,
@@ -173,12 +164,11 @@ def write_engine_repro(
     one_cpu: bool = False,
     timeout: float = 900.0,
 ) -> EngineRepro:
-    """Write ``repro.py`` and ``README.md`` for ``v``'s first engine finding to ``directory``
+    """Write ``repro.py`` and ``README.md`` for the engine finding ``found`` to ``directory``
     once the script, run here, shows it (else nothing, and why)."""
-    found = _what(v)
     if found is None:
         return EngineRepro(False, "repro: nothing written: the engine's GPU had no finding")
-    kind, prompt, activation, finding = found
+    kind, prompt, activation, finding = found.kind, found.prompt, found.activation, found.line
     version = importlib.metadata.version("litert-lm-api")
     script = _SCRIPT.format(
         title=f"LiteRT-LM {version}: {finding}".replace('"""', "'''"),

@@ -44,7 +44,7 @@ from tflkit.bundle.engine import (
 )
 from tflkit.bundle.litertlm import Bundle, load_bundle
 from tflkit.bundle.llm_metadata import decode_llm_metadata
-from tflkit.bundle.repro import EngineRepro
+from tflkit.bundle.repro import EngineFinding, EngineRepro
 from tflkit.delegates.base import RunResult, find_spec
 from tflkit.jsonable import plain
 from tflkit.report.progress import quiet
@@ -129,6 +129,19 @@ class BundleValidation:
                     step = c.nonfinite_from if c.first_part is None else c.first_part
                     step = c.worst_step if step is None else step
                     return {"runner": name, "prompt": c.prompt, "step": step, "verdict": c.verdict}
+        return None
+
+    def engine_finding(self) -> EngineFinding | None:
+        """The first engine finding a script can show (``--repro``): a GPU run that failed,
+        else the first faulty prompt (fp16 activations before fp32)."""
+        for name, activation in ((GPU, None), (GPU32, "fp32")):
+            run = self.runs.get(name)
+            if run is not None and not run.ok:
+                line = f"the engine on {name} {how(run)}: {run.error}"
+                return EngineFinding("engine", self.prompts[0], activation, line)
+            for c in self.comparisons.get(name, []):
+                if c.fault:
+                    return EngineFinding("scores", c.prompt, activation, f"{name}: {c.line()}")
         return None
 
     def lines(self) -> list[str]:

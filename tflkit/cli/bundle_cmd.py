@@ -94,7 +94,12 @@ def validate_bundle_cmd(
 
         progress("writing the engine repro")
         report.repro = write_engine_repro(
-            report, model, repro, command=command, one_cpu=software_gpu(), timeout=timeout
+            report.engine_finding(),
+            model,
+            repro,
+            command=command,
+            one_cpu=software_gpu(),
+            timeout=timeout,
         )
     if json_output:
         print_json(report)

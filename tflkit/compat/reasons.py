@@ -35,6 +35,7 @@ class Reason(StrEnum):
     CRASH = "CRASH"
     VARIABLE_TENSOR = "VARIABLE_TENSOR"
     WRONG_RESULT = "WRONG_RESULT"
+    CPU_WRONG_RESULT = "CPU_WRONG_RESULT"
 
 
 #: One sentence per code; ``{op}`` is the op type. Specifics follow as a detail sentence.
@@ -78,6 +79,10 @@ TEMPLATES: dict[Reason, str] = {
         "{op} keeps state in a variable tensor; this runtime refuses to load such models."
     ),
     Reason.WRONG_RESULT: "{op} in this form runs on the GPU but computes wrong values there.",
+    Reason.CPU_WRONG_RESULT: (
+        "{op} in this form is computed wrong by LiteRT's CPU kernels (not the GPU), the "
+        "baseline validate compares against."
+    ),
 }
 
 

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from tflkit import ir
+from tflkit.compat.cpu_kernels import cpu_kernel_hazards
 from tflkit.compat.custom_ops import known_custom
 from tflkit.compat.reasons import Reason, Rejection, reject
 from tflkit.compat.signature import OpSignature, TensorSig
@@ -387,6 +388,15 @@ def _issues(graph: ir.Model, verdicts: list[OpVerdict], roles: dict[int, str]) -
                         sg_index,
                     )
                 )
+    for hazard in cpu_kernel_hazards(graph):
+        issues.append(
+            ModelIssue(
+                Reason.CPU_WRONG_RESULT,
+                f"{hazard.op_type}: {hazard.message}.",
+                hazard.subgraph,
+                hazard.op_index,
+            )
+        )
     return issues
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from tflkit import ir
 from tflkit.compare.comparator import PairComparison
+from tflkit.compat.cpu_kernels import cpu_kernel_hazards
 from tflkit.delegates.base import RunResult, runner_spec
 from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
 from tflkit.report.validate_report import ValidateReport
@@ -60,6 +62,10 @@ def conclude(
             "refuse: fix them with tflkit rewrite --input-shape NAME=D1,D2,... and validate the "
             "result"
         )
+    report.notes += [
+        f"{h.line()}; see the GPU-vs-CPU verdicts in that light"
+        for h in cpu_kernel_hazards(ir.load(data))
+    ]
     verdict(report, comparisons, optional)
 
 
