@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from tflkit import ir
 from tflkit.ir.schema import TensorType
 
-__all__ = ["CpuKernelHazard", "cpu_kernel_hazards", "cpu_kernel_wrong"]
+__all__ = ["CpuKernelHazard", "cpu_kernel_hazards", "cpu_kernel_wrong", "per_tensor_int8_depthwise"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,19 @@ class CpuKernelHazard:
         return f"{where}op #{self.op_index} {self.op_type}: {self.message}"
 
 
+def per_tensor_int8_depthwise(op: ir.Op) -> int | None:
+    """The channel count of a DEPTHWISE_CONV_2D whose int8 weights have one scale for several
+    channels, else None (whatever its activations)."""
+    if op.type != "DEPTHWISE_CONV_2D" or len(op.inputs) < 2 or op.inputs[1] is None:
+        return None
+    w = op.inputs[1]
+    params = w.quant_params if w.type == TensorType.INT8 else None
+    channels = int(w.shape[-1]) if w.rank == 4 else 0
+    if params is None or params.per_tensor is None or channels < 2:
+        return None
+    return channels
+
+
 def cpu_kernel_wrong(op: ir.Op) -> str | None:
     """Why LiteRT's CPU kernels compute ``op`` wrong, or None.
 
@@ -37,22 +50,16 @@ def cpu_kernel_wrong(op: ir.Op) -> str | None:
     (the 32 per-tensor depthwise forms of the int8-weight family: 0.85 to 3.7e22 of the output's
     peak off; the 32 per-channel ones 0.0087 at most, the kernel's own rounding).
     """
-    if op.type != "DEPTHWISE_CONV_2D" or len(op.inputs) < 2:
-        return None
-    x, w = op.inputs[0], op.inputs[1]
-    if x is None or w is None or x.type != TensorType.FLOAT32 or x.is_quantized:
-        return None
-    params = w.quant_params if w.type == TensorType.INT8 else None
-    channels = int(w.shape[-1]) if w.rank == 4 else 0
-    if params is None or params.per_tensor is None or channels < 2:
+    channels = per_tensor_int8_depthwise(op)
+    x = op.inputs[0] if op.inputs else None
+    if channels is None or x is None or x.type != TensorType.FLOAT32 or x.is_quantized:
         return None
     return (
         f"its int8 weights have one scale for {channels} channels and its activations are "
         "float: LiteRT's CPU hybrid kernel reads one scale per channel, past the one stored, "
-        "and computes wrong values (0.85 to 3.7e22 of the output's peak, measured on this form); "
-        "the GPU computes it right, so a GPU-vs-CPU failure on this model is the CPU's. Storing "
-        f"the scale per channel (the same value {channels} times, quantized dimension 3) fixes "
-        "the CPU"
+        "and computes wrong values (0.85 to 3.7e22 of the output's peak, measured on this "
+        "form); the GPU computes it right, so a GPU-vs-CPU failure on this model is the CPU's. "
+        "`tflkit rewrite` (rule depthwise_int8_scale_per_channel) stores the scale per channel"
     )
 
 

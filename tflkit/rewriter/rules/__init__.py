@@ -32,6 +32,7 @@ from tflkit.rewriter.rules.constant import (
 )
 from tflkit.rewriter.rules.conv import TransposeConvVersion
 from tflkit.rewriter.rules.conv_geometry import Int8PointwiseFloatWeights, TransposeConvSameToValid
+from tflkit.rewriter.rules.cpu_kernels import DepthwiseScalePerChannel
 from tflkit.rewriter.rules.fp16_operands import Fp16ConstantOperands
 from tflkit.rewriter.rules.gelu import ErfApprox, ErfGelu
 from tflkit.rewriter.rules.rank5 import Rank5Elementwise, Rank5Reduce, Rank5Transpose, ReshapeChain
@@ -84,6 +85,7 @@ _CATALOG = RuleSet(
         BatchMatMulBroadcast(),
         Fp16ConstantOperands(),
         Int8PointwiseFloatWeights(),
+        DepthwiseScalePerChannel(),
         FullyConnectedConstInput(),
         ReshapeChain(),
         Rank5Elementwise(),
