@@ -67,6 +67,17 @@ def _inside(root: Path, rel: str) -> Path | None:
     return path
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """The standard server, minus its traceback on stderr when a browser drops a connection
+    (a page closed or a browser killed mid-request is not tflkit's error)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
+
+
 class JobServer:
     """Serve one job to the page and collect what it posts.
 
@@ -106,7 +117,7 @@ class JobServer:
             )
         handler = type("Handler", (_Handler,), {"server_ref": self})
         try:
-            self._httpd = http.server.ThreadingHTTPServer((host, port), handler)
+            self._httpd = _QuietServer((host, port), handler)
         except OSError as exc:
             raise BrowserHarnessError(f"cannot serve the job on {host}:{port}: {exc}") from None
         self._httpd.daemon_threads = True
