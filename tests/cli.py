@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 
 from tests.conftest_corpus import REPO
@@ -19,3 +20,10 @@ def run_tflkit(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         check=False,
         env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")),
     )
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child a test sends Ctrl-C: SIGINT as at a terminal. A shell starts
+    background jobs with SIGINT ignored (a CI run started with ``&`` is one), and tflkit, like
+    Python, keeps a signal that was ignored when it started ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

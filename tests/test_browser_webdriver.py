@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.cli import default_sigint
 from tests.needs import unavailable
 from tests.test_browser_harness import ours_or_orphaned
 from tests.test_browser_remote import browser_env  # noqa: F401  (a pytest fixture)
@@ -416,6 +417,7 @@ def _long_run(job: Path, out: Path, url: str, caps: Path) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")),
+        preexec_fn=default_sigint,
     )  # fmt: skip
 
 
@@ -449,7 +451,7 @@ def test_server_killed_mid_job(browser_env: Path, caps: Path, tmp_path: Path) ->
     """ChromeDriver dies while the page runs: exit 4 with one line within a minute, no browser
     left (its processes carry the session's marker), nothing written."""
     server = chromedriver()
-    job = _job(tmp_path, sets=4, repeats=4000)  # long enough to be killed in the middle
+    job = _job(tmp_path, sets=4, repeats=400)  # long enough to be killed in the middle
     out = tmp_path / "out"
     proc = _long_run(job, out, server.url, caps)
     try:
@@ -469,8 +471,7 @@ def test_server_killed_mid_job(browser_env: Path, caps: Path, tmp_path: Path) ->
 
 
 def test_ctrl_c_ends_the_session(driver: Server, caps: Path, tmp_path: Path) -> None:
-    # long enough to be mid-job when Ctrl-C comes (400 repeats once finished first in a cold run)
-    job = _job(tmp_path, sets=4, repeats=4000)
+    job = _job(tmp_path, sets=4, repeats=400)
     out = tmp_path / "out"
     proc = _long_run(job, out, driver.url, caps)
     lines = _wait_for(proc, "the browser opens the job page")

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import default_sigint
 from tflkit import ir
 from tflkit.fsio import file_mode, is_temporary, write_atomic
 from tflkit.proc.interrupts import Interrupted, exit_on_signals
@@ -123,14 +124,8 @@ def _start(
         env=full,
         stdout=subprocess.DEVNULL if stdout is None else stdout,
         stderr=subprocess.PIPE,
-        preexec_fn=_default_sigint,
+        preexec_fn=default_sigint,
     )
-
-
-def _default_sigint() -> None:
-    """Ctrl-C as at a terminal: a shell starts background jobs with SIGINT ignored, and tflkit
-    (like Python) keeps a signal that was ignored when it started ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _tagged(tag: str) -> list[str]:
