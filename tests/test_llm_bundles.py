@@ -225,7 +225,8 @@ def test_repro_of_an_engine_finding_shows_it_with_litert_lm_alone(llm_bundles, g
 
     aborts = llm_bundles / "tkv_none_hf.litertlm"
     code, report = _validate(aborts, "--prompt", "the weather", "--repro", str(tmp_path / "b"))
-    assert code == 1 and report["repro"]["reproduced"] and "exit -6" in report["repro"]["line"]
+    assert code == 1 and report["repro"]["reproduced"], report["repro"]
+    assert "killed by signal 6" in report["repro"]["line"]  # SIGABRT: the engine's abort
     assert "Unsupported external weights type" in (tmp_path / "b" / "README.md").read_text()
 
 

@@ -14,7 +14,6 @@ default. tflkit runs the script once before it reports the directory.
 from __future__ import annotations
 
 import importlib.metadata
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -182,40 +181,35 @@ def write_engine_repro(
         tolerance=SCORE_TOL,
         one_cpu=one_cpu,
     )
+    from tflkit.proc.worker import run_worker
+
     with tempfile.TemporaryDirectory(prefix="tflkit-engine-repro-") as tmp:
         (Path(tmp) / "repro.py").write_text(script)
-        try:
-            done = subprocess.run(
-                [sys.executable, "repro.py"], cwd=tmp, capture_output=True, text=True,
-                timeout=timeout,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            return EngineRepro(False, f"repro: nothing written: the script ran over {timeout:g} s")
-    shown = "REPRODUCED" in done.stdout or done.returncode < 0
-    output = (
-        _own_lines(done.stdout) + (_fatal_lines(done.stderr) if done.returncode < 0 else "")
-    ).strip()
-    if not shown:
+        done = run_worker([sys.executable, "repro.py"], cwd=tmp, timeout=timeout)
+    if done.timed_out:
+        return EngineRepro(False, f"repro: nothing written: the script ran over {timeout:g} s")
+    aborted = done.returncode is not None and done.returncode < 0
+    output = (_own_lines(done.output) + (_fatal_lines(done.output) if aborted else "")).strip()
+    if "REPRODUCED" not in done.output and not aborted:
         return EngineRepro(
             False,
-            "repro: nothing written: the script did not show it in one run (exit "
-            f"{done.returncode})",
+            f"repro: nothing written: the script did not show it in one run ({done.how})",
             output=output,
         )
     write_atomic(directory / "repro.py", script)
     write_atomic(directory / "README.md", _readme(finding, command, version, kind, output))
     return EngineRepro(
         True,
-        f"repro: {directory}/repro.py shows it (exit {done.returncode}; needs only "
-        f"litert-lm-api {version})",
+        f"repro: {directory}/repro.py shows it ({done.how}; needs only litert-lm-api {version})",
         directory,
         True,
         output,
     )
 
 
-#: How the engine's native log lines start (it writes some to stdout too).
-_NATIVE = ("INFO:", "WARNING:", "ERROR:", "I0000", "W0000", "E0000", "Warning:")
+#: How the engine's native log lines start (an abort's ``F...`` line and stack trace too).
+_NATIVE = ("INFO:", "WARNING:", "ERROR:", "I0000", "W0000", "E0000", "F0000", "Warning:", "***",
+           "    @")  # fmt: skip
 
 
 def _own_lines(stdout: str) -> str:
@@ -223,9 +217,9 @@ def _own_lines(stdout: str) -> str:
     return "\n".join(line for line in stdout.splitlines() if not line.startswith(_NATIVE))
 
 
-def _fatal_lines(stderr: str, n: int = 3) -> str:
+def _fatal_lines(output: str, n: int = 3) -> str:
     """An abort's ``F...`` line and the lines after it."""
-    lines = stderr.splitlines()
+    lines = output.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("F")), None)
     return "" if start is None else "\n" + "\n".join(lines[start : start + n])
 
