@@ -212,9 +212,8 @@ class LiteRtLmRunner:
         """Nothing held: the child process is gone."""
 
 
-def _engine_cpus(backend: str, one_cpu: bool | None) -> list[int] | None:
-    """The CPUs the engine's process may run on: one when ``one_cpu``, or when it is None for a
-    GPU run on a software GPU; else all (None).
+def pinned_by_default(backend: str) -> bool:
+    """Whether the engine runs on one CPU unless told otherwise: a GPU run on a software GPU.
 
     On lavapipe, a GPU engine whose threads run on several cores gives different numbers from
     run to run while the machine is busy (a race between the engine's and the driver's
@@ -223,12 +222,18 @@ def _engine_cpus(backend: str, one_cpu: bool | None) -> list[int] | None:
     bench/llm_bundles.py --calibrate 8 --busy``, docs/llm.md). A hardware GPU runs unpinned:
     its speed figures stay the engine's own.
     """
+    from tflkit.gpu.availability import software_gpu
+
+    return backend == "gpu" and software_gpu()
+
+
+def _engine_cpus(backend: str, one_cpu: bool | None) -> list[int] | None:
+    """The CPUs the engine's process may run on: one when ``one_cpu`` (None:
+    :func:`pinned_by_default`), else all (None)."""
     if not hasattr(os, "sched_getaffinity") or one_cpu is False:
         return None
     if one_cpu is None:
-        from tflkit.gpu.availability import software_gpu
-
-        one_cpu = backend == "gpu" and software_gpu()
+        one_cpu = pinned_by_default(backend)
     return [min(os.sched_getaffinity(0))] if one_cpu else None
 
 
@@ -236,7 +241,7 @@ def _engine_cpus(backend: str, one_cpu: bool | None) -> list[int] | None:
 def _one_engine_per_gpu(backend: str) -> Iterator[None]:
     """Hold the machine-wide GPU engine lock for a GPU run (a no-op on the CPU): two LiteRT-LM
     GPU engines in two processes at once gave each other wrong scores (on the software GPU, a
-    healthy bundle 0.074 off beside another engine: the race of :func:`_engine_cpus`)."""
+    healthy bundle 0.074 off beside another engine: the race of :func:`pinned_by_default`)."""
     if backend != "gpu":
         yield
         return

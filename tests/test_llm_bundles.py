@@ -214,7 +214,7 @@ def test_repro_of_an_engine_finding_shows_it_with_litert_lm_alone(llm_bundles, g
     code, report = _validate(
         planted, "--prompt", "once upon a time", "--repro", str(tmp_path / "a")
     )
-    assert code == 1 and report["repro"]["written"] and report["repro"]["reproduced"], report
+    assert code == 1 and report["repro"]["written"], report
     script = tmp_path / "a" / "repro.py"
     assert _imports(script) <= {"math", "os", "sys", "litert_lm"}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
@@ -225,7 +225,7 @@ def test_repro_of_an_engine_finding_shows_it_with_litert_lm_alone(llm_bundles, g
 
     aborts = llm_bundles / "tkv_none_hf.litertlm"
     code, report = _validate(aborts, "--prompt", "the weather", "--repro", str(tmp_path / "b"))
-    assert code == 1 and report["repro"]["reproduced"], report["repro"]
+    assert code == 1 and report["repro"]["written"], report["repro"]
     assert "killed by signal 6" in report["repro"]["line"]  # SIGABRT: the engine's abort
     assert "Unsupported external weights type" in (tmp_path / "b" / "README.md").read_text()
 
@@ -238,8 +238,9 @@ def test_repro_without_an_engine_finding_writes_nothing(llm_bundles, gpu, tmp_pa
     assert "no finding" in report["repro"]["line"] and not out.exists()
 
 
-def _record(scores: list[float], ids: list[int] | None = None) -> dict:
-    ids = ids or list(range(len(scores)))
+def _record(scores: list[float]) -> dict:
+    """An engine worker's record of one prompt: greedy ids, their scores, the GPU's scoring."""
+    ids = list(range(len(scores)))
     return {"prompt": "p", "prompt_ids": [1], "ids": ids, "scores": scores, "scored": scores}
 
 

@@ -9,8 +9,7 @@ and writes ``FOLDER/result.json`` after every stage, so a process the engine abo
 how far it got. Per prompt: the prompt's token ids, the greedy continuation (text and ids, the
 engine's own tokenizer), the per-token scores of that continuation and of each text to score
 (``run_text_scoring``; non-finite ones as JSON's NaN/Infinity), and the engine's benchmark
-figures. The engine logs to native stderr; the parent
-reads it.
+figures. The engine logs to native stderr; the parent reads it.
 """
 
 from __future__ import annotations

@@ -46,9 +46,9 @@ SCORE_TOL = 0.05
 TIE_BAND = 2 * SCORE_TOL
 #: twice the largest decode-vs-scoring deviation measured on a healthy bundle (0.255)
 DECODE_TOL = 0.5
-#: Two GPU runs of a prompt score it "the same" within this (:func:`same_scores`): repeated runs
-#: on an idle machine differ by 0.0; glitches on a busy machine differ from each other by 0.017
-#: or more (``bench/llm_bundles.py --calibrate 8 --busy``, docs/llm.md)
+#: Two GPU runs of a prompt score it "the same" within this (:func:`same_scores`): pinned runs
+#: differ by 0.0 (tests/test_llm_bundles.py, beside a busy GPU too); glitches differ from each
+#: other by 0.017 or more (``bench/llm_bundles.py --calibrate 8 --busy``, docs/llm.md)
 SAME_TOL = 1e-3
 
 Score = float | None

@@ -14,6 +14,7 @@ default. tflkit runs the script once before it reports the directory.
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -122,20 +123,19 @@ raise SystemExit(1)
 
 @dataclass
 class EngineRepro:
-    """What ``--repro`` did for a bundle: ``written`` (the directory holds ``repro.py`` and
-    ``README.md``), whether the script showed the finding when tflkit ran it, and one line."""
+    """What ``--repro`` did for a bundle: ``written`` (the script showed the finding when tflkit
+    ran it, and the directory holds ``repro.py`` and ``README.md``), one line, and what the
+    script printed."""
 
     written: bool
     line: str
     directory: Path | None = None
-    reproduced: bool = False
     output: str = ""
 
     def to_json(self) -> dict[str, object]:
         return {
             "written": self.written,
             "directory": None if self.directory is None else str(self.directory),
-            "reproduced": self.reproduced,
             "line": self.line,
             "output": self.output,
         }
@@ -202,7 +202,6 @@ def write_engine_repro(
         True,
         f"repro: {directory}/repro.py shows it ({done.how}; needs only litert-lm-api {version})",
         directory,
-        True,
         output,
     )
 
@@ -210,6 +209,10 @@ def write_engine_repro(
 #: How the engine's native log lines start (an abort's ``F...`` line and stack trace too).
 _NATIVE = ("INFO:", "WARNING:", "ERROR:", "I0000", "W0000", "E0000", "F0000", "Warning:", "***",
            "    @")  # fmt: skip
+
+
+#: An abort's line: glog's ``F`` + month and day (``F0000`` before the log is set up), a space.
+_FATAL = re.compile(r"F\d{4} ")
 
 
 def _own_lines(stdout: str) -> str:
@@ -220,7 +223,7 @@ def _own_lines(stdout: str) -> str:
 def _fatal_lines(output: str, n: int = 3) -> str:
     """An abort's ``F...`` line and the lines after it."""
     lines = output.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("F")), None)
+    start = next((i for i, line in enumerate(lines) if _FATAL.match(line)), None)
     return "" if start is None else "\n" + "\n".join(lines[start : start + n])
 
 

@@ -189,7 +189,7 @@ def _compare(cpu: RunResult, gpu: RunResult, branch: RunResult | None) -> list[P
 #: Further GPU runs while a prompt looks faulty: a fault must come back the same in this many,
 #: or (when its numbers vary) be wrong in every run up to :data:`MAX_REPEATS` further ones.
 #: Glitches come and go with the machine's load (``bench/llm_bundles.py --calibrate 8 --busy``):
-#: the same scores twice more do not happen by chance (glitches differ by 0.0167 or more).
+#: the same scores twice more do not happen by chance (glitches differ by 0.017 or more).
 REPEATS = 2
 #: While a faulty prompt's numbers vary: with the engine on both cores of a busy machine, 14 of
 #: 48 prompt runs glitched (docs/llm.md), so six in a row wrong by chance is under 0.1 %.
@@ -273,7 +273,8 @@ def _unstable_notes(v: BundleValidation) -> list[str]:
     return [
         f"{name}: {c.line()}. Not a finding: the same prompt came out right in a later run. "
         "The engine's GPU path gives different numbers from run to run here (a race in the "
-        "engine or the driver); on the software GPU it shows while the machine is busy"
+        "engine or the driver; on the software GPU it showed with the engine on several cores "
+        "of a busy machine, and tflkit runs it on one there)"
         for name, items in v.comparisons.items()
         for c in items
         if c.unstable

@@ -90,7 +90,7 @@ def validate_bundle_cmd(
     report = validate_bundle(model, prompts, steps=steps, timeout=timeout, progress=progress)
     if repro is not None:
         from tflkit.bundle.repro import write_engine_repro
-        from tflkit.gpu.availability import software_gpu
+        from tflkit.delegates.litert_lm import pinned_by_default
 
         progress("writing the engine repro")
         report.repro = write_engine_repro(
@@ -98,7 +98,7 @@ def validate_bundle_cmd(
             model,
             repro,
             command=command,
-            one_cpu=software_gpu(),
+            one_cpu=pinned_by_default("gpu"),
             timeout=timeout,
         )
     if json_output:

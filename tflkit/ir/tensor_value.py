@@ -43,6 +43,13 @@ class QuantParams:
             scale, zero = scale.reshape(shape), zero.reshape(shape)
         return scale, zero
 
+    def dequantize(self, values: np.ndarray) -> np.ndarray:
+        """Integers on this grid in real units (float64): ``(value - zero point) * scale``."""
+        import numpy as np
+
+        scale, zero = self.broadcast(np.ndim(values))
+        return (np.asarray(values).astype(np.float64) - zero) * scale
+
 
 class Buffer:
     """Raw bytes of a constant (or of metadata); ``data`` is a read-only uint8 view or None.

@@ -71,8 +71,7 @@ def dequantize(tensor: ir.Tensor, value: np.ndarray) -> np.ndarray:
     if value.dtype.kind not in "iu" or params is None:
         with np.errstate(invalid="ignore"):  # a GPU's stale buffer may hold signaling NaNs
             return value.astype(np.float64)
-    scale, zero = params.broadcast(value.ndim)
-    return (value.astype(np.float64) - zero) * scale
+    return params.dequantize(value)
 
 
 def requantize(tensor: ir.Tensor, real: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -89,11 +89,7 @@ class Int8PointwiseFloatWeights(OpRewrite):
         op, weights = match.op, match["weights"]
         params = weights.quant_params
         assert params is not None
-        shape = [1] * weights.rank
-        shape[params.axis if len(params.scales) > 1 else 0] = -1
-        scales = params.scales.reshape(shape)
-        zeros = params.zero_points.reshape(shape)
-        values = ((weights.data.astype(np.float64) - zeros) * scales).astype(F32)
+        values = params.dequantize(weights.data).astype(F32)
         floats = b.const(values, f"{weights.name}/float32")
         out = op.outputs[0]
         new = b.op(

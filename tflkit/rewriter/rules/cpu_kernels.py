@@ -113,9 +113,8 @@ def meaning(data: bytes) -> bytes:
                 continue
             weights = op.inputs[1]
             params = weights.quant_params
-            assert params is not None and params.per_tensor is not None
-            scale, zero = params.per_tensor
-            values = ((np.asarray(weights.data, np.float64) - zero) * scale).astype(np.float32)
+            assert params is not None
+            values = params.dequantize(weights.data).astype(np.float32)
             op.set_input(1, subgraph.add_constant(values, f"{weights.name}/float32"))
             op.opcode = dataclasses.replace(op.opcode, version=1)  # the float op
     return ir.dumps(model)
