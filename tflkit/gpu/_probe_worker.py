@@ -127,6 +127,16 @@ def _make_inputs(
     return out
 
 
+def _write(buf: Any, arr: np.ndarray) -> None:
+    """Fill an input buffer; int64 and bool as their bytes (``TensorBuffer.write`` refuses the
+    dtype, "Unsupported dtype: int64"; the bytes land as the model reads them: measured on a
+    text model's int64 ids, GPU output equal to the CPU's within fp16)."""
+    try:
+        buf.write(arr)
+    except (ValueError, TypeError, RuntimeError):
+        buf.write(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
+
+
 def _run(
     cm: Any, arrays: list[np.ndarray], outputs: list[dict[str, Any]], signature_index: int = 0
 ) -> tuple[list[np.ndarray | None], dict[str, str], float]:
@@ -135,7 +145,7 @@ def _run(
     outs = cm.create_output_buffers(signature_index)
     start = time.perf_counter()
     for buf, arr in zip(ins, arrays, strict=True):
-        buf.write(arr)
+        _write(buf, arr)
     cm.run_by_index(signature_index, ins, outs)
     values: list[np.ndarray | None] = []
     unreadable: dict[str, str] = {}
