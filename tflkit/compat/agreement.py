@@ -183,9 +183,7 @@ def probe_op_verdicts(
             verdicts.update({(sg.index, op.index): ProbeOpVerdict(None, [note]) for op in sg.ops})
             continue
         sg_blocks = by_subgraph.get(sg.index, [])
-        unknown, placed = _place(
-            sg, sg_blocks, aliases.get(sg.index), rejected, verdicts, claims
-        )
+        unknown, placed = _place(sg, sg_blocks, aliases.get(sg.index), rejected, verdicts, claims)
         for op in sg.ops:
             key = (sg.index, op.index)
             if op.index in unknown:
