@@ -190,10 +190,10 @@ def record_entry(entry: SuiteModel, *, force: bool = False) -> ModelResult:
 
 
 def _in_child(suite: Suite, entry: SuiteModel, mode: str, timeout: float) -> ModelResult:
-    from tflkit.proc.worker import run_worker
+    from tflkit.proc.worker import spawn_python
 
-    cmd = [sys.executable, "-m", "tflkit.regress.suite", mode, str(suite.path), entry.name]
-    done = run_worker(cmd, cwd=suite.path.resolve().parent, timeout=timeout)
+    where = suite.path.resolve().parent
+    done = spawn_python(child_main, mode, suite.path, entry.name, cwd=where, timeout=timeout)
     for line in reversed(done.output.splitlines()):
         if line.startswith(_RESULT_PREFIX):
             return ModelResult.from_json(json.loads(line[len(_RESULT_PREFIX) :]))
@@ -230,8 +230,9 @@ def run_suite(
     return RegressReport(results, suite=str(suite.path))
 
 
-def _main(argv: Sequence[str]) -> int:
-    """Child process: ``python -m tflkit.regress.suite check|record|record-force SUITE NAME``."""
+def child_main(argv: Sequence[str]) -> int:
+    """Child process (:func:`tflkit.proc.worker.spawn_python`): ``check|record|record-force
+    SUITE NAME``."""
     mode, suite_path, name = argv
     entry = load_suite(suite_path).model(name)
     if mode == "check":
@@ -241,7 +242,3 @@ def _main(argv: Sequence[str]) -> int:
     sys.stdout.flush()
     print(_RESULT_PREFIX + dumps(result, indent=None), flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
