@@ -254,7 +254,14 @@ def _print_verification(report: RewriteReport, console: Console) -> None:
 
 
 def default_shape_lines(defaults: dict[str, list[int]]) -> list[str]:
-    """One line per input whose dynamic batch ``rewrite`` fixed without being told."""
+    """One line per input whose dynamic batch ``rewrite`` fixed without being told (one line
+    for them all beyond three)."""
+    if len(defaults) > 3:
+        names = list(defaults)
+        return [
+            f"fixed the dynamic batch of {len(names)} inputs ({names[0]}, {names[1]}, ...) to 1, "
+            "the size they store; --input-shape NAME=... (or '*=N' for all) to choose another"
+        ]
     return [
         f"fixed the dynamic batch of input {name} to 1 (stored shape "
         f"{','.join(map(str, dims))}); --input-shape {name}=... to choose another"
