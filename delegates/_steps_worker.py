@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.gpu.buffers import read_buffer, write_buffer
 from tflkit.proc.result_file import write_result
 
 
@@ -45,13 +46,12 @@ def _caller(cm: Any, state: dict[str, Any], result: Path):
         ins = cm.create_input_buffers(index)
         outs = cm.create_output_buffers(index)
         for buf, name in zip(ins, in_names, strict=True):
-            buf.write(np.ascontiguousarray(feeds[name]))
+            write_buffer(buf, feeds[name])
         cm.run_by_index(index, ins, outs)
-        values = {}
-        for buf, (name, dtype, shape) in zip(outs, out_specs, strict=True):
-            count = int(np.prod(shape, dtype=np.int64))
-            values[name] = buf.read(count, dtype).reshape(shape)
-        return values
+        return {
+            name: read_buffer(buf, shape, dtype)
+            for buf, (name, dtype, shape) in zip(outs, out_specs, strict=True)
+        }
 
     return call
 
