@@ -257,8 +257,8 @@ def _in_child(suite: Suite, item: WorkItem, timeout: float) -> tuple[ModelResult
     from tflkit.proc.worker import spawn_python
 
     where = suite.path.resolve().parent
-    item_json = dumps(item, indent=None)
-    done = spawn_python(child_main, suite.path, item_json, cwd=where, timeout=timeout)
+    raw = dumps(item, indent=None)
+    done = spawn_python(child_main, suite.path, raw, cwd=where, timeout=timeout)
     for line in reversed(done.output.splitlines()):
         if line.startswith(_RESULT_PREFIX):
             return ModelResult.from_json(json.loads(line[len(_RESULT_PREFIX) :])), False
