@@ -89,13 +89,14 @@ def run_engine(
     (:func:`engine_spec`), driven by ``execute``; ``score`` gives per prompt index the text to
     score after it; ``one_cpu`` pins the engine to one CPU (None: on a software GPU only)."""
     from tflkit.converters.base import require_module
-    from tflkit.delegates.base import execute
-    from tflkit.delegates.litert_lm import LiteRtLmRunner, engine_feed
+    from tflkit.delegates.base import BuildRequest, execute
+    from tflkit.delegates.litert_lm import engine_feed
+    from tflkit.delegates.registry import build
 
     require_module("litert_lm", "llm", "the LiteRT-LM engine")
-    spec = engine_spec(backend, activation)
-    runner = LiteRtLmRunner(
-        bundle, spec, max_output_tokens=max_output_tokens, timeout=timeout, one_cpu=one_cpu
+    engine = {"max_output_tokens": max_output_tokens, "one_cpu": one_cpu}
+    runner = build(
+        engine_spec(backend, activation), BuildRequest(bundle, timeout=timeout, engine=engine)
     )
     texts = score or {}
     feeds = [engine_feed(p, (texts.get(i) or [None])[0]) for i, p in enumerate(prompts)]

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from tflkit.cli.options import (
+    EXAMPLE_PAIR,
     DelegateOption,
     HtmlOption,
     InputKindOption,
@@ -24,19 +25,28 @@ from tflkit.cli.options import (
     SeedOption,
     SignatureOption,
     ToleranceOption,
+    listed,
     options_from,
+)
+from tflkit.delegates.base import (
+    TFLITE_RUNNERS,
+    VALIDATE_DEFAULT,
+    find_spec,
+    parse_pair,
+    spec_names,
 )
 from tflkit.errors import UsageError
 
+#: the registry's runners as the help texts name them
+_STEPS = spec_names(steps=True)
+_LOCALIZE = (*spec_names(localize=True), find_spec(device="framework").name)
+_STEPS_LOCALIZE = tuple(reversed([n for n in _STEPS if n in spec_names(device="gpu")]))
+_BROWSER = spec_names(device="browser")
+
 
 def _pairs(items: list[str]) -> list[tuple[str, str]]:
-    pairs = []
-    for item in items:
-        actual, sep, expected = item.partition(":")
-        if not sep or not actual or not expected:
-            raise UsageError(f"--pair takes ACTUAL:EXPECTED (e.g. gpu-fp16:cpu), got {item!r}")
-        pairs.append((actual, expected))
-    return pairs
+    """Each ``--pair ACTUAL:EXPECTED``, read once into its two runners."""
+    return [(p.actual.name, p.expected.name) for p in map(parse_pair, items)]
 
 
 @contextmanager
@@ -93,13 +103,14 @@ def validate(
         typer.Option(
             "--runner",
             "-r",
-            help="cpu, cpu-ref, cpu-fp16 (fp16 emulation), gpu-fp16, gpu-fp32, webgpu-fp16, "
-            "webgpu-fp32, wasm (LiteRT.js in headless Chromium), delegate, reference (repeat). "
-            "Default: cpu, cpu-fp16, gpu-fp16, gpu-fp32 (+ reference / delegate when given).",
+            help=f"{listed(TFLITE_RUNNERS, '')} (repeat; {listed(spec_names(emulated=True), '')}: "
+            f"fp16 emulation; {listed(_BROWSER, 'and')}: LiteRT.js in headless Chromium). "
+            f"Default: {listed(VALIDATE_DEFAULT, '')} (+ reference / delegate when given).",
         ),
     ] = [],  # noqa: B006
     pair: Annotated[
-        list[str], typer.Option("--pair", help="ACTUAL:EXPECTED to compare (repeat).")
+        list[str],
+        typer.Option("--pair", help=f"ACTUAL:EXPECTED to compare (repeat; e.g. {EXAMPLE_PAIR})."),
     ] = [],  # noqa: B006
     reference: ReferenceOption = None,
     save_reference: Annotated[
@@ -131,8 +142,8 @@ def validate(
         str | None,
         typer.Option(
             "--localize-on",
-            help="Runner to localize: gpu-fp16, gpu-fp32, cpu-fp16 or reference (with --steps: "
-            "gpu-fp32 or gpu-fp16).",
+            help=f"Runner to localize: {listed(_LOCALIZE)} (with --steps: "
+            f"{listed(_STEPS_LOCALIZE)}).",
         ),
     ] = None,
     input_kind: InputKindOption = "realistic",
@@ -184,8 +195,8 @@ def validate(
         typer.Option(
             "--steps",
             help="KV-cache LLM graph (prefill + decode signatures): prefill on a seeded prompt, "
-            "then N decode steps feeding the cache back, on cpu, cpu-ref, cpu-fp16, gpu-fp16 "
-            "and gpu-fp32 (or --runner); logits and greedy tokens compared per step.",
+            f"then N decode steps feeding the cache back, on {listed(_STEPS, 'and')} (or "
+            "--runner); logits and greedy tokens compared per step.",
             min=1,
         ),
     ] = None,

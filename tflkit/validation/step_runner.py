@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from tflkit.delegates.base import Feed, RunnerSpec, RunResult
+from tflkit.delegates.base import BuildRequest, Feed, RunnerSpec, RunResult
 from tflkit.delegates.registry import build
 from tflkit.validation.llm_program import KvProgram, causal_mask
 
@@ -206,7 +206,7 @@ class StepRunner:
         slot = key if self.spec.emulated else None  # the emulation runs one signature each
         runner = self._runners.get(slot)
         if runner is None:
-            runner = self._runners[slot] = build(self.spec, self.model, signature=slot)
+            runner = self._runners[slot] = build(self.spec, BuildRequest(self.model, slot))
             runner.activate()
         if not self.spec.emulated:
             return runner.run_signature(key, feed)
