@@ -190,13 +190,14 @@ def _channels_last(
 
 def _static_inputs(data: bytes) -> bytes:
     """onnx2tf keeps a -1 batch in ``shape_signature`` even with static input shapes: drop it."""
-    from tflkit.rewriter.shapes import dynamic_inputs, fix_input_shapes
+    from tflkit.delegates.litert_cpu import computed_shapes
+    from tflkit.ir.shapes import dynamic_input_tensors, fix_input_shapes
 
     model = ir.load(data)
-    dynamic = {t.name: t.shape for t in dynamic_inputs(model)}
+    dynamic = {t.name: t.shape for t in dynamic_input_tensors(model)}
     if not dynamic:
         return data
-    fix_input_shapes(model, dynamic)
+    fix_input_shapes(model, dynamic, infer=computed_shapes)
     return ir.dumps(model)
 
 

@@ -99,13 +99,13 @@ _ROOT = Path(__file__).resolve().parents[1]
 _RUNTIMES = ("ai_edge_litert", "tensorflow", "tflkit.gpu", "tflkit.delegates")
 
 
-def _source_modules() -> dict[str, Path]:
+def _source_modules(root: Path = _ROOT) -> dict[str, Path]:
     """Dotted name -> file, for tflkit/ and the mapped converters/ and delegates/ folders."""
     found = {}
     for top, prefix in (("tflkit", "tflkit"), ("converters", "tflkit.converters"),
                         ("delegates", "tflkit.delegates")):  # fmt: skip
-        for path in sorted((_ROOT / top).rglob("*.py")):
-            parts = path.relative_to(_ROOT / top).with_suffix("").parts
+        for path in sorted((root / top).rglob("*.py")):
+            parts = path.relative_to(root / top).with_suffix("").parts
             name = ".".join((prefix, *parts))
             found[name.removesuffix(".__init__")] = path
     return found
@@ -134,9 +134,83 @@ def _package(name: str) -> str:
     return ".".join(name.split(".")[:2])
 
 
-def _edges() -> dict[str, set[str]]:
-    modules = _source_modules()
+def _edges(root: Path = _ROOT) -> dict[str, set[str]]:
+    modules = _source_modules(root)
     return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _package_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Package -> the other tflkit packages its modules import (the facade and the package
+    docstrings aside: ``tflkit/__init__.py`` re-exports lazily by design)."""
+    uses: dict[str, set[str]] = {}
+    for name, targets in edges.items():
+        if name == "tflkit" or name.count(".") < 2:
+            continue
+        for target in targets:
+            if target.startswith("tflkit.") and _package(target) != _package(name):
+                uses.setdefault(_package(name), set()).add(_package(target))
+    return uses
+
+
+def _module_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Module -> the tflkit modules it imports, without a package's own ``__init__`` and its
+    submodules importing each other (a package re-exporting its parts is not a cycle)."""
+    return {
+        name: {
+            t
+            for t in targets
+            if t in edges
+            and t != name
+            and not (name.startswith(t + ".") or t.startswith(name + "."))
+        }
+        for name, targets in edges.items()
+        if name != "tflkit"
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm, iterative):
+    every import cycle, of any length, as the sorted set of nodes on it."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    nodes = sorted(set(graph) | {t for ts in graph.values() for t in ts})
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
 
 
 def test_compare_runs_nothing():
@@ -151,42 +225,66 @@ def test_compare_runs_nothing():
     assert not bad
 
 
-def test_no_two_packages_import_each_other():
-    uses: dict[str, set[str]] = {}
-    for name, targets in _edges().items():
-        if name == "tflkit" or name.count(".") < 2:  # the facade and package docstrings
-            continue
-        for target in targets:
-            if target.startswith("tflkit.") and _package(target) != _package(name):
-                uses.setdefault(_package(name), set()).add(_package(target))
-    pairs = {tuple(sorted((a, b))) for a, bs in uses.items() for b in bs if a in uses.get(b, ())}
-    assert not pairs
+def test_no_cycle_between_packages():
+    """No package reaches itself through the others' imports, at any length (a -> b -> c -> a
+    as well as a <-> b)."""
+    cycles = _cycles(_package_graph(_edges()))
+    assert not cycles, "; ".join(" -> ".join(c) for c in cycles)
 
 
 def test_no_import_cycle_between_modules():
-    edges = _edges()
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles = _cycles(_module_graph(_edges()))
+    assert not cycles, "; ".join(" -> ".join(c) for c in cycles)
 
-    def visit(name: str, path: list[str]) -> list[str] | None:
-        state[name] = 1
-        for target in sorted(edges.get(name, ())):
-            if target not in edges or target == name:
-                continue
-            if name.startswith(target + ".") or target.startswith(name + "."):
-                continue  # a package's own __init__ and its submodules
-            if state.get(target) == 1:
-                return [*path, name, target]
-            if target not in state:
-                cycle = visit(target, [*path, name])
-                if cycle:
-                    return cycle
-        state[name] = 2
-        return None
 
-    for name in sorted(edges):
-        if name not in state and name != "tflkit":
-            cycle = visit(name, [])
-            assert cycle is None, " -> ".join(cycle)
+def _plant(root: Path, files: dict[str, str]) -> None:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_a_planted_three_package_cycle_is_caught(tmp_path: Path):
+    """Three packages importing in a ring (no two of them import each other), written as
+    files and read by the same parser as the real tree: the package check names all three,
+    the module check the three modules on the ring; a ring of packages needs no ring of
+    modules (gamma/leaf.py closes it alone)."""
+    _plant(
+        tmp_path,
+        {
+            "tflkit/__init__.py": "",
+            "tflkit/alpha/__init__.py": "",
+            "tflkit/alpha/one.py": "from tflkit.beta import two\n",
+            "tflkit/beta/__init__.py": "",
+            "tflkit/beta/two.py": "def f():\n    from tflkit.gamma.three import g\n",
+            "tflkit/gamma/__init__.py": "",
+            "tflkit/gamma/three.py": "from ..alpha import one\n\ng = 1\n",
+            "tflkit/gamma/leaf.py": "import tflkit.alpha.one\n",
+            "converters/__init__.py": "",
+            "delegates/__init__.py": "",
+        },
+    )
+    edges = _edges(tmp_path)
+    packages = _package_graph(edges)
+    assert not {(a, b) for a, bs in packages.items() for b in bs if a in packages.get(b, ())}
+    assert _cycles(packages) == [["tflkit.alpha", "tflkit.beta", "tflkit.gamma"]]
+    assert _cycles(_module_graph(edges)) == [
+        ["tflkit.alpha.one", "tflkit.beta.two", "tflkit.gamma.three"]
+    ]
+    # the module ring broken: gamma/leaf.py still closes the ring of packages
+    _plant(tmp_path, {"tflkit/gamma/three.py": "g = 1\n"})
+    edges = _edges(tmp_path)
+    assert _cycles(_module_graph(edges)) == []
+    assert _cycles(_package_graph(edges)) == [["tflkit.alpha", "tflkit.beta", "tflkit.gamma"]]
+    _plant(tmp_path, {"tflkit/gamma/leaf.py": "g = 2\n"})
+    assert _cycles(_package_graph(_edges(tmp_path))) == []
+
+
+def test_cycles_finds_every_component():
+    """Two rings and a tail, in one graph: each ring once, the tail in none."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": {"e"}, "e": {"d"}, "f": {"a"}}
+    assert sorted(_cycles(graph)) == [["a", "b", "c"], ["d", "e"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_few_loose_modules():

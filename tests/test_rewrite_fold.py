@@ -24,13 +24,14 @@ from tests.needs import unavailable
 from tflkit import ir
 from tflkit.cli.main import main
 from tflkit.compat import static
+from tflkit.delegates.litert_cpu import computed_shapes
 from tflkit.ir.builder import OpBuilder
+from tflkit.ir.shapes import fix_input_shapes
 from tflkit.rewriter.example import graph_model, i32, options, scale
 from tflkit.rewriter.passes import run_passes
 from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.rules.constant import FOLD_MAX_BYTES, FoldConstants
 from tflkit.rewriter.run import checker_gate, rewrite_model
-from tflkit.rewriter.shapes import fix_input_shapes
 
 SAMPLES, FRAME = 4096, 256
 INPUT = "audio_preproc_input"
@@ -284,7 +285,7 @@ def test_accelerator_takes_more_ops_after_folding(gpu: str) -> None:
     """At the fixed input shape the original fails to compile as a whole (a RESHAPE shape from
     PACK): no op on the GPU; after the rewrite every op is."""
     model = audio_front_end()
-    fix_input_shapes(model, {INPUT: [1, SAMPLES]})
+    fix_input_shapes(model, {INPUT: [1, SAMPLES]}, infer=computed_shapes)
     outcome = rewrite_model(ir.dumps(audio_front_end()), input_shapes={INPUT: [1, SAMPLES]})
     before, after = _on_gpu(ir.dumps(model)), _on_gpu(outcome.rewritten)
     print(f"\nops on GPU: before {before}/19, after {after}/{len(outcome.model.main.ops)}")
@@ -369,7 +370,7 @@ def test_tensorflow_front_end_folds_in_one_run(
 @pytest.mark.gpu
 def test_tensorflow_front_end_on_the_accelerator(tf_front_end: Path, gpu: str) -> None:
     model = ir.load(tf_front_end.read_bytes())
-    fix_input_shapes(model, {INPUT: [1, TF_SAMPLES]})
+    fix_input_shapes(model, {INPUT: [1, TF_SAMPLES]}, infer=computed_shapes)
     outcome = rewrite_model(tf_front_end.read_bytes(), input_shapes={INPUT: [1, TF_SAMPLES]})
     before, after = _on_gpu(ir.dumps(model)), _on_gpu(outcome.rewritten)
     ops = len(outcome.model.main.ops)

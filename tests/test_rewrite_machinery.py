@@ -10,8 +10,10 @@ import pytest
 
 from tflkit import ir
 from tflkit.cli.main import main
+from tflkit.delegates.litert_cpu import computed_shapes
 from tflkit.errors import UsageError
 from tflkit.ir.builder import OpBuilder
+from tflkit.ir.shapes import fix_input_shapes
 from tflkit.rewriter import run as rewrite_run
 from tflkit.rewriter.contract import EXACT, bound
 from tflkit.rewriter.passes import RewriteLoop, run_passes
@@ -20,7 +22,6 @@ from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.rules.activation import LogSoftmax, SoftmaxBeta
 from tflkit.rewriter.ruleset import RuleSet
 from tflkit.rewriter.run import rewrite_model
-from tflkit.rewriter.shapes import fix_input_shapes
 from tflkit.rewriter.verify import verify
 
 F32 = np.float32
@@ -140,13 +141,13 @@ def test_fix_dynamic_batch() -> None:
     )
     x, y = model.main.inputs[0], model.main.outputs[0]
     x.shape_signature, y.shape_signature = (-1, 8), (-1, 4)
-    changed = fix_input_shapes(model, {"x0": [3, 8]})
+    changed = fix_input_shapes(model, {"x0": [3, 8]}, infer=computed_shapes)
     assert x.shape == (3, 8) and y.shape == (3, 4) and not x.is_dynamic and not y.is_dynamic
     assert set(changed) >= {"x0", y.name}
     with pytest.raises(UsageError):
-        fix_input_shapes(model, {"x0": [3, 9]})
+        fix_input_shapes(model, {"x0": [3, 9]}, infer=computed_shapes)
     with pytest.raises(UsageError):
-        fix_input_shapes(model, {"nope": [1]})
+        fix_input_shapes(model, {"nope": [1]}, infer=computed_shapes)
 
 
 def test_forced_rule_and_unknown_rule() -> None:
@@ -230,4 +231,4 @@ def test_fix_input_shapes_that_cannot_run_is_a_usage_error() -> None:
     model = graph_model([((1, 8), F32)], lambda b, x: b.RESHAPE(x, i32(1, 8), shape=(1, 8)))
     model.main.inputs[0].shape_signature = (-1, 8)
     with pytest.raises(UsageError, match="does not run with --input-shape x0=3,8"):
-        fix_input_shapes(model, {"x0": [3, 8]})
+        fix_input_shapes(model, {"x0": [3, 8]}, infer=computed_shapes)

@@ -172,6 +172,27 @@ SuiteOption = Annotated[
     Path | None, typer.Option("--suite", help="A tflkit.toml suite file.", show_default=False)
 ]
 JobsOption = Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel processes.")]
+ShardOption = Annotated[
+    str | None,
+    typer.Option(
+        "--shard",
+        help="Run shard I of N of the suite's items (e.g. 1/4); `regress merge` joins the N "
+        "results files.",
+        show_default=False,
+    ),
+]
+ResultsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--results",
+        help="Keep each finished item's result here (a re-run resumes from it; `regress merge` "
+        "reads it). Default: .tflkit/ beside the suite, removed once the run is complete.",
+        show_default=False,
+    ),
+]
+FreshOption = Annotated[
+    bool, typer.Option("--fresh", help="Ignore the results of an earlier run; run every item.")
+]
 
 # --- devices: device job|run|validate ------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from tflkit.cli.options import (
     BaselineRunnerOption,
     BaselineToleranceOption,
     DelegateOption,
+    FreshOption,
     HtmlOption,
     InputShapeOption,
     InputsOption,
@@ -21,8 +22,10 @@ from tflkit.cli.options import (
     ModelArgument,
     NumInputsOption,
     OptionalModelArgument,
+    ResultsOption,
     RunnerTimeoutOption,
     SeedOption,
+    ShardOption,
     SignatureOption,
     SuiteOption,
     options_from,
@@ -77,6 +80,30 @@ def _model_and_suite(model: Path | None, suite: Path | None, baseline: Path | No
         raise UsageError("give the baseline directory (--baseline DIR, or -o DIR to record)")
 
 
+def _run_suite(
+    suite: Path, mode: str, jobs: int | None, shard: str | None, results: Path | None, fresh: bool
+):
+    """Run a suite's items (or one shard of them) with a progress line per finished item."""
+    from tflkit.regress.items import parse_shard
+    from tflkit.regress.suite import load_suite, run_suite
+
+    count = {"done": 0}
+
+    def progress(item, result) -> None:
+        count["done"] += 1
+        _progress(f"{result.verdict:5} {item.entry} ({item.runner}) [{count['done']} done]")
+
+    return run_suite(
+        load_suite(suite),
+        mode=mode,
+        jobs=jobs,
+        shard=parse_shard(shard),
+        results=results,
+        fresh=fresh,
+        progress=progress,
+    )
+
+
 @app.command("record")
 def record(
     model: OptionalModelArgument = None,
@@ -99,6 +126,9 @@ def record(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing baseline.")] = False,
     suite: SuiteOption = None,
     jobs: JobsOption = None,
+    shard: ShardOption = None,
+    results: ResultsOption = None,
+    fresh: FreshOption = False,
     timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
@@ -106,9 +136,8 @@ def record(
 
     _model_and_suite(model, suite, output)
     if suite is not None:
-        from tflkit.regress.suite import load_suite, run_suite
-
-        report = run_suite(load_suite(suite), mode="record-force" if force else "record", jobs=jobs)
+        mode = "record-force" if force else "record"
+        report = _run_suite(suite, mode, jobs, shard, results, fresh)
         if json_output:
             from tflkit.cli.output import print_json
 
@@ -135,7 +164,18 @@ def record(
         RecordOptions,
         locals(),
         command=record,
-        elsewhere=("model", "output", "runner", "force", "suite", "jobs", "json_output"),
+        elsewhere=(
+            "model",
+            "output",
+            "runner",
+            "force",
+            "suite",
+            "jobs",
+            "shard",
+            "results",
+            "fresh",
+            "json_output",
+        ),
         runners=runner,
         probe=True if probe is None else probe,
     )
@@ -175,6 +215,9 @@ def check(
     delegate: DelegateOption = None,
     suite: SuiteOption = None,
     jobs: JobsOption = None,
+    shard: ShardOption = None,
+    results: ResultsOption = None,
+    fresh: FreshOption = False,
     junit: Annotated[
         Path | None, typer.Option("--junit", help="Write JUnit XML here.", show_default=False)
     ] = None,
@@ -194,8 +237,6 @@ def check(
     _model_and_suite(model, suite, baseline)
     _guard_outputs(model, junit, markdown, html)
     if suite is not None:
-        from tflkit.regress.suite import load_suite, run_suite
-
         given = [
             flag
             for flag, value in (
@@ -209,11 +250,7 @@ def check(
         ]
         if given:
             raise UsageError(f"{', '.join(given)}: set these per model in the suite file")
-
-        def progress(result) -> None:
-            _progress(f"{result.verdict:5} {Path(result.model).name}")
-
-        report = run_suite(load_suite(suite), jobs=jobs, progress=progress)
+        report = _run_suite(suite, "check", jobs, shard, results, fresh)
     else:
         from tflkit.regress.check import CheckOptions
         from tflkit.regress.check import check as run_check
@@ -229,6 +266,9 @@ def check(
                 "runner",
                 "suite",
                 "jobs",
+                "shard",
+                "results",
+                "fresh",
                 "junit",
                 "markdown",
                 "json_output",
@@ -260,3 +300,29 @@ def update(
     _progress(f"re-recording {model} into {baseline} ...")
     result = run_update(model, baseline, delegate=delegate, timeout=timeout)
     _emit(RegressReport([result]), json_output, None, None)
+
+
+@app.command("merge")
+def merge(
+    results: Annotated[
+        list[Path], typer.Argument(help="The results file (--results) of every shard.")
+    ],
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Write JUnit XML here.", show_default=False)
+    ] = None,
+    markdown: Annotated[
+        Path | None,
+        typer.Option("--markdown", help="Write a Markdown summary here.", show_default=False),
+    ] = None,
+    json_output: JsonOption = False,
+    html: HtmlOption = None,
+) -> None:
+    """Join the results files of a suite's N shards into the report of the whole suite."""
+    from tflkit.regress.journal import merge_results
+
+    for out in (junit, markdown, html):
+        if out is not None and any(out.resolve() == r.resolve() for r in results):
+            raise UsageError("refusing to overwrite a results file with a report")
+    report = merge_results(results)
+    _emit(report, json_output, junit, markdown, html)
+    raise typer.Exit(report.exit_code)

@@ -5,20 +5,29 @@ parses it with :func:`parse_input_shapes`. For a ``.tflite`` model, :func:`resol
 accepts both names a user sees for an input: the signature's input name (``input``) and the
 tensor name (``serving_default_input:0``), and checks that the shape fits the input's rank and
 fixed dimensions. ``convert`` resolves names against the source framework's inputs instead.
+
+:func:`fix_input_shapes` gives the named inputs those shapes and propagates them through the graph
+(the GPU delegate needs static shapes). The propagation is the runtime's own shape inference,
+handed in by the caller (``tflkit.delegates.litert_cpu.computed_shapes``): the IR starts no
+interpreter and imports no runner.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from tflkit import ir
 from tflkit.errors import UsageError
 
 __all__ = [
     "ResolvedShape",
+    "ShapeInference",
     "by_feed_name",
     "by_tensor_name",
+    "dynamic_input_tensors",
+    "fix_input_shapes",
     "parse_input_shapes",
     "resolve_input_shapes",
 ]
@@ -125,3 +134,54 @@ def by_feed_name(
 ) -> dict[str, tuple[int, ...]]:
     """The shapes keyed by the entry point's input names (signature names when there are)."""
     return {r.feed: r.shape for r in resolve_input_shapes(model, shapes, signature)}
+
+
+class ShapeInference(Protocol):
+    """The runtime's shape inference: tensor index -> shape of every tensor of subgraph 0 after
+    one run of ``model`` with the inputs (by tensor index) resized to ``shapes``, fed zeros or
+    seeded random values (``fill``). ``tflkit.delegates.litert_cpu.computed_shapes`` is one."""
+
+    def __call__(
+        self, model: bytes, shapes: Mapping[int, Sequence[int]], *, fill: str, seed: int
+    ) -> dict[int, list[int]]: ...
+
+
+def dynamic_input_tensors(model: ir.Model) -> list[ir.Tensor]:
+    """Inputs of the main subgraph whose shape signature has a -1."""
+    return [t for t in model.main.inputs if t.is_dynamic]
+
+
+def fix_input_shapes(model: ir.Model, shapes: Shapes, *, infer: ShapeInference) -> list[str]:
+    """Give the named inputs static shapes and propagate them; returns the tensors changed.
+
+    ``infer`` runs the model (see :class:`ShapeInference`). Shapes the runtime computes only
+    while it runs (TFLite's dynamic tensors: a RESHAPE fed by SHAPE arithmetic, a RANGE) are
+    read after two invocations on different inputs; a tensor whose shape differs between them
+    depends on the data and stays dynamic.
+    """
+    targets = {id(r.tensor): list(r.shape) for r in resolve_input_shapes(model, shapes)}
+    graph = model.main
+    spec = ", ".join(f"{name}={','.join(map(str, dims))}" for name, dims in shapes.items())
+    by_index = {t.index: targets[id(t)] for t in graph.inputs if id(t) in targets}
+    data = ir.dumps(model)
+    try:
+        first, second = (
+            infer(data, by_index, fill="zeros" if seed is None else "random", seed=seed or 0)
+            for seed in (None, 0)
+        )
+    except (RuntimeError, ValueError) as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        raise UsageError(
+            f"the model does not run with --input-shape {spec}: {lines[0] if lines else exc}"
+        ) from None
+    computed = {i: dims for i, dims in first.items() if second.get(i) == dims}
+    changed = []
+    for index, tensor in enumerate(graph.tensors):
+        dims = computed.get(index)
+        if dims is None or tensor.is_constant:
+            continue
+        if tensor.is_dynamic or list(tensor.shape) != dims:
+            tensor.shape = tuple(dims)
+            tensor.shape_signature = None
+            changed.append(tensor.name)
+    return changed

@@ -30,7 +30,8 @@ __all__ = ["CheckOptions", "check", "compare_outputs"]
 @dataclass
 class CheckOptions:
     """``runners`` narrows the baseline's; ``tolerances`` override the recorded ones (same keys
-    as :func:`tflkit.regress.record.runner_tolerance`); ``probe`` None means as recorded."""
+    as :func:`tflkit.regress.record.runner_tolerance`); ``probe`` None means as recorded.
+    ``outputs`` / ``residency`` False leave that part out (a suite runs them as separate items)."""
 
     runners: Sequence[str] = ()
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
@@ -38,6 +39,8 @@ class CheckOptions:
     latency_budget: float | None = None
     delegate: Path | None = None
     timeout: float = 300.0
+    outputs: bool = True
+    residency: bool = True
 
 
 def _tolerance(baseline: Baseline, runner: str, overrides: Mapping[str, Mapping[str, float]]):
@@ -216,6 +219,56 @@ def _interface_mismatch(model: Any, manifest: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _output_cases(
+    result: ModelResult,
+    model: Any,
+    path: Path,
+    loaded: Baseline,
+    runners: Sequence[str],
+    options: CheckOptions,
+) -> Any:
+    """Rerun ``runners`` on the recorded inputs; their cases go into ``result``; the report."""
+    from tflkit.regress.record import run_models
+
+    manifest = loaded.manifest
+    mismatch = _interface_mismatch(model, manifest)
+    if mismatch:
+        result.cases.append(Case("inputs", "output", "fail", mismatch))
+        return None
+    shapes = {k: tuple(v) for k, v in manifest["inputs"].get("input_shapes", {}).items()}
+    report = run_models(
+        path,
+        loaded.inputs,
+        runners,
+        signature=manifest["signature"],
+        input_shapes=shapes,
+        delegate=options.delegate,
+        timeout=options.timeout,
+    )
+    result.cases += compare_outputs(loaded, report.runners, options.tolerances)
+    return report
+
+
+def _residency_cases(
+    result: ModelResult, path: Path, manifest: Mapping[str, Any], options: CheckOptions
+) -> dict[str, Any] | None:
+    """The residency now (static, and probed as recorded) against the recorded one."""
+    from tflkit.regress.residency import compare_residency, snapshot
+
+    probe = manifest["options"]["probe"] if options.probe is None else options.probe
+    try:
+        now = snapshot(
+            path, target=manifest["options"]["target"], probe=probe, timeout=options.timeout
+        )
+    except TflkitError as exc:
+        result.cases.append(Case("residency (static)", "residency", "fail", str(exc)))
+        return None
+    for name, regressed, message in compare_residency(now, manifest["residency"]):
+        status = "skipped" if regressed is None else "fail" if regressed else "pass"
+        result.cases.append(Case(name, "residency", status, message))
+    return now
+
+
 def check(
     model_path: str | os.PathLike[str],
     baseline: str | os.PathLike[str] | Baseline,
@@ -229,8 +282,7 @@ def check(
     from collections import Counter
 
     from tflkit import ir
-    from tflkit.regress.record import run_models, versions
-    from tflkit.regress.residency import compare_residency, snapshot
+    from tflkit.regress.record import versions
 
     start = time.perf_counter()
     options = options or CheckOptions()
@@ -255,35 +307,10 @@ def check(
     data, label = ir.serde.read_model_bytes(path)
     model = ir.load(data, label=label)
     result = ModelResult(str(path), str(loaded.path or ""), "pass")
-    shapes = {k: tuple(v) for k, v in manifest["inputs"].get("input_shapes", {}).items()}
     report = None
-    mismatch = _interface_mismatch(model, manifest)
-    if mismatch:
-        result.cases.append(Case("inputs", "output", "fail", mismatch))
-    else:
-        report = run_models(
-            path,
-            loaded.inputs,
-            runners,
-            signature=manifest["signature"],
-            input_shapes=shapes,
-            delegate=options.delegate,
-            timeout=options.timeout,
-        )
-    if report is not None:
-        result.cases += compare_outputs(loaded, report.runners, options.tolerances)
-    probe = manifest["options"]["probe"] if options.probe is None else options.probe
-    try:
-        now = snapshot(
-            path, target=manifest["options"]["target"], probe=probe, timeout=options.timeout
-        )
-    except TflkitError as exc:
-        now = None
-        result.cases.append(Case("residency (static)", "residency", "fail", str(exc)))
-    if now is not None:
-        for name, regressed, message in compare_residency(now, manifest["residency"]):
-            status = "skipped" if regressed is None else "fail" if regressed else "pass"
-            result.cases.append(Case(name, "residency", status, message))
+    if options.outputs:
+        report = _output_cases(result, model, path, loaded, runners, options)
+    now = _residency_cases(result, path, manifest, options) if options.residency else None
     if options.latency_budget is not None and report is not None:
         result.cases += _latency_cases(loaded, report.runners, options.latency_budget)
     adapter = (now or {}).get("probe", {}) or {}

@@ -60,6 +60,8 @@ class ModelResult:
     changes: list[str] = field(default_factory=list)
     error: str | None = None
     wall_seconds: float = 0.0
+    #: the runtime it ran with (``ai-edge-litert==2.3.0``); None: the one tflkit runs with
+    runtime: str | None = None
 
     @property
     def failures(self) -> list[Case]:

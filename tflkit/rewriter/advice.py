@@ -3,7 +3,7 @@ that fixes each rejected op, and (``probe``) what the real accelerator says.
 
 The verdicts are :mod:`tflkit.compat`'s alone; this module adds what only the rewriter knows
 (which of its rules fixes an op, :class:`Advisor`) and the input shapes it fixes
-(:func:`~tflkit.rewriter.shapes.fix_input_shapes`), so ``compat`` never imports the rewriter.
+(:func:`~tflkit.ir.shapes.fix_input_shapes`), so ``compat`` never imports the rewriter.
 """
 
 from __future__ import annotations
@@ -134,9 +134,10 @@ def check_path(
     digest = sha256 if sha256 is not None else Sha256Job(data)
     model = ir.load(data, label=label)
     if input_shapes:
-        from tflkit.rewriter.shapes import fix_input_shapes
+        from tflkit.delegates.litert_cpu import computed_shapes
+        from tflkit.ir.shapes import fix_input_shapes
 
-        fix_input_shapes(model, input_shapes)
+        fix_input_shapes(model, input_shapes, infer=computed_shapes)
     advisor = Advisor()
     report = check_report(
         model, target=target, max_partitions=max_partitions, path=label, advise=advisor

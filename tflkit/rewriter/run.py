@@ -12,9 +12,12 @@ from typing import Any
 import numpy as np
 
 from tflkit import ir
+from tflkit.compat.check import dynamic_input_advice
+from tflkit.compat.check import dynamic_inputs as entry_dynamic_inputs
+from tflkit.delegates.litert_cpu import computed_shapes
 from tflkit.errors import ModelLoadError, TflkitError, UsageError
 from tflkit.ir.graph import Model, Subgraph
-from tflkit.ir.shapes import by_tensor_name
+from tflkit.ir.shapes import by_tensor_name, fix_input_shapes
 from tflkit.ir.structure import verify_bytes
 from tflkit.proc.cpu_smoke import ensure_cpu_safe
 from tflkit.rewriter.contract import Contract, combine
@@ -29,12 +32,7 @@ from tflkit.rewriter.passes import (
 from tflkit.rewriter.rule import ModelPass, OwnProof, Rule
 from tflkit.rewriter.rules import catalog
 from tflkit.rewriter.ruleset import RuleSet
-from tflkit.rewriter.shapes import (
-    default_input_shapes,
-    dynamic_input_advice,
-    entry_dynamic_inputs,
-    fix_input_shapes,
-)
+from tflkit.rewriter.shapes import default_input_shapes
 from tflkit.rewriter.verify import Verification, verify
 
 
@@ -128,13 +126,13 @@ def rewrite_model(
     defaults = default_input_shapes(model, input_shapes) if fix_dynamic_batch else {}
     shapes = {**(input_shapes or {}), **defaults}
     try:
-        shape_fixes = fix_input_shapes(model, shapes) if shapes else []
+        shape_fixes = fix_input_shapes(model, shapes, infer=computed_shapes) if shapes else []
     except UsageError:
         if not defaults:
             raise
         # the stored batch does not run: leave it dynamic, say which --input-shape to pass
         defaults, shapes = {}, dict(input_shapes or {})
-        shape_fixes = fix_input_shapes(model, shapes) if shapes else []
+        shape_fixes = fix_input_shapes(model, shapes, infer=computed_shapes) if shapes else []
     # The original runs at the same shapes: the CPU interpreter names inputs by tensor name.
     tensor_shapes = by_tensor_name(model, shapes) if shapes else None
     still = entry_dynamic_inputs(model)

@@ -142,9 +142,10 @@ def _load(
     model = ir.load(data, label=label)
     refuse_edgetpu(model, label)
     if options.input_shapes:
-        from tflkit.rewriter.shapes import fix_input_shapes
+        from tflkit.delegates.litert_cpu import computed_shapes
+        from tflkit.ir.shapes import fix_input_shapes
 
-        fix_input_shapes(model, options.input_shapes)
+        fix_input_shapes(model, options.input_shapes, infer=computed_shapes)
         data = ir.dumps(model)
     return data, label, file_sha256, model
 
