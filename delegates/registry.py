@@ -40,7 +40,7 @@ def build(spec: RunnerSpec, request: BuildRequest) -> Runner:
     if request.steps is not None:
         if not spec.steps:
             raise ValueError(f"{spec.name} does not run a program step by step")
-        from .step_runners import step_runner
+        from .step_runner import step_runner
 
         return step_runner(spec, request)
     return spec.factory(spec, request)

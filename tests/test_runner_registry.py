@@ -24,6 +24,7 @@ from tflkit.delegates.base import (
     Runner,
     RunnerId,
     RunnerPair,
+    StepPlan,
     execute,
     find_spec,
     parse_pair,
@@ -33,11 +34,11 @@ from tflkit.delegates.base import (
     runner_spec,
 )
 from tflkit.delegates.registry import build, builds_here
+from tflkit.delegates.step_runner import StepRunner
 from tflkit.errors import UsageError
 from tflkit.harness.device_runs import RUNNER_OF
 from tflkit.harness.protocol import BACKENDS, BROWSER_BACKENDS
 from tflkit.validation import repro, runners, steps
-from tflkit.validation.step_runner import StepRunner, step_runner
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "tflkit" / "examples" / "tiny_classifier.tflite"
 
@@ -86,7 +87,10 @@ def test_repro_localization_and_steps_read_the_spec() -> None:
     pairs = default_pairs(["cpu", "cpu-ref", "gpu-fp16", reference])
     assert ("cpu-ref", reference) not in pairs and ("gpu-fp16", reference) in pairs
     with pytest.raises(ValueError, match="does not run a program step by step"):
-        step_runner(find_spec(device="browser", precision="fp16"), b"", None, 1)  # type: ignore[arg-type]
+        build(
+            find_spec(device="browser", precision="fp16"),
+            BuildRequest(b"", steps=StepPlan(None, 1)),
+        )
 
 
 def _example_entry() -> tuple[bytes, runners.Entry]:
@@ -109,7 +113,7 @@ def test_a_runner_built_from_its_spec_runs_under_its_name(spec) -> None:
 
 def test_step_runners_are_runners_of_the_one_protocol() -> None:
     spec = find_spec(kernels="reference")
-    runner = step_runner(spec, b"", None, 1)  # type: ignore[arg-type]
+    runner = build(spec, BuildRequest(b"", steps=StepPlan(None, 1)))
     assert isinstance(runner, StepRunner) and isinstance(runner, Runner)
     assert runner.name == spec.name
 

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from tflkit.delegates.base import RunResult, find_spec
+from tflkit.delegates.step_runner import logits_of, tokens_of
 from tflkit.jsonable import plain
 from tflkit.validation.llm_program import KvProgram
-from tflkit.validation.step_runner import logits_of, tokens_of
 
 __all__ = ["PART_FRACTION", "StepsReport", "compare_steps", "fix_for", "num"]
 
