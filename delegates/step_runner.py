@@ -30,10 +30,8 @@ from .protocol import BuildRequest, Feed, RunnerSpec, RunResult
 __all__ = [
     "GpuStepRunner",
     "StepRunner",
-    "logits_of",
     "prompt_feed",
     "step_runner",
-    "tokens_of",
 ]
 
 
@@ -57,14 +55,8 @@ def _step_outputs(logits: list[np.ndarray], tokens: list[int]) -> list[dict[str,
     return [{"logits": v, "token": np.int64(t)} for v, t in zip(logits, tokens, strict=True)]
 
 
-def logits_of(result: RunResult) -> list[np.ndarray]:
-    """The logits of every decode step of a step runner's result."""
-    return [np.asarray(out["logits"]) for out in result.outputs]
 
 
-def tokens_of(result: RunResult) -> list[int]:
-    """The greedy token of every decode step of a step runner's result."""
-    return [int(out["token"]) for out in result.outputs]
 
 
 class StepRunner:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.compare.steps import tokens_of
 from tflkit.delegates.base import (
     BuildRequest,
     RunnerSpec,
@@ -35,7 +36,7 @@ from tflkit.delegates.base import (
 )
 from tflkit.delegates.kv_steps import Call, recorded_feed, recording, run_steps
 from tflkit.delegates.registry import build
-from tflkit.delegates.step_runner import prompt_feed, tokens_of
+from tflkit.delegates.step_runner import prompt_feed
 from tflkit.errors import UsageError
 from tflkit.validation.llm_program import (
     KvProgram,
