@@ -28,8 +28,8 @@ from tflkit.fsio import atomic_output
 from tflkit.proc.worker import python_command, run_worker
 
 from . import _tf_worker
-from .base import Feed, RunnerUnavailable, RunResult
 from .child_files import read_output_sets, read_state, write_input_sets
+from .protocol import Feed, RunnerUnavailable, RunResult
 
 __all__ = [
     "BUNDLE_FORMAT",
