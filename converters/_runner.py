@@ -4,7 +4,6 @@ protocol every converter worker follows."""
 from __future__ import annotations
 
 import signal
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from tflkit.proc.worker import run_worker as run_child
 
 from .base import ConversionError
 
-__all__ = ["WorkerOutcome", "python_module_cmd", "run_worker"]
+__all__ = ["WorkerOutcome", "run_worker"]
 
 
 @dataclass
@@ -52,7 +51,3 @@ def run_worker(
         last = done.last_line or "no output"
         raise ConversionError(f"the converter process died ({done.how}): {last[:300]}") from None
     return WorkerOutcome(state, done.returncode, done.output[-4000:], done.seconds)
-
-
-def python_module_cmd(module: str, *args: str, python: str | None = None) -> list[str]:
-    return [python or sys.executable, "-m", module, *args]

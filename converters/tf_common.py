@@ -8,15 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from tflkit.errors import UsageError
+from tflkit.proc.worker import python_command
 
-from . import _route_clock
+from . import _route_clock, _tf_worker
 from ._route_clock import progress_line
-from ._runner import WorkerOutcome, python_module_cmd, run_worker
+from ._runner import WorkerOutcome, run_worker
 from .base import ConversionError, ConvertOptions, require_module
 
 __all__ = ["convert_with_tensorflow"]
-
-_WORKER = "tflkit.converters._tf_worker"
 
 
 def _flex_message(failure: dict[str, Any]) -> str:
@@ -78,7 +77,7 @@ def convert_with_tensorflow(
         "workdir": str(workdir),
     }
     (workdir / "job.json").write_text(json.dumps(job))
-    cmd = python_module_cmd(_WORKER, str(workdir / "job.json"))
+    cmd = python_command(_tf_worker.main, workdir / "job.json")
     outcome = run_worker(
         cmd,
         workdir,

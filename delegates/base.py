@@ -48,7 +48,10 @@ Feed = Mapping[str, np.ndarray]
 
 #: ``ok`` ran every input set; ``unavailable`` could not start (missing file, TensorFlow absent);
 #: ``compile_error`` the runtime refused the model; ``run_error`` inference raised; ``crashed`` the
-#: runtime killed its process; ``timeout`` it hung and was killed.
+#: runtime killed its process; ``timeout`` it hung and was killed. A runner of this machine may
+#: also end ``binding_refused`` (:data:`tflkit.gpu.buffers.BINDING_REFUSED`): the Python binding
+#: could not hand the runtime an input (a dtype it refuses), no verdict on the runtime; device
+#: harnesses write the bytes themselves, so the device protocol does not carry it.
 STATUSES = ("ok", "unavailable", "compile_error", "run_error", "crashed", "timeout")
 
 

@@ -285,7 +285,11 @@ def _gpu(model: Path, job: dict[str, Any], feeds: list[dict[str, np.ndarray]], s
         ins = cm.create_input_buffers(index)
         outs = cm.create_output_buffers(index)
         for buf, name in zip(ins, names["inputs"], strict=True):
-            buf.write(np.ascontiguousarray(feed[name], dtype=in_details[name]["dtype"]))
+            value = np.ascontiguousarray(feed[name], dtype=in_details[name]["dtype"])
+            try:
+                buf.write(value)
+            except ValueError:  # int64, int16, float64...: the binding refuses the dtype, the
+                buf.write(value.reshape(-1).view(np.uint8))  # runtime takes its bytes
         cm.run_by_index(index, ins, outs)
         values = {}
         for buf, name in zip(outs, names["outputs"], strict=True):

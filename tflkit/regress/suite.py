@@ -287,10 +287,11 @@ def _runtime_items(entry: SuiteModel, mode: str, runtimes: Sequence[Any]) -> lis
 
 def _in_child(suite: Suite, item: WorkItem, timeout: float) -> tuple[ModelResult, bool]:
     """Run ``item`` in a child process: (its result, whether the child died without one)."""
-    from tflkit.proc.worker import run_worker
+    from tflkit.proc.worker import spawn_python
 
-    cmd = [sys.executable, "-m", "tflkit.regress.suite", str(suite.path), dumps(item, indent=None)]
-    done = run_worker(cmd, cwd=suite.path.resolve().parent, timeout=timeout)
+    where = suite.path.resolve().parent
+    raw = dumps(item, indent=None)
+    done = spawn_python(child_main, suite.path, raw, cwd=where, timeout=timeout)
     for line in reversed(done.output.splitlines()):
         if line.startswith(_RESULT_PREFIX):
             return ModelResult.from_json(json.loads(line[len(_RESULT_PREFIX) :])), False
@@ -348,8 +349,8 @@ def run_suite(
     return report
 
 
-def _main(argv: Sequence[str]) -> int:
-    """Child process: ``python -m tflkit.regress.suite SUITE ITEM_JSON``."""
+def child_main(argv: Sequence[str]) -> int:
+    """Child process (:func:`tflkit.proc.worker.spawn_python`): ``SUITE ITEM_JSON``."""
     suite_path, raw = argv
     item = WorkItem.from_json(json.loads(raw))
     entry = load_suite(suite_path).model(item.entry)
@@ -360,7 +361,3 @@ def _main(argv: Sequence[str]) -> int:
     sys.stdout.flush()
     print(_RESULT_PREFIX + dumps(result, indent=None), flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

@@ -11,6 +11,7 @@ from tflkit.compare.comparator import PairComparison
 from tflkit.compat.cpu_kernels import cpu_kernel_hazards
 from tflkit.delegates.base import RunResult, runner_spec
 from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
+from tflkit.gpu.buffers import BINDING_REFUSED
 from tflkit.report.validate_report import ValidateReport
 from tflkit.validation.inputs import InputSets
 from tflkit.validation.options import ValidateOptions, say
@@ -75,7 +76,7 @@ def findings(
     """What fails: runners that did not run (optional ones aside) and failing outputs."""
     found = []
     for r in results:
-        if not r.ok and r.runner not in optional:
+        if not r.ok and r.runner not in optional and r.status != BINDING_REFUSED:
             found.append(f"{r.runner} {r.status}: {r.error or 'no detail'}")
         drift = drift_finding(r)
         if drift:
