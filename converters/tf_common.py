@@ -7,12 +7,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tflkit.errors import UsageError
+from tflkit.errors import UsageError, require_extra
 
 from . import _route_clock
 from ._route_clock import progress_line
 from ._runner import WorkerOutcome, python_module_cmd, run_worker
-from .base import ConversionError, ConvertOptions, require_module
+from .base import ConversionError, ConvertOptions
 
 __all__ = ["convert_with_tensorflow"]
 
@@ -70,7 +70,7 @@ def convert_with_tensorflow(
     kind: str, source: Path, options: ConvertOptions, workdir: Path
 ) -> dict[str, Any]:
     """Convert in the TensorFlow child process; returns its state (files are in ``workdir``)."""
-    require_module("tensorflow", "tf", f"converting a {kind.replace('_', ' ')}")
+    require_extra("convert", f"converting a {kind.replace('_', ' ')}")
     job = {
         "kind": kind,
         "source": str(source.resolve()),

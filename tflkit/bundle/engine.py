@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tflkit.delegates.base import RunnerSpec, RunResult, find_spec
+from tflkit.errors import require_extra
 from tflkit.jsonable import plain
 
 __all__ = [
@@ -88,11 +89,10 @@ def run_engine(
     """``prompts`` through the engine on ``backend``: the registry's runner for it
     (:func:`engine_spec`), driven by ``execute``; ``score`` gives per prompt index the text to
     score after it; ``one_cpu`` pins the engine to one CPU (None: on a software GPU only)."""
-    from tflkit.converters.base import require_module
     from tflkit.delegates.base import execute
     from tflkit.delegates.litert_lm import LiteRtLmRunner, engine_feed
 
-    require_module("litert_lm", "llm", "the LiteRT-LM engine")
+    require_extra("llm", "the LiteRT-LM engine")
     spec = engine_spec(backend, activation)
     runner = LiteRtLmRunner(
         bundle, spec, max_output_tokens=max_output_tokens, timeout=timeout, one_cpu=one_cpu
