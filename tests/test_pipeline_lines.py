@@ -1,5 +1,6 @@
-"""What the ``--gpu-ready`` summary prints: the validate stage's figures never put a passing
-number beside "fail", and ops that share a reason are one line with their count and types."""
+"""What convert prints: in the ``--gpu-ready`` summary the validate stage's figures never put a
+passing number beside "fail", ops that share a reason are one line with their count and types;
+an environment build's progress shows steps, not pip's warnings; error text has no escape codes."""
 
 from __future__ import annotations
 
@@ -51,3 +52,26 @@ def test_ops_sharing_a_reason_are_one_line() -> None:
     )
     assert grouped[1].startswith("GATHER#3: GATHER has tensor shapes")
     assert len(grouped) == 2
+
+
+def test_build_progress_shows_steps_not_pip_noise() -> None:
+    """pip's lines, as a real ``pip install`` prints them into the build log."""
+    from tflkit.converters._progress import pip_step, plain
+
+    assert pip_step("Collecting onnx2tf==1.29.24") == "resolving onnx2tf==1.29.24"
+    shown = pip_step("  Downloading onnx-1.19.1-cp311-cp311-manylinux_2_17_x86_64.whl (16.4 MB)")
+    assert shown == "downloading onnx-1.19.1-cp311-cp311-manylinux_2_17_x86_64.whl"
+    assert pip_step("Installing collected packages: a, b, c") == "installing 3 packages"
+    for noise in (
+        "WARNING: The script onnx2tf is installed in '/x/bin' which is not on PATH.",
+        "Successfully installed onnx-1.19.1 onnx2tf-1.29.24",
+        "Requirement already satisfied: numpy in ./lib/python3.11/site-packages",
+        "[notice] A new release of pip is available: 24.0 -> 25.3",
+        "DEPRECATION: Building 'x' using the legacy setup.py bdist_wheel mechanism",
+    ):
+        assert pip_step(noise) is None, noise
+    assert pip_step("waiting for another tflkit process") == "waiting for another tflkit process"
+    assert (
+        plain("\x1b[31mERROR:\x1b[0m The \x1b[1mConv\x1b[0m op\nfailed")
+        == "ERROR: The Conv op failed"
+    )
