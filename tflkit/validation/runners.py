@@ -22,7 +22,7 @@ from tflkit.delegates.external import ExternalDelegateRunner
 from tflkit.delegates.litert_js import LiteRtJsRunner
 from tflkit.delegates.reference_io import Port, ReferenceIo
 from tflkit.delegates.registry import browser_session, build, builds_here
-from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle
+from tflkit.delegates.tf_reference import ReferenceRunner, is_reference_file
 from tflkit.errors import UsageError
 from tflkit.ir.entry import entry_point
 from tflkit.validation.inputs import InputSets
@@ -65,7 +65,7 @@ def resolve_entry(model: ir.Model, signature: str | None) -> Entry:
 
 
 def is_tflite(path: Path | None) -> bool:
-    """A ``.tflite`` reference (not a framework model or a bundle)."""
+    """A ``.tflite`` reference (not a framework model or a reference file)."""
     return path is not None and path.suffix == ".tflite"
 
 
@@ -156,8 +156,8 @@ def reference_runner(
     tflite: TfliteReference | None,
     kernels: str = "xnnpack",
 ) -> Runner:
-    """The reference runner (a ``.tflite`` on ``kernels``, a framework model or a bundle), fed
-    and read in its own terms when they differ from the model's."""
+    """The reference runner (a ``.tflite`` on ``kernels``, a framework model or a reference
+    file), fed and read in its own terms when they differ from the model's."""
     assert options.reference is not None
     key = options.signature
     ports_in, ports_out = io_ports(entry.inputs), io_ports(entry.outputs)
@@ -171,7 +171,7 @@ def reference_runner(
             signature=key,
             timeout=options.timeout,
         )
-        if is_bundle(options.reference):  # recorded on this model's own inputs
+        if is_reference_file(options.reference):  # recorded on this model's own inputs
             return runner
         theirs = (None, None)
     try:
