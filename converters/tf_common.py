@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tflkit.errors import require_extra
 from tflkit.proc.worker import python_command
 
 from . import _route_clock, _tf_worker
 from ._route_clock import progress_line
 from ._runner import raise_for, run_worker
-from .base import ConvertOptions, require_module
+from .base import ConvertOptions
 
 __all__ = ["convert_with_tensorflow"]
 
@@ -20,7 +21,7 @@ def convert_with_tensorflow(
     kind: str, source: Path, options: ConvertOptions, workdir: Path
 ) -> dict[str, Any]:
     """Convert in the TensorFlow child process; returns its state (files are in ``workdir``)."""
-    require_module("tensorflow", "tf", f"converting a {kind.replace('_', ' ')}")
+    require_extra("convert", f"converting a {kind.replace('_', ' ')}")
     job = {
         "kind": kind,
         "source": str(source.resolve()),
