@@ -172,7 +172,7 @@ class ReferenceRunner:
             )
         if importlib.util.find_spec("tensorflow") is None:
             raise RunnerUnavailable(
-                "TensorFlow is not installed (pip install 'tflkit[tf]'), or use a reference "
+                "TensorFlow is not installed (pip install 'tflkit[convert]'), or use a reference "
                 "bundle (.npz) saved where TensorFlow is installed"
             )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tflkit.delegates.base import RunnerSpec, RunResult, find_spec
+from tflkit.errors import require_extra
 from tflkit.jsonable import plain
 from tflkit.report.bundle_report import figures, how
 
@@ -74,12 +75,11 @@ def run_engine(
     """``prompts`` through the engine on ``backend``: the registry's runner for it
     (:func:`engine_spec`), driven by ``execute``; ``score`` gives per prompt index the text to
     score after it; ``one_cpu`` pins the engine to one CPU (None: on a software GPU only)."""
-    from tflkit.converters.base import require_module
     from tflkit.delegates.base import BuildRequest, execute
     from tflkit.delegates.litert_lm import engine_feed
     from tflkit.delegates.registry import build
 
-    require_module("litert_lm", "llm", "the LiteRT-LM engine")
+    require_extra("llm", "the LiteRT-LM engine")
     engine = {"max_output_tokens": max_output_tokens, "one_cpu": one_cpu}
     runner = build(
         engine_spec(backend, activation), BuildRequest(bundle, timeout=timeout, engine=engine)

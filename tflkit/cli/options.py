@@ -190,6 +190,16 @@ ResultsOption = Annotated[
         show_default=False,
     ),
 ]
+RuntimeOption = Annotated[
+    list[str],
+    typer.Option(
+        "--runtime",
+        help="Run the runners with this runtime, in its own venv built on first use "
+        "(ai-edge-litert==2.2.0, ai-edge-litert-nightly, tflite-runtime==2.14.0); repeat it for "
+        "a matrix of runtimes.",
+        show_default=False,
+    ),
+]
 FreshOption = Annotated[
     bool, typer.Option("--fresh", help="Ignore the results of an earlier run; run every item.")
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -24,6 +25,7 @@ from tflkit.cli.options import (
     OptionalModelArgument,
     ResultsOption,
     RunnerTimeoutOption,
+    RuntimeOption,
     SeedOption,
     ShardOption,
     SignatureOption,
@@ -80,8 +82,27 @@ def _model_and_suite(model: Path | None, suite: Path | None, baseline: Path | No
         raise UsageError("give the baseline directory (--baseline DIR, or -o DIR to record)")
 
 
+def _envs(specs: list[str]) -> list:
+    """The runtime venv of each ``--runtime`` (built on first use), or [None]: the pinned one."""
+    if not specs:
+        return [None]
+    from tflkit.regress.runtimes import ensure_runtime, parse_runtime
+
+    for spec in specs:
+        parse_runtime(spec)  # every spec checked before anything is built
+    if len(set(specs)) != len(specs):
+        raise UsageError("the same --runtime is given twice")
+    return [ensure_runtime(spec) for spec in specs]
+
+
 def _run_suite(
-    suite: Path, mode: str, jobs: int | None, shard: str | None, results: Path | None, fresh: bool
+    suite: Path,
+    mode: str,
+    jobs: int | None,
+    shard: str | None,
+    results: Path | None,
+    fresh: bool,
+    runtimes: list[str] = [],  # noqa: B006
 ):
     """Run a suite's items (or one shard of them) with a progress line per finished item."""
     from tflkit.regress.items import parse_shard
@@ -91,7 +112,8 @@ def _run_suite(
 
     def progress(item, result) -> None:
         count["done"] += 1
-        _progress(f"{result.verdict:5} {item.entry} ({item.runner}) [{count['done']} done]")
+        where = f", {item.runtime}" if item.runtime_spec else ""
+        _progress(f"{result.verdict:5} {item.entry} ({item.runner}{where}) [{count['done']} done]")
 
     return run_suite(
         load_suite(suite),
@@ -101,6 +123,7 @@ def _run_suite(
         results=results,
         fresh=fresh,
         progress=progress,
+        runtimes=[env for env in _envs(runtimes) if env is not None],
     )
 
 
@@ -123,6 +146,15 @@ def record(
         bool, typer.Option("--latency", help="Also keep timings (latency.json) for a budget.")
     ] = False,
     delegate: DelegateOption = None,
+    runtime: Annotated[
+        str | None,
+        typer.Option(
+            "--runtime",
+            help="Record with this runtime (its own venv, built on first use), e.g. "
+            "ai-edge-litert==2.2.0; the baseline names it.",
+            show_default=False,
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing baseline.")] = False,
     suite: SuiteOption = None,
     jobs: JobsOption = None,
@@ -136,6 +168,8 @@ def record(
 
     _model_and_suite(model, suite, output)
     if suite is not None:
+        if runtime is not None:
+            raise UsageError("--runtime with --suite: record each model with `regress record`")
         mode = "record-force" if force else "record"
         report = _run_suite(suite, mode, jobs, shard, results, fresh)
         if json_output:
@@ -178,6 +212,7 @@ def record(
         ),
         runners=runner,
         probe=True if probe is None else probe,
+        runtime=_envs([runtime])[0] if runtime else None,
     )
     _progress(f"recording {model} ...")
     baseline = run_record(model, options)
@@ -213,6 +248,7 @@ def check(
         ),
     ] = None,
     delegate: DelegateOption = None,
+    runtime: RuntimeOption = [],  # noqa: B006
     suite: SuiteOption = None,
     jobs: JobsOption = None,
     shard: ShardOption = None,
@@ -250,7 +286,7 @@ def check(
         ]
         if given:
             raise UsageError(f"{', '.join(given)}: set these per model in the suite file")
-        report = _run_suite(suite, "check", jobs, shard, results, fresh)
+        report = _run_suite(suite, "check", jobs, shard, results, fresh, runtime)
     else:
         from tflkit.regress.check import CheckOptions
         from tflkit.regress.check import check as run_check
@@ -275,9 +311,12 @@ def check(
                 "html",
             ),
             runners=runner,
+            runtime=None,
         )
         _progress(f"checking {model} against {baseline} ...")
-        report = RegressReport([run_check(model, baseline, options)])
+        report = RegressReport(
+            [run_check(model, baseline, replace(options, runtime=env)) for env in _envs(runtime)]
+        )
     _emit(report, json_output, junit, markdown, html)
     raise typer.Exit(report.exit_code)
 

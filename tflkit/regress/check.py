@@ -41,6 +41,8 @@ class CheckOptions:
     timeout: float = 300.0
     outputs: bool = True
     residency: bool = True
+    #: another runtime to run the runners with (:class:`tflkit.harness.runtimes.RuntimeEnv`)
+    runtime: Any = None
 
 
 def _tolerance(baseline: Baseline, runner: str, overrides: Mapping[str, Mapping[str, float]]):
@@ -226,8 +228,9 @@ def _output_cases(
     loaded: Baseline,
     runners: Sequence[str],
     options: CheckOptions,
-) -> Any:
-    """Rerun ``runners`` on the recorded inputs; their cases go into ``result``; the report."""
+) -> list[Any] | None:
+    """Rerun ``runners`` on the recorded inputs (with ``options.runtime`` when given); their
+    cases go into ``result``; the runs."""
     from tflkit.regress.record import run_models
 
     manifest = loaded.manifest
@@ -236,6 +239,22 @@ def _output_cases(
         result.cases.append(Case("inputs", "output", "fail", mismatch))
         return None
     shapes = {k: tuple(v) for k, v in manifest["inputs"].get("input_shapes", {}).items()}
+    if options.runtime is not None:
+        from tflkit.harness.runtimes import run_in_runtime
+        from tflkit.regress.runtime_cases import runtime_cases
+
+        runs = run_in_runtime(
+            path,
+            loaded.inputs,
+            runners,
+            options.runtime,
+            signature=manifest["signature"],
+            timeout=options.timeout,
+        )
+        result.cases += runtime_cases(
+            compare_outputs(loaded, runs, options.tolerances), runs, manifest, options.runtime
+        )
+        return runs
     report = run_models(
         path,
         loaded.inputs,
@@ -246,7 +265,7 @@ def _output_cases(
         timeout=options.timeout,
     )
     result.cases += compare_outputs(loaded, report.runners, options.tolerances)
-    return report
+    return report.runners
 
 
 def _residency_cases(
@@ -307,17 +326,21 @@ def check(
     data, label = ir.serde.read_model_bytes(path)
     model = ir.load(data, label=label)
     result = ModelResult(str(path), str(loaded.path or ""), "pass")
-    report = None
+    runs = None
     if options.outputs:
-        report = _output_cases(result, model, path, loaded, runners, options)
+        runs = _output_cases(result, model, path, loaded, runners, options)
     now = _residency_cases(result, path, manifest, options) if options.residency else None
-    if options.latency_budget is not None and report is not None:
-        result.cases += _latency_cases(loaded, report.runners, options.latency_budget)
+    if options.latency_budget is not None and runs is not None:
+        result.cases += _latency_cases(loaded, runs, options.latency_budget)
     adapter = (now or {}).get("probe", {}) or {}
     histogram = Counter(op.type for sg in model.subgraphs for op in sg.ops)
     result.changes = _changes(
         loaded, hashlib.sha256(data).hexdigest(), dict(histogram), versions(adapter.get("adapter"))
     )
+    if options.runtime is not None:
+        result.runtime = options.runtime.label
+        old = manifest.get("versions", {}).get("runtime") or "tflkit's own LiteRT"
+        result.changes.append(f"runtime {old} -> {options.runtime.label}")
     result.verdict = "fail" if result.failures else "pass"
     result.wall_seconds = time.perf_counter() - start
     return result

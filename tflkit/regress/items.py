@@ -51,6 +51,8 @@ class WorkItem:
     runner: str
     mode: str
     baseline_sha256: str = ""
+    #: the ``--runtime`` spec that gives ``runtime`` (its venv); "" for the pinned runtime
+    runtime_spec: str = ""
 
     @property
     def key(self) -> str:

@@ -169,15 +169,19 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
     return Suite(file, models, jobs)
 
 
-def check_entry(entry: SuiteModel, runner: str = ALL_RUNNERS) -> ModelResult:
-    """Check one suite model (one runner of it, its residency, or all) in this process; a usage
-    error becomes an "error" result."""
+def check_entry(entry: SuiteModel, runner: str = ALL_RUNNERS, runtime: str = "") -> ModelResult:
+    """Check one suite model (one runner of it, its residency, or all; with the ``runtime``
+    spec's runtime when given) in this process; a usage error becomes an "error" result."""
     from dataclasses import replace
 
     from tflkit.errors import TflkitError
     from tflkit.regress.check import check
 
     options = entry.check_options()
+    if runtime:
+        from tflkit.regress.runtimes import ensure_runtime
+
+        options = replace(options, runtime=ensure_runtime(runtime))
     if runner == RESIDENCY:
         options = replace(options, outputs=False)
     elif runner != ALL_RUNNERS:
@@ -218,11 +222,18 @@ def _baseline_runners(entry: SuiteModel) -> tuple[list[str], str]:
     return wanted, file_sha256(str(manifest))
 
 
-def plan_items(suite: Suite, mode: str, names: Sequence[str] = ()) -> list[WorkItem]:
-    """Every work item of the suite (or of the ``names`` models), in suite order."""
+def plan_items(
+    suite: Suite, mode: str, names: Sequence[str] = (), runtimes: Sequence[Any] = ()
+) -> list[WorkItem]:
+    """Every work item of the suite (or of the ``names`` models), in suite order; with
+    ``runtimes`` (:class:`tflkit.harness.runtimes.RuntimeEnv`), each model's runners on each
+    (their GPU residency is in the runs), else on the pinned runtime."""
     entries = [suite.model(n) for n in names] if names else suite.models
     items = []
     for entry in entries:
+        if runtimes:
+            items += _runtime_items(entry, mode, runtimes)
+            continue
         base = {
             "entry": entry.name,
             "model": str(entry.path),
@@ -241,6 +252,28 @@ def plan_items(suite: Suite, mode: str, names: Sequence[str] = ()) -> list[WorkI
         for runner in [*runners, RESIDENCY]:
             items.append(WorkItem(**base, runner=runner, baseline_sha256=manifest_sha))
     return items
+
+
+def _runtime_items(entry: SuiteModel, mode: str, runtimes: Sequence[Any]) -> list[WorkItem]:
+    if mode != "check":
+        raise UsageError("--runtime with --suite runs `regress check`; record with one runtime")
+    runners, manifest_sha = _baseline_runners(entry)
+    model_sha = file_sha256(str(entry.path))
+    return [
+        WorkItem(
+            entry.name,
+            str(entry.path),
+            str(entry.baseline),
+            model_sha,
+            runtime.label,
+            runner,
+            mode,
+            manifest_sha,
+            runtime.spec,
+        )
+        for runtime in runtimes
+        for runner in runners or [ALL_RUNNERS]
+    ]
 
 
 def _in_child(suite: Suite, item: WorkItem, timeout: float) -> tuple[ModelResult, bool]:
@@ -276,6 +309,7 @@ def run_suite(
     shard: tuple[int, int] | None = None,
     results: Path | None = None,
     fresh: bool = False,
+    runtimes: Sequence[Any] = (),
 ) -> RegressReport:
     """Check (or record) the suite's items (or shard ``shard`` of them), ``jobs`` child
     processes at a time; finished results go to the results file as they come (``results``, or
@@ -283,7 +317,7 @@ def run_suite(
     keeps the finished results and propagates."""
     from tflkit.regress.pool import run_items
 
-    every = plan_items(suite, mode, names)
+    every = plan_items(suite, mode, names, runtimes)
     path = results or default_results(suite, mode, shard)
     journal = Journal.open(path, str(suite.path), mode, every, shard, fresh=fresh)
     mine = shard_of(every, shard)
@@ -312,7 +346,7 @@ def child_main(argv: Sequence[str]) -> int:
     item = WorkItem.from_json(json.loads(raw))
     entry = load_suite(suite_path).model(item.entry)
     if item.mode == "check":
-        result = check_entry(entry, item.runner)
+        result = check_entry(entry, item.runner, item.runtime_spec)
     else:
         result = record_entry(entry, force=item.mode == "record-force")
     sys.stdout.flush()

@@ -23,7 +23,7 @@ from tflkit.delegates.base import (
 from tflkit.delegates.reference_io import Port, ReferenceIo
 from tflkit.delegates.registry import browser_session, build
 from tflkit.delegates.tf_reference import is_bundle
-from tflkit.errors import UsageError
+from tflkit.errors import UsageError, require_extra
 from tflkit.ir.entry import entry_point
 from tflkit.validation.inputs import InputSets
 from tflkit.validation.options import ValidateOptions, say
@@ -95,7 +95,17 @@ def runner_names(options: ValidateOptions) -> list[str]:
         raise UsageError(
             f"--browser-adapter takes swiftshader or lavapipe, got {options.browser_adapter!r}"
         )
+    _require_extras(names, options)
     return list(dict.fromkeys(names))
+
+
+def _require_extras(names: Sequence[str], options: ValidateOptions) -> None:
+    """Stop before any run, in one line, when a runner asked for needs an extra not installed."""
+    if any(getattr(runner_spec(n), "device", None) == "browser" for n in names):
+        require_extra("browser", "a browser runner (LiteRT.js in Chromium)", "playwright")
+    ref = options.reference
+    if ref is not None and not (is_tflite(ref) or is_bundle(ref) or ref.suffix == ".litertlm"):
+        require_extra("convert", f"the TensorFlow reference {ref.name}", "tensorflow")
 
 
 def check_pairs(pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> None:
