@@ -84,6 +84,7 @@ def validate_bundle_cmd(
     progress: Any,
     repro: Path | None = None,
     command: str = "tflkit validate",
+    html: Path | None = None,
 ) -> None:
     from tflkit.bundle.validate import validate_bundle
     from tflkit.cli.output import print_json
@@ -102,6 +103,10 @@ def validate_bundle_cmd(
             one_cpu=pinned_by_default("gpu"),
             timeout=timeout,
         )
+    if html is not None:
+        from tflkit.report.html import write_html
+
+        write_html(report, html)
     if json_output:
         print_json(report)
     else:
