@@ -2,7 +2,7 @@
 
 Arguments: ``JOB.json``. The job names the source, its kind
 (``keras`` or ``saved_model``), the options (:class:`ConvertOptions` as JSON) and a work dir.
-The worker writes ``model.tflite``, ``reference.npz`` (a reference bundle: seeded inputs and the
+The worker writes ``model.tflite``, ``reference.npz`` (a reference file: seeded inputs and the
 framework's float32 outputs) and ``result.json`` there. TensorFlow lives only in this process:
 the parent may hold the GPU accelerator.
 """
@@ -329,12 +329,12 @@ def _convert(job: dict[str, Any], state: dict[str, Any]) -> tuple[bytes, Any]:
 
 
 def _reference(job: dict[str, Any], data: bytes, ref: Any, state: dict[str, Any]) -> None:
-    """Run the source on the inputs validate will feed the .tflite and save the bundle; without
-    flex ops, also measure the CPU interpreter against it."""
+    """Run the source on the inputs validate will feed the .tflite and save the reference file;
+    without flex ops, also measure the CPU interpreter against it."""
     import tensorflow as tf
 
     from tflkit import ir
-    from tflkit.delegates.tf_reference import save_bundle
+    from tflkit.delegates.tf_reference import save_reference
     from tflkit.ir.entry import IoSpec, entry_point
     from tflkit.validation.inputs import make_input_sets
 
@@ -363,7 +363,7 @@ def _reference(job: dict[str, Any], data: bytes, ref: Any, state: dict[str, Any]
                 for k, v in out.items()
             }
         )
-    save_bundle(
+    save_reference(
         work / "reference.npz",
         sets.feeds,
         refs,

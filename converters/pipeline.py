@@ -139,8 +139,8 @@ def convert_gpu_ready(
             report.stages.append(_check_stage("check after rewrite", after))
             before = after
     runners = list(RECORD_DEFAULT)  # the CPU and the GPU in both precisions
-    bundle = Path(report.reference_bundle) if report.reference_bundle else None
-    checked = validate(out, ValidateOptions(runners=runners, reference=bundle, timeout=timeout))
+    reference = Path(report.reference_bundle) if report.reference_bundle else None
+    checked = validate(out, ValidateOptions(runners=runners, reference=reference, timeout=timeout))
     gpu = find_spec(device="gpu", precision="fp16").name
     fp16 = next((r for r in checked.runners if r.runner == gpu), None)
     accelerated = bool(fp16 and fp16.ok and fp16.executed.get("fully_accelerated"))

@@ -123,7 +123,7 @@ ReferenceOption = Annotated[
     Path | None,
     typer.Option(
         "--reference",
-        help="Keras file, SavedModel dir, reference bundle (.npz) or the .tflite this model "
+        help="Keras file, SavedModel dir, reference file (.npz) or the .tflite this model "
         "replaces.",
     ),
 ]

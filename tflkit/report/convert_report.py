@@ -67,7 +67,8 @@ class ConvertReport:
     output_sha256: str = ""
     sidecar: str | None = None
     reference_bundle: str | None = None
-    #: what the reference bundle's inputs are (``InputSets.summary()``: source, seed, data)
+    #: the reference file written (.npz; the JSON key keeps its first name)
+    #: what the reference file's inputs are (``InputSets.summary()``: source, seed, data)
     reference_inputs: dict[str, Any] | None = None
     converter: str = ""
     #: ONNX: the preparation pass's steps, one line each (shapes, pins, onnxsim, If, names)
@@ -159,8 +160,7 @@ def render_convert(report: ConvertReport, console: Console) -> None:
     if report.reference_bundle:
         kind = (report.reference_inputs or {}).get("source")
         console.print(
-            f"  reference bundle: {report.reference_bundle}"
-            + (f" (inputs: {kind})" if kind else "")
+            f"  reference file: {report.reference_bundle}" + (f" (inputs: {kind})" if kind else "")
         )
     if report.sidecar:
         console.print(f"  provenance: {report.sidecar}")
