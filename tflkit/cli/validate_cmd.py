@@ -199,6 +199,12 @@ _Prompts = Annotated[
 ]
 
 
+_Junit = Annotated[
+    Path | None,
+    typer.Option("--junit", help="Write JUnit XML here (every subject).", show_default=False),
+]
+
+
 def _given(ctx: typer.Context) -> list[str]:
     """The options given on the command line (as spelled there: ``--html``), in order (a
     default's source is ``DEFAULT``; the command line's ``COMMANDLINE``)."""
@@ -216,7 +222,7 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
     from tflkit.compare.groups import parse_output_groups
     from tflkit.validation.options import ValidateOptions
 
-    _not_the_model(params["model"], params["html"], params["model_explorer"])
+    _not_the_model(params["model"], params["html"], params["model_explorer"], params["junit"])
     return options_from(
         ValidateOptions,
         params,
@@ -234,6 +240,7 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
             "json_output",
             "prompt",
             "prompts",
+            "junit",
         ),
         runners=params["runner"],
         pairs=_pairs(params["pair"]),
@@ -256,12 +263,13 @@ def _bundle(ctx: typer.Context, params: dict[str, Any]) -> None:
     """A ``.litertlm`` bundle: the LiteRT-LM engine's runners on its prompts."""
     from tflkit.cli.bundle_cmd import read_prompts, validate_bundle_cmd
 
-    _not_the_model(params["model"], params["html"])
+    _not_the_model(params["model"], params["html"], params["junit"])
     with _progress() as progress:
         texts = read_prompts(params["prompt"], params["prompts"])
         validate_bundle_cmd(
             params["model"], texts, params["steps"], params["json_output"], params["timeout"],
             progress, params["repro"], _command_line(ctx), params["html"],
+            params["junit"],
         )  # fmt: skip
 
 
@@ -293,6 +301,7 @@ def validate(
     prompt: _Prompt = [],  # noqa: B006
     prompts: _Prompts = None,
     timeout: RunnerTimeoutOption = 300.0,
+    junit: _Junit = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run the model with and without the GPU delegate, compare, and find where they part (a
@@ -301,7 +310,7 @@ def validate(
     refuse_inapplicable(kind, _given(ctx))
     if kind == "bundle":
         return _bundle(ctx, locals())
-    from tflkit.cli.output import show_steps_report, show_validate_report
+    from tflkit.cli.output import show_steps_report, show_validate_report, write_junit
 
     options = _options(ctx, locals())
     with _progress() as progress:
@@ -310,6 +319,7 @@ def validate(
             from tflkit.validation.steps import validate_steps
 
             report = validate_steps(model, options)
+            write_junit(report, junit)
             return show_steps_report(report, json_output=json_output, html=html)
         from tflkit.validation.run import validate as run_validate
 
@@ -318,4 +328,5 @@ def validate(
         from tflkit.report.validate_report import write_model_explorer
 
         write_model_explorer(report, model_explorer)
+    write_junit(report, junit)
     show_validate_report(report, html=html, json_output=json_output)
