@@ -15,8 +15,9 @@ from pathlib import Path
 
 from tflkit import ir
 from tflkit.compat.check import check_report
-from tflkit.delegates.base import RECORD_DEFAULT, find_spec
+from tflkit.delegates.base import RECORD_DEFAULT, find_spec, on_gpu
 from tflkit.fsio import write_atomic
+from tflkit.gpu.buffers import BINDING_REFUSED
 from tflkit.report.check_report import CheckReport
 from tflkit.report.convert_report import ConvertReport, PipelineStage, write_json
 from tflkit.rewriter.advice import Advisor
@@ -144,7 +145,10 @@ def convert_gpu_ready(
         still += [
             f"{r['op']} (accelerator): {r['reason']}" for r in fp16.executed.get("cpu_fallback", [])
         ]
-    gpu_failed = [r for r in checked.runners if r.runner.startswith("gpu") and not r.ok]
+    refused = [r for r in checked.runners if r.status == BINDING_REFUSED]  # not the GPU's doing
+    gpu_failed = [
+        r for r in checked.runners if on_gpu(r.runner) and not r.ok and r not in refused
+    ]
     still += [f"{r.runner} {r.status}: {r.error}" for r in gpu_failed]
     report.still_on_cpu = list(dict.fromkeys(still))
     numbers_fail = any(o["verdict"] == "fail" for outs in pairs.values() for o in outs.values())
@@ -152,7 +156,9 @@ def convert_gpu_ready(
         report.verdict = "gpu-ready"
     elif numbers_fail:
         report.verdict = "validation-failed"
-    elif len(gpu_failed) == len([n for n in runners if n.startswith("gpu")]):
+    elif refused:
+        report.verdict = "unproven"
+    elif len(gpu_failed) == len([n for n in runners if on_gpu(n)]):
         report.verdict = "cpu-only"
     else:
         report.verdict = "partial-gpu"

@@ -1,6 +1,6 @@
 """Child process: compile one model on the LiteRT GPU accelerator, optionally run it once.
 
-Run as ``python -m tflkit.gpu._probe_worker --model M --result R.json [--outputs O.npz]
+Arguments: ``--model M --result R.json [--outputs O.npz]
 [--inputs I.npz | --input-sets S.npz] [--signature KEY] [--enforce-f32] [--run] [--seed N]``, or
 in batch mode ``--jobs J.json --result R.json [--start K]`` (compile and run several small models
 one after the other, e.g. every op of a model cut out on its own). The parent
@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tflkit.fsio import atomic_output
+from tflkit.gpu.buffers import BindingRefused, read_buffer, write_buffer
 from tflkit.proc.result_file import write_result
 
 PROTOCOL = 1
@@ -135,24 +136,18 @@ def _run(
     outs = cm.create_output_buffers(signature_index)
     start = time.perf_counter()
     for buf, arr in zip(ins, arrays, strict=True):
-        buf.write(arr)
+        write_buffer(buf, arr)
     cm.run_by_index(signature_index, ins, outs)
     values: list[np.ndarray | None] = []
     unreadable: dict[str, str] = {}
     for buf, spec in zip(outs, outputs, strict=True):
-        count = int(np.prod(spec["shape"], dtype=np.int64))
-        dtype = np.dtype(spec["dtype"])
         try:
-            values.append(buf.read(count, dtype).reshape(spec["shape"]))
-        except (ValueError, TypeError, RuntimeError) as exc:
-            try:  # int64/bool: TensorBuffer.read refuses the dtype, its bytes read as uint8
-                raw = buf.read(count * dtype.itemsize, np.uint8)
-                values.append(raw.view(dtype).reshape(spec["shape"]))
-            except (ValueError, TypeError, RuntimeError):
-                values.append(None)
-                unreadable[spec["name"]] = f"TensorBuffer.read cannot read {spec['dtype']}: " + (
-                    _one_line(exc)
-                )
+            values.append(read_buffer(buf, spec["shape"], spec["dtype"]))
+        except BindingRefused as exc:
+            values.append(None)
+            unreadable[spec["name"]] = f"TensorBuffer.read cannot read {spec['dtype']}: " + (
+                _one_line(exc)
+            )
     return values, unreadable, time.perf_counter() - start
 
 
@@ -238,7 +233,7 @@ def run_jobs(jobs_path: Path, result_path: Path, start_at: int, enforce_f32: boo
                     {f"out_{i}": v for i, v in enumerate(values) if v is not None},
                 )
         except Exception as exc:
-            record["run_error"] = _one_line(exc)
+            record.update(run_error=_one_line(exc), binding_refused=isinstance(exc, BindingRefused))
             print(f"tflkit-probe: run failed: {record['run_error']}", file=sys.stderr, flush=True)
         del cm
         gc.collect()
@@ -342,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             arrays_out, unreadable, seconds = _run_inference(cm, args, data, state, sig_index)
         except Exception as exc:
-            state.update(stage="done", run_error=_one_line(exc))
+            refused = isinstance(exc, BindingRefused)
+            state.update(stage="done", run_error=_one_line(exc), binding_refused=refused)
             print(f"tflkit-probe: run failed: {state['run_error']}", file=sys.stderr, flush=True)
             write_result(args.result, state)
             return 0

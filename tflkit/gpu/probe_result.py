@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 #: Probe statuses after which the accelerator has compiled the model.
-COMPILED_STATUSES = ("ok", "run_error")
+COMPILED_STATUSES = ("ok", "run_error", "binding_refused")
 
 
 @dataclass
@@ -38,7 +38,8 @@ class ProbeResult:
     """What the GPU accelerator did with one model.
 
     ``status``: "ok" (compiled, and ran if asked), "compile_error" (the runtime refused, e.g. a
-    dynamic shape or no adapter), "run_error" (compiled, inference raised), "crashed" (the
+    dynamic shape or no adapter), "run_error" (compiled, inference raised), "binding_refused"
+    (compiled, but the Python binding cannot write an input's dtype), "crashed" (the
     process died: see ``exit_code``/``signal``/``log.fatal``/``crash_site``), "timeout",
     "worker_error" (the child never started its work: a broken install, see ``error``).
     """
@@ -130,7 +131,7 @@ def status_of(state: dict[str, Any], timed_out: bool) -> str:
     if not state.get("compiled"):
         return "compile_error"
     if state.get("run_error"):
-        return "run_error"
+        return "binding_refused" if state.get("binding_refused") else "run_error"
     return "ok"
 
 

@@ -8,8 +8,8 @@ per dtype:
 - **integers**: uniform over an inclusive range, the model's when it says
   (:func:`integer_range`): a per-tensor quantized input takes its dtype's full range, an input
   used as GATHER / GATHER_ND / EMBEDDING_LOOKUP / ONE_HOT indices (directly or through
-  CAST/RESHAPE...) takes [0, rows - 1]; anything else [0, 9] clipped to the dtype
-  (:data:`INTEGER_RANGE`);
+  CAST/RESHAPE, or the SELECT_V2/ADD that wraps negative ids...) takes [0, rows - 1];
+  anything else [0, 9] clipped to the dtype (:data:`INTEGER_RANGE`);
 - **floats**: uniform over the range the caller states (``validate``: [0, 1], [-1, 1], the
   metadata's or a QUANTIZE grid's), else standard normal (negative values and magnitudes beyond
   1 exercise a rewrite).
@@ -33,6 +33,10 @@ __all__ = ["INTEGER_RANGE", "index_limit", "integer_range", "random_array", "ran
 INTEGER_RANGE = (0, 9)
 _INDEX_OPS = {"GATHER": 1, "GATHER_ND": 1, "EMBEDDING_LOOKUP": 0, "ONE_HOT": 0}
 _PASS_THROUGH = {"CAST", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "IDENTITY"}
+#: ops whose output carries an index operand's values on (Keras' Embedding wraps negative ids:
+#: ``SELECT_V2(LESS(ids, 0), ADD(ids, rows), ids)``), by the operand slots that do
+_CARRIES = {"SELECT": (1, 2), "SELECT_V2": (1, 2), "ADD": (0, 1), "MAXIMUM": (0, 1)}
+_CARRIES |= {"MINIMUM": (0, 1)}
 
 
 def index_limit(tensor: Tensor) -> int | None:
@@ -45,7 +49,7 @@ def index_limit(tensor: Tensor) -> int | None:
             continue
         seen.add(id(current))
         for op, slot in current.uses:
-            if op.type in _PASS_THROUGH and slot == 0:
+            if (op.type in _PASS_THROUGH and slot == 0) or slot in _CARRIES.get(op.type, ()):
                 todo.extend(op.outputs[:1])
                 continue
             want = _INDEX_OPS.get(op.type)

@@ -1,0 +1,139 @@
+"""Families of generated models behind validate's honesty checks, built with real TensorFlow.
+
+Run as ``python tests/truth_models.py DIR`` (the tests do it once through
+:func:`truth_models`, cached under a hash of this file and the TensorFlow version):
+
+- ``text_encoder_int64.tflite``: a GRU text encoder whose token ids are int64 (Embedding ->
+  GRU -> Dense), the family of "Unsupported dtype: int64" from the Python binding;
+- ``cast_<dtype>.tflite``: ``y * 2 + cast(x)`` with ``x`` of each dtype the binding refuses
+  (int64, int16, uint16, uint32, float64);
+- ``many_scalars.tflite``: 85 rank-1 inputs of dynamic length stored as ``[1]`` (a
+  speech-quality-like model of per-utterance features): ``shape_signature [-1]``, ``shape [1]``;
+- ``ids_float.tflite``: token ids that arrive as float32 and are CAST to int32 before an
+  embedding, plus an int32 ``length`` that masks the sequence (index-like inputs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+VOCAB, TOKENS, WIDTH = 500, 16, 32
+SCALARS = 85
+CAST_DTYPES = ("int64", "int16", "uint16", "uint32", "float64")
+
+
+def _tf() -> Any:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(0)
+    return tf
+
+
+def _concrete(tf: Any, module: Any, fn: Any) -> bytes:
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [fn.get_concrete_function()], module
+    )
+    return bytes(converter.convert())
+
+
+def text_encoder_int64() -> bytes:
+    """int64 ids [1, 16] -> Embedding(500, 32) -> GRU(32, unrolled) -> Dense(8)."""
+    tf = _tf()
+    ids = tf.keras.Input((TOKENS,), batch_size=1, dtype=tf.int64, name="ids")
+    x = tf.keras.layers.Embedding(VOCAB, WIDTH)(ids)
+    x = tf.keras.layers.GRU(WIDTH, unroll=True)(x)
+    out = tf.keras.layers.Dense(8)(x)
+    model = tf.keras.Model(ids, out)
+    return bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+
+
+def cast_model(dtype: str) -> bytes:
+    """``o = y * 2 + cast(x, float32)``, ``x`` [1, 4] of ``dtype``, ``y`` [1, 4] float32."""
+    tf = _tf()
+    spec = [
+        tf.TensorSpec([1, 4], getattr(tf, dtype), name="x"),
+        tf.TensorSpec([1, 4], tf.float32, name="y"),
+    ]
+
+    class Cast(tf.Module):
+        @tf.function(input_signature=spec)
+        def f(self, x: Any, y: Any) -> Any:
+            return {"o": y * 2.0 + tf.cast(x, tf.float32)}
+
+    module = Cast()
+    return _concrete(tf, module, module.f)
+
+
+def many_scalars() -> bytes:
+    """85 float inputs of shape signature [-1] stored as [1] -> concat -> Dense(16) -> Dense(1)."""
+    tf = _tf()
+    rng = np.random.default_rng(0)
+    w1 = tf.constant(rng.normal(0, 0.2, (SCALARS, 16)).astype(np.float32))
+    w2 = tf.constant(rng.normal(0, 0.3, (16, 1)).astype(np.float32))
+    spec = [tf.TensorSpec([None], tf.float32, name=f"feature_{i:02d}") for i in range(SCALARS)]
+
+    class Quality(tf.Module):
+        @tf.function(input_signature=spec)
+        def f(self, *features: Any) -> Any:
+            x = tf.stack([tf.reduce_mean(f) for f in features])[None, :]
+            return {"mos": tf.sigmoid(tf.matmul(tf.tanh(tf.matmul(x, w1)), w2)) * 4.0 + 1.0}
+
+    module = Quality()
+    return _concrete(tf, module, module.f)
+
+
+def ids_float() -> bytes:
+    """float32 ids [1, 16] CAST to int32 -> GATHER of an embedding; an int32 length [1] masks
+    the tokens past it; mean over tokens -> Dense(4)."""
+    tf = _tf()
+    rng = np.random.default_rng(1)
+    table = tf.constant(rng.normal(0, 1, (VOCAB, WIDTH)).astype(np.float32))
+    dense = tf.constant(rng.normal(0, 0.3, (WIDTH, 4)).astype(np.float32))
+    spec = [
+        tf.TensorSpec([1, TOKENS], tf.float32, name="token_ids"),
+        tf.TensorSpec([1], tf.int32, name="length"),
+    ]
+
+    class Encoder(tf.Module):
+        @tf.function(input_signature=spec)
+        def f(self, token_ids: Any, length: Any) -> Any:
+            x = tf.gather(table, tf.cast(token_ids, tf.int32))
+            mask = tf.cast(tf.range(TOKENS)[None, :] < length[:, None], tf.float32)
+            pooled = tf.reduce_sum(x * mask[..., None], 1) / tf.cast(length, tf.float32)[:, None]
+            return {"embedding": tf.matmul(pooled, dense)}
+
+    module = Encoder()
+    return _concrete(tf, module, module.f)
+
+
+def build(out: Path) -> None:
+    (out / "text_encoder_int64.tflite").write_bytes(text_encoder_int64())
+    for dtype in CAST_DTYPES:
+        (out / f"cast_{dtype}.tflite").write_bytes(cast_model(dtype))
+    (out / "many_scalars.tflite").write_bytes(many_scalars())
+    (out / "ids_float.tflite").write_bytes(ids_float())
+    (out / "DONE").write_text("ok\n")
+
+
+def truth_models() -> Path:
+    """The built family folder (built once per version of this file and of TensorFlow)."""
+    from tests.conftest_corpus import build_with_script, cache_root, tensorflow_version
+    from tests.needs import unavailable
+
+    version = tensorflow_version()
+    if version is None:
+        unavailable("TensorFlow is not importable: cannot build the model families")
+    key = hashlib.sha256(Path(__file__).read_bytes() + version.encode()).hexdigest()[:12]
+    out = cache_root() / "truth" / f"families-{key}"
+    return build_with_script(Path(__file__), out, done_marker="DONE", what="truth families")
+
+
+if __name__ == "__main__":
+    build(Path(sys.argv[1]))
