@@ -1,6 +1,6 @@
 """Child process: a KV-cache LLM graph's prefill + decode steps on LiteRT's GPU accelerator.
 
-``main([FOLDER])`` (started by :class:`~tflkit.validation.step_runner.GpuStepRunner` through
+``main([FOLDER])`` (started by :class:`~tflkit.delegates.step_runner.GpuStepRunner` through
 :func:`tflkit.proc.worker.spawn_python`): reads ``FOLDER/model.tflite`` and
 ``FOLDER/plan.json`` (the :class:`~tflkit.delegates.kv_steps.KvProgram`, prompt, steps, the
 tokens to feed, ``enforce_f32``, and ``feeds_dir``: where to save every decode call's feeds for

@@ -16,8 +16,8 @@ from pathlib import Path
 from tflkit.proc.worker import python_command, run_worker
 
 from . import _delegate_worker
-from .base import Feed, RunnerUnavailable, RunResult
 from .child_files import read_output_sets, read_state, write_input_sets
+from .protocol import Feed, RunnerUnavailable, RunResult
 
 __all__ = ["ExternalDelegateRunner"]
 

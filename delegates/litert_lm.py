@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Feed, RunnerSpec, RunnerUnavailable, RunResult
+from .protocol import Feed, RunnerSpec, RunnerUnavailable, RunResult
 
 __all__ = ["LiteRtLmRunner", "engine_feed", "engine_line"]
 

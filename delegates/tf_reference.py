@@ -28,8 +28,8 @@ from tflkit.fsio import atomic_output
 from tflkit.proc.worker import python_command, run_worker
 
 from . import _tf_worker
-from .base import Feed, RunnerUnavailable, RunResult
 from .child_files import read_output_sets, read_state, write_input_sets
+from .protocol import Feed, RunnerUnavailable, RunResult
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -172,7 +172,7 @@ class ReferenceRunner:
             )
         if importlib.util.find_spec("tensorflow") is None:
             raise RunnerUnavailable(
-                "TensorFlow is not installed (pip install 'tflkit[tf]'), or use a reference "
+                "TensorFlow is not installed (pip install 'tflkit[convert]'), or use a reference "
                 "bundle (.npz) saved where TensorFlow is installed"
             )
 

@@ -88,7 +88,7 @@ def test_folder_workers_start_and_fail_in_their_own_code(name: str, tmp_path: Pa
     """Given an empty folder (no plan, no job), each worker fails in its own module: the last
     frame of the child's traceback is the worker's file."""
     function = WORKERS[name]
-    args = ["check", tmp_path / "tflkit.toml", "m"] if function is suite.child_main else [tmp_path]
+    args = [tmp_path / "tflkit.toml", "{}"] if function is suite.child_main else [tmp_path]
     done = _run(function, *args, cwd=tmp_path)
     assert done.returncode == 1, done.output
     frames = re.findall(r'File "([^"]+)", line \d+, in (\S+)', done.output)

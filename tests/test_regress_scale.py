@@ -22,11 +22,11 @@ import pytest
 from tests.test_interrupts import _check_interrupted, _child_running, _start, _survivors
 from tests.test_regress import perturb_one_buffer
 from tflkit.proc.worker import target_of
-from tflkit.regress.suite import child_main
+from tflkit.regress import suite
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "tflkit" / "examples" / "tiny_classifier.tflite"
-SUITE_CHILD = target_of(child_main)  # in the argv of each item's worker
+SUITE_CHILD = target_of(suite.child_main)  # the argv of each item's worker
 
 
 def tflkit(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:

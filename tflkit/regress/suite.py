@@ -1,19 +1,10 @@
 """A suite file (``tflkit.toml``): the models of a repository, their inputs, runners, tolerances
 and baselines; run as work items (:mod:`tflkit.regress.items`) in parallel processes.
 
-```toml
-[defaults]                       # optional; every key can be set per model too
-runners = ["cpu", "gpu-fp16"]
-probe = true
-jobs = 2                         # parallel processes for `regress check --suite`
-tolerances = { gpu-fp16 = { rtol = 0.01 } }
-
-[[models]]
-path = "models/detector.tflite"   # relative to the suite file
-baseline = "baselines/detector"
-inputs = "data/detector.npz"      # optional: the inputs to record (else seeded realistic ones)
-latency_budget = 1.2              # optional; needs a baseline recorded with latency = true
-```
+A ``[defaults]`` table (every key can be set per model too: runners, probe, jobs, tolerances,
+...) and one ``[[models]]`` table per model (``path`` and ``baseline`` relative to the suite
+file, optional ``inputs``, ``latency_budget``): the format, with an example, is in
+``docs/regress.md`` ("Suites").
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """``validate --steps`` backends: a KV-cache program run step by step through the one runner
-protocol (:mod:`tflkit.delegates.base`).
+protocol (:mod:`tflkit.delegates.protocol`).
 
 Every backend runs the one step loop, :func:`tflkit.delegates.kv_steps.run_steps` (prefill, then
 decode steps feeding its own cache back; with ``forced`` tokens, teacher forcing).
 
-:func:`step_runner` makes the runner a spec names do that: :class:`StepRunner` in this process
+:func:`step_runner` (what :func:`tflkit.delegates.registry.build` calls for a request with
+``steps``) makes the runner a spec names do that: :class:`StepRunner` in this process
 (the CPU interpreter's signature runners with XNNPACK or LiteRT's reference kernels, the fp16
 emulation per signature) and :class:`GpuStepRunner` (LiteRT's GPU accelerator through
 ``CompiledModel``, in a child process with a timeout: :mod:`tflkit.delegates._steps_worker`; a
@@ -23,33 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from tflkit.delegates.base import Feed, RunnerSpec, RunResult
-from tflkit.delegates.kv_steps import Call, KvProgram, recorded_feed, recording, run_steps
-from tflkit.delegates.registry import build
+from .kv_steps import KvProgram, run_steps
+from .protocol import BuildRequest, Feed, RunnerSpec, RunResult
 
 __all__ = [
-    "Call",
     "GpuStepRunner",
     "StepRunner",
-    "cpu_call",
-    "logits_of",
     "prompt_feed",
-    "recorded_feed",
-    "recording",
-    "run_steps",
     "step_runner",
-    "tokens_of",
 ]
-
-
-def cpu_call(model: bytes, kernels: str = "xnnpack") -> Call:
-    """The CPU interpreter's signature runners (XNNPACK, or LiteRT's ``reference`` kernels) as
-    a :data:`Call`: :meth:`LiteRTCpuRunner.run_signature` of one activated runner."""
-    from tflkit.delegates.litert_cpu import LiteRTCpuRunner
-
-    runner = LiteRTCpuRunner(model, kernels=kernels)
-    runner.activate()
-    return runner.run_signature
 
 
 def prompt_feed(prompt: np.ndarray, forced: Sequence[int] | None = None) -> dict[str, np.ndarray]:
@@ -72,14 +55,8 @@ def _step_outputs(logits: list[np.ndarray], tokens: list[int]) -> list[dict[str,
     return [{"logits": v, "token": np.int64(t)} for v, t in zip(logits, tokens, strict=True)]
 
 
-def logits_of(result: RunResult) -> list[np.ndarray]:
-    """The logits of every decode step of a step runner's result."""
-    return [np.asarray(out["logits"]) for out in result.outputs]
 
 
-def tokens_of(result: RunResult) -> list[int]:
-    """The greedy token of every decode step of a step runner's result."""
-    return [int(out["token"]) for out in result.outputs]
 
 
 class StepRunner:
@@ -104,7 +81,10 @@ class StepRunner:
         slot = key if self.spec.emulated else None  # the emulation runs one signature each
         runner = self._runners.get(slot)
         if runner is None:
-            runner = self._runners[slot] = build(self.spec, self.model, signature=slot)
+            assert self.spec.factory is not None  # the spec's own runner, one per signature
+            runner = self._runners[slot] = self.spec.factory(
+                self.spec, BuildRequest(self.model, slot)
+            )
             runner.activate()
         if not self.spec.emulated:
             return runner.run_signature(key, feed)
@@ -147,7 +127,8 @@ class StepRunner:
 class GpuStepRunner:
     """A KV-cache program on LiteRT's GPU accelerator (the spec's precision), compiled once in a
     child process with a timeout (:mod:`tflkit.delegates._steps_worker`); with ``feeds_dir``
-    the child saves every decode call's feeds there (:func:`recording`)."""
+    the child saves every decode call's feeds there
+    (:func:`tflkit.delegates.kv_steps.recording`)."""
 
     def __init__(
         self,
@@ -229,13 +210,20 @@ class GpuStepRunner:
         """Nothing held: the child process is gone."""
 
 
-def step_runner(
-    spec: RunnerSpec, model: bytes, program: KvProgram, steps: int, **gpu: Any
-) -> StepRunner | GpuStepRunner:
-    """The step runner of ``spec`` (a runner whose spec says it runs ``--steps``); ``gpu``: the
-    keyword arguments of :class:`GpuStepRunner` (``timeout``, ``feeds_dir``), for a GPU spec."""
-    if not spec.steps:
+def step_runner(spec: RunnerSpec, request: BuildRequest) -> StepRunner | GpuStepRunner:
+    """The step runner of ``spec`` (a runner whose spec says it runs ``--steps``) on
+    ``request``'s model and :class:`~tflkit.delegates.protocol.StepPlan`: on a GPU, in a child
+    process with ``request.timeout`` (the plan's ``feeds_dir`` keeps each decode call's feeds)."""
+    plan = request.steps
+    if not spec.steps or plan is None:
         raise ValueError(f"{spec.name} does not run a program step by step")
     if spec.device == "gpu":
-        return GpuStepRunner(spec, model, program, steps, **gpu)
-    return StepRunner(spec, model, program, steps)
+        return GpuStepRunner(
+            spec,
+            request.model,
+            plan.program,
+            plan.steps,
+            timeout=request.timeout,
+            feeds_dir=plan.feeds_dir,
+        )
+    return StepRunner(spec, request.model, plan.program, plan.steps)
