@@ -30,6 +30,7 @@ __all__ = [
 #: template is not applied, so the same tokens reach both backends).
 DEFAULT_PROMPTS = ("the weather today is", "once upon a time there was", "the quick brown fox")
 
+
 def records(result: RunResult) -> list[dict[str, Any]]:
     """Per prompt of an engine run: ``prompt``, ``prompt_ids``, ``text``, ``ids``, ``scores``
     and ``scored`` (the given text's scores, or None) as plain values; NaN and -inf kept."""

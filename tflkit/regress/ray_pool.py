@@ -2,7 +2,7 @@
 ``auto``; ``pip install tflkit[ray]``).
 
 Each item is one task that runs the item in a child process on its node, as a local run does
-(:func:`tflkit.regress.suite.run_child`), so a crash of the GPU accelerator takes down that
+(``run``: :func:`tflkit.regress.suite.run_child`), so a crash of the GPU accelerator takes down that
 child only. Resources: one CPU per task; a GPU-runner item (and a check's residency item, which
 probes the accelerator) also takes one ``tflkit_gpu``, a custom resource each node declares
 (``ray start --resources='{"tflkit_gpu": 1}'``), so the software GPU of a node runs one model at
@@ -50,14 +50,15 @@ def connect(address: str) -> Any:
     return ray
 
 
-def _task(suite: str, raw: str, timeout: float) -> tuple[dict[str, Any], bool, str]:
-    """The Ray task: run the item in a child on this node; (result, lost, node)."""
+RunChild = Callable[[str, WorkItem, float], tuple[ModelResult, bool]]
+
+
+def _task(run: RunChild, suite: str, raw: str, timeout: float) -> tuple[dict[str, Any], bool, str]:
+    """The Ray task: ``run`` the item in a child on this node; (result, lost, node)."""
     import ray
 
-    from tflkit.regress.suite import run_child
-
     node = ray.get_runtime_context().get_node_id()[:12]
-    result, lost = run_child(suite, WorkItem.from_json(json.loads(raw)), timeout)
+    result, lost = run(suite, WorkItem.from_json(json.loads(raw)), timeout)
     result.nodes = [node]
     return result.to_json(), lost, node
 
@@ -72,12 +73,14 @@ def run_items_on_ray(
     ray: Any,
     items: Sequence[WorkItem],
     suite: str,
+    run: RunChild,
     done: Callable[[WorkItem, ModelResult, bool], None],
     *,
     timeout: float,
     tries: int = 3,
 ) -> None:
-    """Every item as a task; ``done(item, result, lost)`` as each comes back."""
+    """Every item as a task that calls ``run(suite, item, timeout)`` on its node
+    (:func:`tflkit.regress.suite.run_child`); ``done(item, result, lost)`` as each comes back."""
     from tflkit.jsonable import dumps
 
     if not items:
@@ -92,7 +95,7 @@ def run_items_on_ray(
             resources=resources,
             max_retries=max(tries - 1, 0),
             scheduling_strategy="SPREAD",
-        ).remote(suite, dumps(item, indent=None), timeout)
+        ).remote(run, suite, dumps(item, indent=None), timeout)
         refs[ref] = item
     try:
         pending = list(refs)

@@ -345,7 +345,7 @@ def run_suite(
             ray = connect(cluster)
             try:
                 path = str(suite.path.resolve())
-                run_items_on_ray(ray, todo, path, done, timeout=timeout, tries=tries)
+                run_items_on_ray(ray, todo, path, run_child, done, timeout=timeout, tries=tries)
             finally:
                 ray.shutdown()
     else:
