@@ -127,3 +127,75 @@ def test_suite_on_two_nodes_survives_a_killed_node(
     for model in expected["models"]:
         model.pop("nodes")
     assert untimed(report) == untimed(expected)
+
+
+FREE = """
+import json, ray, sys, time
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+deadline = time.monotonic() + 60
+while ray.available_resources().get("CPU", 0) < ray.cluster_resources()["CPU"]:
+    assert time.monotonic() < deadline, ray.available_resources()
+    time.sleep(0.2)
+print(json.dumps(ray.available_resources().get("CPU")))
+"""
+
+
+def _item_children(suite: Path) -> list[str]:
+    """Command lines of live item children of ``suite`` (whichever engine started them)."""
+    from tflkit.proc.worker import target_of
+    from tflkit.regress.suite import child_main
+
+    mark = target_of(child_main).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+            if (
+                mark in cmd
+                and str(suite).encode() in cmd
+                and "\nState:\tZ" not in (entry / "status").read_text()
+            ):
+                found.append(cmd.replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return found
+
+
+def test_ctrl_c_on_the_cluster_cancels_every_task(
+    suite_dir: Path,  # noqa: F811
+    cluster: tuple[str, subprocess.Popen[bytes], str],
+) -> None:
+    from tests.cli import default_sigint
+
+    address = cluster[0]
+    results = suite_dir / "ray-interrupted.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tflkit", "regress", "check", "--suite", "tflkit.toml",
+         "--cluster", address, "--results", str(results)],
+        cwd=suite_dir, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while not (results.exists() and len(results.read_text().splitlines()) >= 2):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err.decode()
+    assert "Traceback" not in err.decode()
+    kept = results.read_text().splitlines()[1:]
+    total = len(json.loads(results.read_text().splitlines()[0])["items"])
+    assert 1 <= len(kept) < total
+    free = subprocess.run(
+        [sys.executable, "-c", FREE, address], capture_output=True, text=True, env=ENV, timeout=120
+    )
+    assert free.returncode == 0, free.stderr  # every CPU of the cluster free: no task left
+    deadline = time.monotonic() + 10
+    while (left := _item_children(suite_dir.resolve())) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, left

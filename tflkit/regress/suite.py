@@ -344,8 +344,8 @@ def run_suite(
         with contextlib.redirect_stdout(sys.stderr):
             ray = connect(cluster)
             try:
-                path = str(suite.path.resolve())
-                run_items_on_ray(ray, todo, path, run_child, done, timeout=timeout, tries=tries)
+                where = str(suite.path.resolve())
+                run_items_on_ray(ray, todo, where, run_child, done, timeout=timeout, tries=tries)
             finally:
                 ray.shutdown()
     else:
