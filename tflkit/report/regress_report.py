@@ -76,6 +76,8 @@ class ModelResult:
     wall_seconds: float = 0.0
     #: the runtime it ran with (``ai-edge-litert==2.3.0``); None: the one tflkit runs with
     runtime: str | None = None
+    #: the Ray nodes that ran its items (``--cluster``); empty for a local run
+    nodes: list[str] = field(default_factory=list)
 
     @property
     def failures(self) -> list[Case]:
