@@ -41,9 +41,14 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
 
 @contextmanager
 def _progress() -> Iterator[Callable[[str], None]]:
-    """A status line on stderr (a terminal only) that each slow step of validate updates."""
+    """A status line on stderr that each slow step of validate updates: on a terminal a
+    spinner, elsewhere (CI, a pipe) a plain line when a step has lasted a few seconds
+    (:class:`~tflkit.cli.heartbeat.Heartbeat`)."""
     if not sys.stderr.isatty():
-        yield lambda line: None
+        from tflkit.cli.heartbeat import Heartbeat
+
+        with Heartbeat("validate") as beat:
+            yield beat.update
         return
     from rich.console import Console
 
@@ -198,6 +203,14 @@ def validate(
         typer.Option("--prompts", help="A .litertlm bundle: a file of prompts, one a line."),
     ] = None,
     timeout: RunnerTimeoutOption = 300.0,
+    memory_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-budget",
+            help="Memory validate may use (e.g. 4G, 512M); default: 75% of the available "
+            "memory. A model that cannot run within it is refused before it starts (exit 2).",
+        ),
+    ] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run the model with and without the GPU delegate, compare, and find where they part (a
@@ -214,6 +227,7 @@ def validate(
             )
     from tflkit.cli.output import show_validate_report
     from tflkit.compare.groups import parse_output_groups
+    from tflkit.validation.budget import parse_size
     from tflkit.validation.run import ValidateOptions
     from tflkit.validation.run import validate as run_validate
 
@@ -250,6 +264,7 @@ def validate(
         calibrate=not fixed_tolerances,
         output_groups=parse_output_groups(output_groups),
         repro_command=_command_line(ctx),
+        memory_budget=None if memory_budget is None else parse_size(memory_budget),
     )
     if steps is not None:
         from tflkit.cli.output import show_steps_report
