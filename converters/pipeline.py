@@ -132,6 +132,8 @@ def convert_gpu_ready(
         for key, outs in pairs.items()
         if outs
     )
+    if checked.verdict in ("inconclusive", "incomplete") and checked.findings:
+        line = "; ".join([checked.findings[-1], *([line] if line else [])])  # say why
     report.stages.append(
         PipelineStage(
             "validate", checked.verdict, line, {"pairs": pairs, "findings": checked.findings}

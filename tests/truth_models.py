@@ -107,11 +107,13 @@ def pairwise() -> bytes:
 
 
 def ids_float() -> bytes:
-    """float32 ids [1, 16] CAST to int32 -> GATHER of an embedding; an int32 length [1] masks
-    the tokens past it; mean over tokens -> Dense(4)."""
+    """float32 ids [1, 16] CAST to int32 -> GATHER of an embedding whose row 0 (padding) is
+    zeros; an int32 length [1] masks the tokens past it; mean over tokens -> Dense(4)."""
     tf = _tf()
     rng = np.random.default_rng(1)
-    table = tf.constant(rng.normal(0, 1, (VOCAB, WIDTH)).astype(np.float32))
+    rows = rng.normal(0, 1, (VOCAB, WIDTH)).astype(np.float32)
+    rows[0] = 0.0  # id 0 is padding: random floats in [0, 1) all cast to it
+    table = tf.constant(rows)
     dense = tf.constant(rng.normal(0, 0.3, (WIDTH, 4)).astype(np.float32))
     spec = [
         tf.TensorSpec([1, TOKENS], tf.float32, name="token_ids"),
