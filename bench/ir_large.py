@@ -2,7 +2,8 @@
 
 Run from the repo root: ``PYTHONPATH=. python bench/ir_large.py --gigabytes 2.2``. It generates
 the model with ``bench/large_model.py --gigabytes`` (4096x4096 FULLY_CONNECTED layers, buffer
-data after the flatbuffer) into a temporary folder, then runs each task in a fresh process and
+data after the flatbuffer) into a temporary folder (``--layers 800``: the 211 MB, 2,400-op
+model of 256x256 layers instead), then runs each task in a fresh process and
 prints its wall time and the peak RSS of that process (``ru_maxrss`` from ``os.wait4``, which
 covers the process and the children it waited for) against the file's size. Pages of a mapped
 file that a process touches count in its RSS although they are the page cache's, shared and
@@ -10,9 +11,16 @@ reclaimable: the Python tasks also print their anonymous (private) resident memo
 (``RssAnon``), the memory they really took. The files are
 deleted at the end (``--keep`` keeps them). A benchmark, not a test: nothing asserts on time.
 
+``--tasks check --repeats 5`` runs only ``sha256`` and ``check --json``, alternating, five times
+each, and prints the medians and the two ratios ``check`` is held to: its peak RSS against the
+file's size (target 1.3x) and its wall time against the ``sha256`` process (target 1.5x), both
+anchors measured in the same run.
+
 Tasks (the page cache is warmed before each, through a small reused buffer):
 
 * ``read``: read the file's bytes (8 MiB chunks): the anchor;
+* ``sha256``: a process that hashes the file (``hashlib`` over the same 8 MiB chunks): the
+  anchor of ``check``'s time (``check`` reports the file's sha256);
 * ``ir.load``: ``tflkit.ir.load(path)``: maps the file; weights stay on disk until used;
 * ``ir.load+touch``: ``ir.load``, then one byte of every 4 KiB page of every weight;
 * ``check --json``: the whole ``tflkit check --json MODEL`` command;
@@ -73,6 +81,16 @@ with open(sys.argv[1], "rb", buffering=0) as f:
         pass
 print(json.dumps({"seconds": time.perf_counter() - start, "anon_mb": anon_mb()}))
 """,
+    "sha256": _ANON
+    + """
+import hashlib, json, sys, time
+start = time.perf_counter()
+digest, buffer = hashlib.sha256(), bytearray(8 << 20)
+with open(sys.argv[1], "rb", buffering=0) as f:
+    while n := f.readinto(buffer):
+        digest.update(memoryview(buffer)[:n])
+print(json.dumps({"seconds": time.perf_counter() - start, "anon_mb": anon_mb()}))
+""",
     "write": _ANON
     + """
 import json, mmap, sys, time
@@ -121,6 +139,7 @@ print(json.dumps({"seconds": seconds, "anon_mb": anon_mb(), "note": note}))
 }
 TASKS = (
     "read",
+    "sha256",
     "ir.load",
     "ir.load+touch",
     "check --json",
@@ -184,17 +203,74 @@ def command_for(task: str, model: Path, out_dir: Path) -> list[str]:
     return [sys.executable, "-c", SCRIPTS[task], *args]
 
 
-def run(gigabytes: float, work: Path, keep: bool) -> None:
+#: What ``--tasks check`` runs: the command and its time anchor.
+CHECK_TASKS = ("sha256", "check --json")
+#: The targets ``check`` is held to (issue 41): peak RSS / file, wall / sha256 process.
+CHECK_TARGETS = {"rss": 1.3, "time": 1.5}
+
+
+def _generate(folder: Path, gigabytes: float, layers: int | None) -> tuple[Path, dict[str, object]]:
+    if layers:
+        model = folder / f"large-{layers}-layers.tflite"
+        size = ["--layers", str(layers)]
+    else:
+        model = folder / f"large-{gigabytes:g}GB.tflite"
+        size = ["--gigabytes", str(gigabytes)]
+    return model, measure([sys.executable, str(GENERATOR), str(model), *size])
+
+
+def check_ratios(model: Path, folder: Path, repeats: int) -> None:
+    """``sha256`` and ``check --json`` alternated ``repeats`` times: medians and the ratios."""
+    import statistics
+
+    size_mb = model.stat().st_size / 1e6
+    samples: dict[str, list[dict[str, object]]] = {task: [] for task in CHECK_TASKS}
+    for _ in range(repeats):
+        for task in CHECK_TASKS:
+            _warm(model)
+            found = measure(command_for(task, model, folder))
+            if found["code"] != 0:
+                raise SystemExit(f"{task} failed:\n{found['stderr']}")
+            samples[task].append(found)
+    med = {
+        task: {k: statistics.median(float(s[k]) for s in runs) for k in ("wall", "peak_rss_mb")}
+        for task, runs in samples.items()
+    }
+    for task in CHECK_TASKS:
+        walls = ", ".join(f"{float(s['wall']):.2f}" for s in samples[task])
+        print(
+            f"{task:<14} median {med[task]['wall']:.2f} s ({walls}), peak RSS "
+            f"{med[task]['peak_rss_mb']:.0f} MB"
+        )
+    rss = med["check --json"]["peak_rss_mb"] / size_mb
+    time_ratio = med["check --json"]["wall"] / med["sha256"]["wall"]
+    print(
+        f"check --json on {size_mb:.0f} MB: peak RSS {rss:.2f}x the file (target "
+        f"{CHECK_TARGETS['rss']}x), wall {time_ratio:.2f}x the sha256 process (target "
+        f"{CHECK_TARGETS['time']}x), medians of {repeats}"
+    )
+
+
+def run(
+    gigabytes: float,
+    work: Path,
+    keep: bool,
+    layers: int | None = None,
+    tasks: str = "all",
+    repeats: int = 1,
+) -> None:
     work.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="tflkit-large-", dir=work))
     try:
-        model = folder / f"large-{gigabytes:g}GB.tflite"
-        made = measure([sys.executable, str(GENERATOR), str(model), "--gigabytes", str(gigabytes)])
+        model, made = _generate(folder, gigabytes, layers)
         if made["code"] != 0:
             raise SystemExit(f"generating the model failed:\n{made['stderr']}")
         size_mb = model.stat().st_size / 1e6
         print(f"model: {made['last']}")
         print(f"generated in {made['wall']:.1f} s (peak RSS {made['peak_rss_mb']:.0f} MB)")
+        if tasks == "check":
+            check_ratios(model, folder, repeats)
+            return
         print("each task: a fresh process, page cache warm; RSS/file = peak RSS / file size")
         header = (
             f"{'task':<14} {'process s':>9} {'timed s':>8} {'peak RSS MB':>12} {'RSS/file':>9} "
@@ -240,8 +316,13 @@ def main(argv: list[str] | None = None) -> None:
         help="where the model and outputs go (needs about 4x the model's size free)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the files")
+    parser.add_argument("--layers", type=int, help="the 256-wide model of this many layers")
+    parser.add_argument(
+        "--tasks", choices=("all", "check"), default="all", help="check: sha256 and check only"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="with --tasks check")
     args = parser.parse_args(argv)
-    run(args.gigabytes, args.work_dir, args.keep)
+    run(args.gigabytes, args.work_dir, args.keep, args.layers, args.tasks, args.repeats)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Benchmark: every ``.litertlm`` bundle of the corpus through ``validate`` (the LiteRT-LM engine
 on CPU and GPU), the table of docs/llm.md ("Bundles") and the figures behind the verdicts'
-constants (``tflkit.bundle.compare``: SCORE_TOL, TIE_BAND).
+constants (``tflkit.compare.tokens``: SCORE_TOL, TIE_BAND).
 
 Run from the repo root (builds the bundle corpus into the test cache if needed)::
 
@@ -75,8 +75,8 @@ def _scoring_runs(path: Path, prompts: list[str], runs: int, one_cpu: bool | Non
     """The CPU once, the GPU ``runs`` times scoring the CPU's continuation: per prompt run the
     worst score difference, the glitches above SCORE_TOL, and how far two glitched runs of one
     prompt are apart (what SAME_TOL must stay below)."""
-    from tflkit.bundle.compare import SCORE_TOL
     from tflkit.bundle.engine import records, run_engine
+    from tflkit.compare.tokens import SCORE_TOL
 
     cpu = run_engine(path, "cpu", prompts)
     if not cpu.ok:

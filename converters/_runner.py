@@ -1,21 +1,23 @@
-"""Parent side of a converter child process: tflkit's worker runner, plus the ``result.json``
-protocol every converter worker follows."""
+"""Parent side of a converter child process: tflkit's worker runner, the ``result.json`` protocol
+every converter worker follows, its failures as errors (:func:`raise_for`), and the scratch folder
+next to the output (:func:`scratch_dir`)."""
 
 from __future__ import annotations
 
 import signal
-import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tflkit.errors import UsageError
 from tflkit.proc.result_file import RESULT_FILE, read_result
 from tflkit.proc.worker import run_worker as run_child
 
 from .base import ConversionError
 
-__all__ = ["WorkerOutcome", "python_module_cmd", "run_worker"]
+__all__ = ["WorkerOutcome", "raise_for", "run_worker", "scratch_dir"]
 
 
 @dataclass
@@ -54,5 +56,56 @@ def run_worker(
     return WorkerOutcome(state, done.returncode, done.output[-4000:], done.seconds)
 
 
-def python_module_cmd(module: str, *args: str, python: str | None = None) -> list[str]:
-    return [python or sys.executable, "-m", module, *args]
+def _flex_message(failure: dict[str, Any]) -> str:
+    ops = failure.get("select_ops") or []
+    where = failure.get("where") or {}
+    parts = []
+    for op in ops:
+        layers = where.get(op, [])
+        parts.append(f"{op}" + (f" (in {', '.join(layers[:3])})" if layers else ""))
+    custom = failure.get("custom_ops") or []
+    text = ""
+    if parts:
+        text = (
+            f"the model needs TensorFlow ops with no TFLite builtin: {'; '.join(parts)}. They "
+            "could only run as flex ops on the CPU (the GPU delegate takes builtin ops only): "
+            "replace them in the model (e.g. tf.nn.gelu instead of tf.math.erf), or pass "
+            "--allow-flex to accept them as CPU-only ops"
+        )
+    if custom:
+        text += ("; " if text else "") + f"unknown custom ops: {', '.join(custom)}"
+    return text or f"conversion failed: {failure.get('message')}"
+
+
+def raise_for(outcome: WorkerOutcome) -> None:
+    """Nothing when the worker finished; else its failure as the error it is (usage, the
+    ops a converter lacks, an import or load failure, flex ops the model needs)."""
+    state = outcome.state
+    if state.get("stage") == "done":
+        return
+    kind = state.get("error_kind")
+    if kind == "usage":
+        raise UsageError(state.get("error", "bad options"))
+    if kind == "unsupported":  # the ONNX worker's one line naming what the model holds
+        error = ConversionError(state.get("error", "the model holds ops the converter lacks"))
+        # [(domain, op type, opset, nodes)] when the worker listed them, for a line over routes
+        error.unsupported = state.get("unsupported")  # type: ignore[attr-defined]
+        error.converter = state.get("converter")  # type: ignore[attr-defined]
+        error.advice = state.get("advice")  # type: ignore[attr-defined]
+        raise error
+    if kind == "import":
+        raise ConversionError(f"TensorFlow failed to import: {state.get('error')}")
+    if kind == "load":
+        raise ConversionError(f"cannot load the model: {state.get('error')}")
+    failure = state.get("failure")
+    if failure:
+        error = ConversionError(_flex_message(failure))
+        error.failure = failure  # type: ignore[attr-defined]
+        raise error
+    raise ConversionError(f"{kind or 'conversion'} failed: {state.get('error')}")
+
+
+def scratch_dir(near: Path) -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory next to ``near`` (same filesystem, so os.replace works)."""
+    near.parent.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(dir=near.parent, prefix=".tflkit-convert-")

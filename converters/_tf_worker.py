@@ -1,6 +1,6 @@
 """Child process: convert a Keras model or a SavedModel with TensorFlow, record the reference.
 
-Run as ``python -m tflkit.converters._tf_worker JOB.json``. The job names the source, its kind
+Arguments: ``JOB.json``. The job names the source, its kind
 (``keras`` or ``saved_model``), the options (:class:`ConvertOptions` as JSON) and a work dir.
 The worker writes ``model.tflite``, ``reference.npz`` (a reference bundle: seeded inputs and the
 framework's float32 outputs) and ``result.json`` there. TensorFlow lives only in this process:

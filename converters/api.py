@@ -78,8 +78,9 @@ def convert(
             "loaded with --unsafe-deserialization: Keras ran the Python code of Lambda layers"
         )
     if kind in ("keras", "saved_model"):
+        from ._runner import scratch_dir
         from .base import check_tf_converter_options
-        from .tf_common import convert_with_tensorflow, scratch_dir
+        from .tf_common import convert_with_tensorflow
 
         check_tf_converter_options(options.converter_options)
 

@@ -1,4 +1,4 @@
-"""What every converter shares: options, errors, source hashing, the missing-extra message.
+"""What every converter shares: options, errors, source hashing.
 
 Nothing here imports a framework. The options are plain data that cross into the converter's
 child process as JSON (TensorFlow never runs in the process that may hold the GPU).
@@ -7,7 +7,6 @@ child process as JSON (TensorFlow never runs in the process that may hold the GP
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -15,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tflkit.errors import TflkitError, UsageError
+from tflkit.errors import MissingExtraError, TflkitError, UsageError
 from tflkit.jsonable import plain_fields
 
 __all__ = [
@@ -29,7 +28,6 @@ __all__ = [
     "hash_source",
     "parse_converter_options",
     "parse_input_values",
-    "require_module",
 ]
 
 QUANTIZE_MODES = ("none", "dynamic", "int8")
@@ -54,16 +52,6 @@ CONVERTER_OPTIONS: dict[str, str] = {
 
 class ConversionError(TflkitError):
     """The source model could not be converted; the message says what to change."""
-
-
-class MissingExtraError(TflkitError):
-    """A framework the converter needs is not installed; the message names the pip install."""
-
-
-def require_module(module: str, extra: str, what: str) -> None:
-    """Raise :class:`MissingExtraError` (one line) unless ``module`` is importable."""
-    if importlib.util.find_spec(module) is None:
-        raise MissingExtraError(f"{what} needs {module}: pip install 'tflkit[{extra}]'")
 
 
 @dataclass

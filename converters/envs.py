@@ -35,8 +35,10 @@ __all__ = [
     "ConverterEnv",
     "EnvSpec",
     "IndexUnreachableError",
+    "base_for",
     "converters_dir",
     "ensure_env",
+    "ensure_spec_env",
     "find_env",
     "installed_envs",
     "select_spec",
@@ -59,6 +61,12 @@ class EnvSpec:
     #: installed after ``packages`` without their dependencies (whose pins would pull builds
     #: this environment must not have)
     no_deps: tuple[str, ...] = ()
+    #: what the environment is for, in messages ("converter"; "runtime" for a runtime matrix)
+    kind: str = "converter"
+
+    @property
+    def label(self) -> str:
+        return f"{self.route} {self.kind}"
 
     def fits(self, version: tuple[int, int]) -> bool:
         return self.python_min <= version <= self.python_max
@@ -280,13 +288,13 @@ def _fail(spec: EnvSpec, lines: list[str], log: Path) -> MissingExtraError:
     unreachable = _UNREACHABLE.search(text)
     if unreachable:
         return IndexUnreachableError(
-            f"cannot reach the package index to install {wanted} for the {spec.route} converter "
+            f"cannot reach the package index to install {wanted} for the {spec.label} "
             f"({unreachable.group(0)}): check the network or pip's index settings "
             f"(pip config list), or bring your own environment with --python (log: {log})"
         )
     errors = [ln for ln in lines if ln.startswith("ERROR")] or lines[-1:] or ["no output"]
     return MissingExtraError(
-        f"installing {wanted} for the {spec.route} converter failed: {errors[0][:300]} (log: {log})"
+        f"installing {wanted} for the {spec.label} failed: {errors[0][:300]} (log: {log})"
     )
 
 
@@ -299,14 +307,35 @@ def ensure_env(
 ) -> ConverterEnv:
     """The route's environment, built now if missing (under a lock; reused afterwards)."""
     spec, base, version = select_spec(route, base_python)
-    root = root or converters_dir()
+    return ensure_spec_env(spec, base, version, root=root or converters_dir(), progress=progress)
+
+
+def base_for(spec: EnvSpec) -> tuple[str, tuple[int, int]]:
+    """The base interpreter (this one, else ``python3.N`` on PATH) for ``spec``, and its version."""
+    for python in _candidates():
+        version = _version_of(python)
+        if version is not None and spec.fits(version):
+            return python, version
+    raise MissingExtraError(f"the {spec.label} needs Python {spec.pythons}; none found")
+
+
+def ensure_spec_env(
+    spec: EnvSpec,
+    base: str,
+    version: tuple[int, int],
+    *,
+    root: Path,
+    progress: Progress | None = None,
+) -> ConverterEnv:
+    """The environment of ``spec`` under ``root``, built from ``base`` now if missing (under a
+    lock; reused afterwards): converter routes and runtime environments alike."""
     path = root / spec.dirname(version)
     record = _read_record(path)
     if record is not None and record.get("packages") == list(spec.packages):
-        return ConverterEnv(route, path, record)
+        return ConverterEnv(spec.route, path, record)
     root.mkdir(parents=True, exist_ok=True)
     if progress is None:
-        title = f"building the {route} converter environment (first use): {' '.join(spec.packages)}"
+        title = f"building the {spec.label} environment (first use): {' '.join(spec.packages)}"
         with BuildProgress(title) as show:
             return _build(spec, base, version, path, show)
     return _build(spec, base, version, path, progress)
@@ -337,7 +366,7 @@ def _install(
 ) -> dict[str, Any]:
     """Create the venv at ``path``, install the pins, write the ready marker; its record."""
     start = time.perf_counter()
-    say(f"creating the {spec.route} converter environment in {path}")
+    say(f"creating the {spec.label} environment in {path}")
     code, lines = _run_logged([base, "-m", "venv", str(path)], log, say)
     if code != 0:
         raise _fail(spec, lines, log)

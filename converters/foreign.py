@@ -29,11 +29,10 @@ from tflkit.report.convert_report import ConvertReport
 
 from . import _route_clock
 from ._route_clock import STAGES, Budget, RouteCut, budget_for, progress_line
-from ._runner import run_worker
+from ._runner import raise_for, run_worker, scratch_dir
 from .base import ConversionError, ConvertOptions, MissingExtraError
 from .envs import ROUTES, ensure_env
 from .provenance import finalize, tool_version
-from .tf_common import _raise_for, scratch_dir
 
 if TYPE_CHECKING:
     from tflkit.ir.entry import IoSpec
@@ -129,7 +128,7 @@ def _step(
         on_wait=progress_line(f"{route.name} {STAGES.get(step, step)}", budget),
         every=_route_clock.PROGRESS_S,
     )
-    _raise_for(outcome)
+    raise_for(outcome)
     return outcome.state
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tflkit import ir
 from tflkit.compat.check import check_report
-from tflkit.delegates.base import RECORD_DEFAULT, find_spec
+from tflkit.delegates.base import RECORD_DEFAULT, find_spec, on_gpu
 from tflkit.fsio import write_atomic
 from tflkit.gpu.buffers import BINDING_REFUSED
 from tflkit.report.check_report import CheckReport
@@ -149,7 +149,7 @@ def convert_gpu_ready(
         ]
     refused = [r for r in checked.runners if r.status == BINDING_REFUSED]  # not the GPU's doing
     gpu_failed = [
-        r for r in checked.runners if r.runner.startswith("gpu") and not r.ok and r not in refused
+        r for r in checked.runners if on_gpu(r.runner) and not r.ok and r not in refused
     ]
     still += [f"{r.runner} {r.status}: {r.error}" for r in gpu_failed]
     report.still_on_cpu = list(dict.fromkeys(still))
@@ -160,7 +160,7 @@ def convert_gpu_ready(
         report.verdict = "validation-failed"
     elif refused:
         report.verdict = "unproven"
-    elif len(gpu_failed) == len([n for n in runners if n.startswith("gpu")]):
+    elif len(gpu_failed) == len([n for n in runners if on_gpu(n)]):
         report.verdict = "cpu-only"
     else:
         report.verdict = "partial-gpu"

@@ -1,6 +1,6 @@
 """Child process: run a model with the classic Interpreter and an external delegate ``.so``.
 
-Run as ``python -m tflkit.delegates._delegate_worker --model M --delegate D.so
+Arguments: ``--model M --delegate D.so
 [--option K=V ...] --inputs I.npz --names N.json --result R.json --outputs O.npz``. A delegate
 can abort its process, hence the child. The result JSON is rewritten after each stage.
 """

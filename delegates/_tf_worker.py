@@ -1,6 +1,6 @@
 """Child process: run a Keras model or a SavedModel with TensorFlow on given input sets.
 
-Run as ``python -m tflkit.delegates._tf_worker --source S --inputs I.npz --names N.json
+Arguments: ``--source S --inputs I.npz --names N.json
 --result R.json --outputs O.npz [--signature KEY]``. ``I.npz`` holds ``s{k}_in_{i}`` (inputs in
 the order of ``N.json``); outputs are written as ``s{k}_out_{j}`` with their names in the result
 JSON. TensorFlow lives only here: the parent process may hold the GPU accelerator.

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Feed
+from .protocol import Feed
 
 __all__ = ["read_output_sets", "read_state", "write_input_sets"]
 

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tflkit.proc.worker import run_worker
+from tflkit.proc.worker import python_command, run_worker
 
-from .base import Feed, RunnerUnavailable, RunResult
+from . import _delegate_worker
 from .child_files import read_output_sets, read_state, write_input_sets
+from .protocol import Feed, RunnerUnavailable, RunResult
 
 __all__ = ["ExternalDelegateRunner"]
-
-_WORKER = "tflkit.delegates._delegate_worker"
 
 
 class ExternalDelegateRunner:
@@ -61,7 +59,7 @@ class ExternalDelegateRunner:
             (work / "model.tflite").write_bytes(self.model)
             write_input_sets(work / "in.npz", feeds, names)
             (work / "names.json").write_text(json.dumps(tensor_names))
-            cmd = [sys.executable, "-m", _WORKER, "--model", str(work / "model.tflite")]
+            cmd = python_command(_delegate_worker.main, "--model", work / "model.tflite")
             cmd += ["--delegate", str(self.library.resolve()), "--inputs", str(work / "in.npz")]
             cmd += ["--names", str(work / "names.json"), "--result", str(work / "r.json")]
             cmd += ["--outputs", str(work / "out.npz")]

@@ -33,8 +33,8 @@ from tflkit.ir.op_traits import MOVES_DATA as _LAYOUT
 from tflkit.ir.op_traits import STATEFUL as _STATEFUL
 from tflkit.jsonable import plain_fields
 
-from .base import Feed, RunnerUnavailable, RunResult, find_spec
 from .litert_cpu import invoke_slots, start_interpreter
+from .protocol import Feed, RunnerId, RunnerUnavailable, RunResult
 
 __all__ = [
     "FP16_MAX",
@@ -126,7 +126,7 @@ class Fp16EmulationRunner:
     def __init__(self, model: bytes, *, signature: str | None = None, name: str | None = None):
         self.model = model
         self.signature = signature
-        self.name = name or find_spec(emulated=True).name
+        self.name = name or RunnerId("cpu", "fp16").name
         self._programs: dict[int, _Program] = {}
         self._feeds: dict[str, int] = {}
         self._outputs: dict[str, int] = {}

@@ -27,7 +27,7 @@ import numpy as np
 
 from tflkit.errors import UsageError
 
-from .base import Feed, RunResult, spec_names
+from .protocol import Feed, RunnerId, RunResult
 
 __all__ = [
     "KERNELS",
@@ -266,7 +266,7 @@ class LiteRTCpuRunner:
         self.kernels = kernels
         self.signature = signature
         self.num_threads = num_threads
-        self.name = name or next(iter(spec_names(kernels=kernels)), "cpu-builtin")
+        self.name = name or RunnerId("cpu", None if kernels == "xnnpack" else "ref").name
         self._interpreter: Any = None
         self._compile_seconds: float | None = None
         self._signatures: dict[str, Any] = {}

@@ -13,7 +13,7 @@ from typing import Any
 
 from tflkit.gpu.probe import ProbeResult, probe
 
-from .base import Feed, RunResult, find_spec
+from .protocol import Feed, RunnerId, RunResult
 
 __all__ = ["LiteRTGpuRunner", "from_probe", "invalid_shader"]
 
@@ -38,7 +38,7 @@ class LiteRTGpuRunner:
         self.signature = signature
         self.timeout = timeout
         self.locate_crash = locate_crash
-        self.name = name or find_spec(device="gpu", precision=_precision(enforce_f32)).name
+        self.name = name or RunnerId("gpu", _precision(enforce_f32)).name
 
     def activate(self) -> None:
         """Nothing to do here: the child compiles, so a crash cannot reach this process."""

@@ -30,21 +30,15 @@ import numpy as np
 
 from tflkit.gpu.log import parse_gpu_log
 
-from .base import RUNNER_SPECS, Feed, RunnerUnavailable, RunResult, harness_timings
+from .protocol import Feed, RunnerSpec, RunnerUnavailable, RunResult, harness_timings
 
 __all__ = [
-    "BACKEND_OF",
-    "BROWSER_RUNNERS",
     "BrowserSession",
     "LiteRtJsRunner",
     "browser_run_result",
     "read_browser_result",
 ]
 
-#: runner name -> the browser harness's backend
-BACKEND_OF = {s.name: s.harness for s in RUNNER_SPECS if s.device == "browser" and s.harness}
-BROWSER_RUNNERS = tuple(BACKEND_OF)
-_PRECISION = {s.harness: s.precision for s in RUNNER_SPECS if s.device == "browser"}
 #: seconds for Chromium to start and LiteRT.js to load, beyond the backends' own time
 _OVERHEAD_S = 120.0
 
@@ -60,22 +54,23 @@ def _adapter(gpu: Mapping[str, Any]) -> dict[str, Any]:
 
 def browser_run_result(
     name: str,
+    spec: RunnerSpec,
     record: Mapping[str, Any],
     outputs: list[dict[str, np.ndarray]],
     document: Mapping[str, Any],
     where: str,
 ) -> RunResult:
     """One backend ``record`` of a browser result (``document``: the whole ``result.json``) as
-    the :class:`RunResult` of runner ``name``; ``where``: the device, e.g. ``browser:lavapipe``."""
-    backend = record["backend"]
+    the :class:`RunResult` of runner ``name`` (``spec``: the registry's for its backend);
+    ``where``: the device, e.g. ``browser:lavapipe``."""
     status = record.get("status") or "run_error"
-    gpu_backend = backend.startswith("webgpu")
+    gpu_backend = spec.id.backend == "webgpu"
     harness = document.get("harness") or {}
     device = document.get("device") or {}
     executed: dict[str, Any] = {
         "runtime": harness.get("runtime"),
         "device": f"{'WebGPU (ML Drift)' if gpu_backend else 'CPU (XNNPACK in Wasm)'} on {where}",
-        "precision": _PRECISION.get(backend, "fp32"),
+        "precision": spec.precision,
         "harness": harness.get("kind"),
         "browser": device.get("browser"),
         "webgpu_adapter_mode": device.get("webgpu_adapter_mode"),
@@ -172,17 +167,18 @@ class BrowserSession:
     def __init__(
         self,
         model: bytes,
-        names: Sequence[str],
+        specs: Sequence[RunnerSpec],
         *,
         adapter: str = "swiftshader",
         signature: str | None = None,
         timeout: float = 300.0,
     ) -> None:
-        unknown = [n for n in names if n not in BACKEND_OF]
+        unknown = [s.name for s in specs if s.device != "browser" or s.harness is None]
         if unknown:
             raise ValueError(f"not browser runners: {unknown}")
         self.model = model
-        self.names = list(names)
+        self.specs = {s.name: s for s in specs}
+        self.names = list(self.specs)
         self.adapter = adapter
         self.signature = signature
         self.timeout = timeout
@@ -203,7 +199,7 @@ class BrowserSession:
         from tflkit.proc.worker import own_session
 
         where = f"browser:{self.adapter}"
-        backends = [BACKEND_OF[n] for n in self.names]
+        backends = [str(s.harness) for s in self.specs.values()]
         total = self.timeout * len(backends) + _OVERHEAD_S
         work = Path(tempfile.mkdtemp(prefix="tflkit-litertjs-"))
         try:
@@ -241,9 +237,9 @@ class BrowserSession:
             records = {r["backend"]: r for r in document.get("backends", [])}
             return {
                 n: browser_run_result(
-                    n, records[BACKEND_OF[n]], outputs[BACKEND_OF[n]], document, where
+                    n, s, records[str(s.harness)], outputs[str(s.harness)], document, where
                 )
-                for n in self.names
+                for n, s in self.specs.items()
             }
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -252,11 +248,11 @@ class BrowserSession:
 class LiteRtJsRunner:
     """One LiteRT.js backend in headless Chromium, run through its :class:`BrowserSession`."""
 
-    def __init__(self, session: BrowserSession, name: str) -> None:
-        if name not in session.names:
-            raise RunnerUnavailable(f"{name} is not a runner of this browser session")
+    def __init__(self, session: BrowserSession, spec: RunnerSpec) -> None:
+        if spec.name not in session.names:
+            raise RunnerUnavailable(f"{spec.name} is not a runner of this browser session")
         self.session = session
-        self.name = name
+        self.name = spec.name
 
     def activate(self) -> None:
         """Nothing here: the session starts the browser when the first runner infers."""

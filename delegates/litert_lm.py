@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import re
-import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Feed, RunnerSpec, RunnerUnavailable, RunResult
+from .protocol import Feed, RunnerSpec, RunnerUnavailable, RunResult
 
 __all__ = ["LiteRtLmRunner", "engine_feed", "engine_line"]
 
@@ -151,7 +150,9 @@ class LiteRtLmRunner:
 
     def infer(self, feeds: Sequence[Feed]) -> RunResult:
         from tflkit.proc.result_file import read_result
-        from tflkit.proc.worker import run_worker
+        from tflkit.proc.worker import spawn_python
+
+        from . import _engine_worker
 
         prompts = [str(f["prompt"]) for f in feeds]
         score = {str(i): [str(f["score"])] for i, f in enumerate(feeds) if "score" in f}
@@ -173,9 +174,8 @@ class LiteRtLmRunner:
             self._cpus = plan["cpus"]
             (Path(tmp) / "engine-cache").mkdir()
             (Path(tmp) / "plan.json").write_text(json.dumps(plan))
-            cmd = [sys.executable, "-m", "tflkit.bundle._engine_worker", tmp]
             with _one_engine_per_gpu(self.backend):
-                done = run_worker(cmd, cwd=tmp, timeout=self.timeout)
+                done = spawn_python(_engine_worker.main, tmp, cwd=tmp, timeout=self.timeout)
             try:
                 state = read_result(Path(tmp) / "result.json")
             except (OSError, ValueError):

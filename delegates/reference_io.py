@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Feed, Runner, RunResult
+from .protocol import Feed, Runner, RunResult
 
 __all__ = ["Port", "ReferenceIo", "convert", "match_ports", "real_values"]
 

@@ -1,12 +1,14 @@
-"""Build a runner from its :class:`~tflkit.delegates.base.RunnerSpec`: the one place that turns
-what a runner is (its device, kernels, precision) into the object that runs it.
+"""Build a runner from its :class:`~tflkit.delegates.protocol.RunnerSpec`: :func:`build`, the one
+function that turns what a runner is (its spec) and what it runs on (a
+:class:`~tflkit.delegates.protocol.BuildRequest`) into the object that runs it.
 
-The runners of this machine's backends are built here: the CPU interpreter (XNNPACK or LiteRT's
-reference kernels), the fp16 emulation, the GPU accelerator, LiteRT.js in the browser and the
-LiteRT-LM engine (on a ``.litertlm`` bundle's path). The
-external delegate and the framework reference need the model's ports and the user's files:
-``tflkit.validation.runners`` builds them; a device's runners come back from its harness
-(``tflkit.harness.device_runs``).
+Each spec of the registry (:data:`tflkit.delegates.base.RUNNER_SPECS`) carries its factory, one
+of the functions below: the CPU interpreter (XNNPACK or LiteRT's reference kernels), the fp16
+emulation, the GPU accelerator, LiteRT.js in the browser, an external delegate, the framework
+reference, the LiteRT-LM engine (on a ``.litertlm`` bundle's path); with ``request.steps``, the
+step runner of a KV-cache program (``validate --steps``). A device's runners come back from its
+harness (``tflkit.harness.device_runs``): their specs have no factory. This module imports the
+protocol alone, and each runner's module only when it is built.
 """
 
 from __future__ import annotations
@@ -14,70 +16,129 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .base import RunnerSpec
+from .protocol import BuildRequest, Runner, RunnerSpec
 
-__all__ = ["build", "builds_here"]
+__all__ = [
+    "browser",
+    "browser_session",
+    "build",
+    "builds_here",
+    "cpu",
+    "engine",
+    "external",
+    "fp16_emulation",
+    "gpu",
+    "reference",
+]
 
-#: the devices whose runners :func:`build` makes
-_HERE = ("cpu", "gpu", "browser", "engine")
+
+def build(spec: RunnerSpec, request: BuildRequest) -> Runner:
+    """The runner ``spec`` names, on ``request``'s model: its factory's (a step runner with
+    ``request.steps``); a ValueError for a runner only a device's harness runs."""
+    if spec.factory is None:
+        raise ValueError(f"{spec.name} runs on {spec.device}: only its device's harness runs it")
+    if request.steps is not None:
+        if not spec.steps:
+            raise ValueError(f"{spec.name} does not run a program step by step")
+        from .step_runner import step_runner
+
+        return step_runner(spec, request)
+    return spec.factory(spec, request)
 
 
 def builds_here(spec: RunnerSpec) -> bool:
-    """:func:`build` makes this runner (a CPU, GPU or browser runner of this machine)."""
-    return spec.device in _HERE
+    """:func:`build` makes this runner from the spec and the model alone (a CPU, GPU, browser or
+    engine runner of this machine; an external delegate and the reference need their files)."""
+    return spec.factory is not None and spec.device not in ("external", "framework")
 
 
-def build(
-    spec: RunnerSpec,
-    model: bytes,
-    *,
-    signature: str | None = None,
-    timeout: float = 300.0,
-    browser_adapter: str = "swiftshader",
-    session: Any = None,
-) -> Any:
-    """The runner ``spec`` names, on ``model`` (``session``: the :class:`BrowserSession` a
-    browser runner shares with the others of its validation; a new one when None)."""
-    if spec.device == "cpu" and spec.emulated:
-        from .fp16_emulation import Fp16EmulationRunner
+def cpu(spec: RunnerSpec, request: BuildRequest) -> Runner:
+    """LiteRT's CPU interpreter on the spec's kernels."""
+    from .litert_cpu import LiteRTCpuRunner
 
-        return Fp16EmulationRunner(model, signature=signature, name=spec.name)
-    if spec.device == "cpu":
-        from .litert_cpu import LiteRTCpuRunner
+    assert spec.kernels is not None
+    return LiteRTCpuRunner(
+        request.model, kernels=spec.kernels, signature=request.signature, name=spec.name
+    )
 
-        assert spec.kernels is not None
-        return LiteRTCpuRunner(model, kernels=spec.kernels, signature=signature, name=spec.name)
-    if spec.device == "gpu":
-        from .litert_gpu import LiteRTGpuRunner
 
-        return LiteRTGpuRunner(
-            model,
-            enforce_f32=spec.precision == "fp32",
-            signature=signature,
-            timeout=timeout,
-            name=spec.name,
+def fp16_emulation(spec: RunnerSpec, request: BuildRequest) -> Runner:
+    """The fp16 emulation on the CPU, op by op."""
+    from .fp16_emulation import Fp16EmulationRunner
+
+    return Fp16EmulationRunner(request.model, signature=request.signature, name=spec.name)
+
+
+def gpu(spec: RunnerSpec, request: BuildRequest) -> Runner:
+    """LiteRT's GPU accelerator at the spec's precision, in a child process."""
+    from .litert_gpu import LiteRTGpuRunner
+
+    return LiteRTGpuRunner(
+        request.model,
+        enforce_f32=spec.precision == "fp32",
+        signature=request.signature,
+        timeout=request.timeout,
+        name=spec.name,
+    )
+
+
+def browser(spec: RunnerSpec, request: BuildRequest) -> Runner:
+    """LiteRT.js in headless Chromium: a runner of ``request.session`` (a new browser job for
+    this runner alone when None)."""
+    from .litert_js import LiteRtJsRunner
+
+    session = request.session
+    if session is None:
+        session = browser_session(
+            request.model, [spec], request.browser_adapter, request.signature, request.timeout
         )
-    if spec.device == "engine":  # ``model``: the bundle's path
-        from .litert_lm import LiteRtLmRunner
+    return LiteRtJsRunner(session, spec)
 
-        return LiteRtLmRunner(model, spec, timeout=timeout)
-    if spec.device == "browser":
-        from .litert_js import LiteRtJsRunner
 
-        if session is None:
-            session = browser_session(model, [spec.name], browser_adapter, signature, timeout)
-        return LiteRtJsRunner(session, spec.name)
-    raise ValueError(f"{spec.name} runs on {spec.device}: not built from its spec alone")
+def external(spec: RunnerSpec, request: BuildRequest) -> Runner:
+    """An external delegate ``.so`` (``request.delegate``), in a child process."""
+    from .external import ExternalDelegateRunner
+
+    assert request.delegate is not None
+    return ExternalDelegateRunner(
+        request.model,
+        request.delegate,
+        options=dict(request.delegate_options),
+        input_tensors=dict(request.input_tensors),
+        output_names=dict(request.output_names),
+        timeout=request.timeout,
+    )
+
+
+def reference(spec: RunnerSpec, request: BuildRequest) -> Runner:
+    """The framework reference (Keras, SavedModel or a ``.npz`` reference file at
+    ``request.model``), each output read at its shape in ``request.outputs``."""
+    from .tf_reference import ReferenceRunner
+
+    return ReferenceRunner(
+        request.model,
+        outputs=dict(request.outputs),
+        signature=request.signature,
+        timeout=request.timeout,
+    )
+
+
+def engine(spec: RunnerSpec, request: BuildRequest) -> Runner:
+    """The LiteRT-LM engine on the bundle at ``request.model`` (``request.engine``:
+    ``max_output_tokens``, ``one_cpu``)."""
+    from .litert_lm import LiteRtLmRunner
+
+    return LiteRtLmRunner(request.model, spec, timeout=request.timeout, **request.engine)
 
 
 def browser_session(
     model: bytes,
-    names: Sequence[str],
+    specs: Sequence[RunnerSpec],
     adapter: str,
     signature: str | None,
     timeout: float,
 ) -> Any:
-    """One browser job for the browser runners ``names`` (one Chromium, one page)."""
+    """One browser job for the browser runners ``specs`` (one Chromium, one page)."""
     from .litert_js import BrowserSession
 
-    return BrowserSession(model, names, adapter=adapter, signature=signature, timeout=timeout)
+    return BrowserSession(model, specs, adapter=adapter, signature=signature, timeout=timeout)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,10 +25,11 @@ import numpy as np
 
 from tflkit.errors import UsageError
 from tflkit.fsio import atomic_output
-from tflkit.proc.worker import run_worker
+from tflkit.proc.worker import python_command, run_worker
 
-from .base import Feed, RunnerUnavailable, RunResult
+from . import _tf_worker
 from .child_files import read_output_sets, read_state, write_input_sets
+from .protocol import Feed, RunnerUnavailable, RunResult
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -41,7 +41,6 @@ __all__ = [
 ]
 
 BUNDLE_FORMAT = "tflkit.reference/1"
-_WORKER = "tflkit.delegates._tf_worker"
 _KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 
 
@@ -173,7 +172,7 @@ class ReferenceRunner:
             )
         if importlib.util.find_spec("tensorflow") is None:
             raise RunnerUnavailable(
-                "TensorFlow is not installed (pip install 'tflkit[tf]'), or use a reference "
+                "TensorFlow is not installed (pip install 'tflkit[convert]'), or use a reference "
                 "bundle (.npz) saved where TensorFlow is installed"
             )
 
@@ -215,7 +214,7 @@ class ReferenceRunner:
             work = Path(tmp)
             write_input_sets(work / "in.npz", feeds, names)
             (work / "names.json").write_text(json.dumps(names))
-            cmd = [sys.executable, "-m", _WORKER, "--source", str(self.source.resolve())]
+            cmd = python_command(_tf_worker.main, "--source", self.source.resolve())
             cmd += ["--inputs", str(work / "in.npz"), "--names", str(work / "names.json")]
             cmd += ["--result", str(work / "r.json"), "--outputs", str(work / "out.npz")]
             if self.signature:

@@ -1,3 +1,8 @@
-"""Shared pytest plugins: the model corpus and the GPU fixture."""
+"""Shared pytest plugins: the model corpus, the GPU fixture and the built package."""
 
-pytest_plugins = ["tests.conftest_corpus", "tests.gpu_fixture", "pytester"]
+pytest_plugins = [
+    "tests.conftest_corpus",
+    "tests.gpu_fixture",
+    "tests.package_fixtures",
+    "pytester",
+]

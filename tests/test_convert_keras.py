@@ -104,7 +104,7 @@ def generate(out: Path) -> None:
 def models() -> Path:
     version = tensorflow_version()
     if version is None:
-        unavailable("TensorFlow is not importable: pip install 'tflkit[tf]'")
+        unavailable("TensorFlow is not importable: pip install 'tflkit[convert]'")
     source = Path(__file__).read_bytes() + WEIGHTS_SOURCE.read_bytes()
     key = hashlib.sha256(source + version.encode()).hexdigest()[:12]
     out = cache_root() / "convert" / f"keras-{key}"

@@ -36,7 +36,9 @@ import pytest
 from tests.cli import default_sigint
 from tflkit import ir
 from tflkit.fsio import file_mode, is_temporary, write_atomic
+from tflkit.proc import _cpu_smoke_worker
 from tflkit.proc.interrupts import Interrupted, exit_on_signals
+from tflkit.proc.worker import target_of
 from tflkit.regress.baseline import read_baseline
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +47,7 @@ TAG = "TFLKIT_INTERRUPT_TEST_TAG"
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Command-line marks of two workers: the CPU smoke run each of these commands starts first,
 #: and a GPU runner's worker running the model (``--run``): a run of validate or regress record.
-SMOKE_WORKER = "tflkit.proc._cpu_smoke_worker"
+SMOKE_WORKER = target_of(_cpu_smoke_worker.main)
 RUN_WORKER = "--run"
 WAIT_S = 120.0
 

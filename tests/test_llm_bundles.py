@@ -245,10 +245,10 @@ def _record(scores: list[float]) -> dict:
 
 
 def test_a_fault_is_one_that_comes_back_and_a_prompt_right_again_is_unstable():
-    """The verdict over repeated GPU runs (``tflkit.bundle.compare``): the same wrong numbers
+    """The verdict over repeated GPU runs (``tflkit.compare.tokens``): the same wrong numbers
     again is a reproduced fault; wrong in every run with different numbers is still a fault;
     wrong, then right in a later run, is unstable (a note, not a finding)."""
-    from tflkit.bundle.compare import SAME_TOL, compare_prompt
+    from tflkit.compare.tokens import SAME_TOL, compare_prompt
 
     cpu = _record([-1.0, -2.0, -3.0])
 

@@ -26,6 +26,7 @@ from tests.corpus.llm_steps import inlined
 from tflkit import ir
 from tflkit.ir import schema
 from tflkit.ir.builder import OpBuilder
+from tflkit.report.steps_report import steps_lines
 from tflkit.validation.steps import kv_program, steps_report
 
 fb = schema.fb
@@ -177,7 +178,7 @@ def test_planted_fp16_overflow_is_found_at_its_step_and_op(llm_corpus, tmp_path)
     assert (first["op_type"], first["signature"]) == ("MUL", "decode"), part
     assert first["output"].startswith(planted.rsplit("overflow", 1)[0] + "overflow"), part
     assert "overflows fp16" in first["what"]
-    lines = "\n".join(report.lines())
+    lines = "\n".join(steps_lines(report))
     assert f"parts from the CPU at step {planted_step}" in lines
     assert "fix: cpu-fp16 part: add -r gpu-fp32" in lines
     assert clean.fix is None
@@ -198,5 +199,5 @@ def test_planted_fp16_overflow_shows_on_the_gpu_at_its_step(gpu, llm_corpus, tmp
     assert all(np.isfinite(s["max_abs"]) for s in fp16["per_step"][:planted_step])
     assert fp32["first_part"] is None  # fp32 on the GPU holds it: the fix LiteRT offers
     assert report.fix is not None and report.fix.startswith("run the GPU in fp32"), report.fix
-    assert f"fix: {report.fix}" in report.lines()
+    assert f"fix: {report.fix}" in steps_lines(report)
     assert report.to_json()["fix"] == report.fix

@@ -27,6 +27,7 @@ from tflkit.gpu.probe import run_jobs
 from tflkit.ir import schema
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import SignatureDef
+from tflkit.report.steps_report import steps_lines
 from tflkit.rewriter.rules.attention import repair_attention
 from tflkit.rewriter.rules.composite import inline_all
 from tflkit.validation.localize import localize
@@ -176,7 +177,7 @@ def test_steps_localize_names_the_batch_matmul_where_the_gpu_parts(gpu, gemma_in
     assert [op["op_type"] for op in found["culprit_ops"]] == ["BATCH_MATMUL", "BATCH_MATMUL"]
     graph = ir.load(gemma_inlined).signature("decode").subgraph
     assert graph.ops[first["op_index"]].type == "BATCH_MATMUL"  # indices of decode's subgraph
-    text = "\n".join(report.lines())
+    text = "\n".join(steps_lines(report))
     assert (
         f"first op where it parts: op #{first['op_index']} BATCH_MATMUL [4,1,32] x [32,16]" in text
     )

@@ -18,7 +18,7 @@ from tests.cli import run_tflkit
 from tflkit import ir
 from tflkit.errors import UsageError
 from tflkit.validation.llm_program import kv_program, prompt_tokens, with_prompt
-from tflkit.validation.step_runner import cpu_call, run_steps
+from tflkit.validation.steps import cpu_call, run_steps
 
 
 @pytest.fixture(scope="module")

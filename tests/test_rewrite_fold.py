@@ -327,7 +327,7 @@ def _build_tf_front_end(out: Path) -> None:
 def tf_front_end() -> Path:
     version = tensorflow_version()
     if version is None:
-        unavailable("TensorFlow is not importable: pip install 'tflkit[tf]'")
+        unavailable("TensorFlow is not importable: pip install 'tflkit[convert]'")
     key = hashlib.sha256(Path(__file__).read_bytes() + version.encode()).hexdigest()[:12]
     out = build_with_script(
         Path(__file__),

@@ -14,23 +14,31 @@ import pytest
 from tests.cli import run_tflkit
 from tflkit import ir
 from tflkit.compare.comparator import default_pairs
-from tflkit.compare.tolerances import DEFAULTS, NOISE_FACTOR, tolerance_for
+from tflkit.compare.tolerances import DEFAULTS, NOISE_FACTOR, parse_overrides, tolerance_for
 from tflkit.delegates.base import (
     RECORD_DEFAULT,
     RUNNER_SPECS,
     VALIDATE_DEFAULT,
+    BuildRequest,
     FeedMismatch,
     Runner,
+    RunnerId,
+    RunnerPair,
+    StepPlan,
     execute,
     find_spec,
+    parse_pair,
+    parse_runner,
     precision_of,
+    runner_id,
     runner_spec,
 )
 from tflkit.delegates.registry import build, builds_here
+from tflkit.delegates.step_runner import StepRunner
+from tflkit.errors import UsageError
 from tflkit.harness.device_runs import RUNNER_OF
 from tflkit.harness.protocol import BACKENDS, BROWSER_BACKENDS
 from tflkit.validation import repro, runners, steps
-from tflkit.validation.step_runner import StepRunner, step_runner
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "tflkit" / "examples" / "tiny_classifier.tflite"
 
@@ -79,7 +87,10 @@ def test_repro_localization_and_steps_read_the_spec() -> None:
     pairs = default_pairs(["cpu", "cpu-ref", "gpu-fp16", reference])
     assert ("cpu-ref", reference) not in pairs and ("gpu-fp16", reference) in pairs
     with pytest.raises(ValueError, match="does not run a program step by step"):
-        step_runner(find_spec(device="browser", precision="fp16"), b"", None, 1)  # type: ignore[arg-type]
+        build(
+            find_spec(device="browser", precision="fp16"),
+            BuildRequest(b"", steps=StepPlan(None, 1)),
+        )
 
 
 def _example_entry() -> tuple[bytes, runners.Entry]:
@@ -90,7 +101,7 @@ def _example_entry() -> tuple[bytes, runners.Entry]:
 @pytest.mark.parametrize("spec", [s for s in RUNNER_SPECS if s.device == "cpu"], ids=str)
 def test_a_runner_built_from_its_spec_runs_under_its_name(spec) -> None:
     data, entry = _example_entry()
-    runner = build(spec, data)
+    runner = build(spec, BuildRequest(data))
     assert builds_here(spec) and isinstance(runner, Runner) and runner.name == spec.name
     feed = {
         n: np.random.default_rng(0).random((1, 32, 32, 3), dtype=np.float32) for n in entry.inputs
@@ -102,7 +113,7 @@ def test_a_runner_built_from_its_spec_runs_under_its_name(spec) -> None:
 
 def test_step_runners_are_runners_of_the_one_protocol() -> None:
     spec = find_spec(kernels="reference")
-    runner = step_runner(spec, b"", None, 1)  # type: ignore[arg-type]
+    runner = build(spec, BuildRequest(b"", steps=StepPlan(None, 1)))
     assert isinstance(runner, StepRunner) and isinstance(runner, Runner)
     assert runner.name == spec.name
 
@@ -142,3 +153,46 @@ def test_a_feed_that_does_not_fit_is_one_clear_error_before_running(feed, messag
     assert message in str(info.value) and "\n" not in str(info.value)
     assert str(info.value).startswith("cpu: input set 0")
     assert not ran  # nothing started
+
+
+@pytest.mark.parametrize("spec", RUNNER_SPECS, ids=lambda s: s.name)
+def test_a_runner_name_is_read_once_into_its_identity(spec) -> None:
+    """A name parses to the spec's identity, on this machine or on a device (whose spec may hold
+    ``@`` and ``:``), and formats back to the same text."""
+    assert parse_runner(spec.name) == spec.id and spec.id.here
+    for device in ("adb:R58M123", "ssh:pi@board", "browser:lavapipe"):
+        on = runner_id(f"{spec.name}@{device}")
+        assert on == spec.id.on(device) and on.device == device and not on.here
+        assert on.name == f"{spec.name}@{device}" and runner_spec(on) is spec
+    # every runner of this machine is built by its spec's factory; a device's only by its harness
+    assert (spec.factory is None) == (spec.device == "device")
+
+
+def test_pairs_are_typed_and_their_keys_round_trip() -> None:
+    gpu, cpu = find_spec(device="gpu", precision="fp16").id, find_spec(kernels="xnnpack").id
+    on_device = RunnerPair(gpu.on("adb:R58M123"), cpu)
+    assert parse_pair(on_device.key) == on_device
+    both = RunnerPair(gpu.on("ssh:pi@board"), cpu.on("ssh:pi@board"))
+    assert parse_pair(both.key) == both
+    for bad in ("gpu-fp16", "gpu-fp16:nothing", "a:b:c"):
+        with pytest.raises(UsageError):
+            parse_pair(bad)
+    with pytest.raises(UsageError, match="unknown runner"):
+        parse_runner("gpu-fp64")
+    assert RunnerId("gpu", "fp16").name == gpu.name
+
+
+def test_a_device_runners_pair_takes_a_tolerance() -> None:
+    """``--tolerance PAIR@...`` where the pair's runner ran on a device (its name holds ``@`` and
+    ``:``): the override reaches that pair, and only that pair."""
+    pair = RunnerPair(
+        find_spec(device="gpu", precision="fp16").id.on("adb:R58M123"), RunnerId("cpu")
+    )
+    overrides = parse_overrides([f"{pair.key}@rtol=0.25", "fp32@atol=1"])
+    assert overrides == {pair.key: {"rtol": 0.25}, "fp32": {"atol": 1.0}}
+    tolerance = tolerance_for(pair.actual.name, pair.expected.name, overrides=overrides)
+    assert tolerance.rtol == 0.25 and tolerance.basis == f"overridden ({pair.key})"
+    here = tolerance_for(pair.actual.on(None).name, "cpu", overrides=overrides)
+    assert here.rtol == DEFAULTS["fp16"].rtol
+    with pytest.raises(UsageError, match="neither a pair"):
+        parse_overrides(["gpu-fp16:nothing@rtol=0.1"])

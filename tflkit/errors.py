@@ -1,6 +1,13 @@
-"""Exceptions tflkit raises for problems a user can fix; the CLI turns each into one line."""
+"""Exceptions tflkit raises for problems a user can fix; the CLI turns each into one line.
+
+Also the one table of the optional extras (:data:`EXTRAS`): what each brings, so a command whose
+extra is missing names the ``pip install`` in one line (:func:`require_extra`, exit 2) and
+``tflkit doctor`` lists them.
+"""
 
 from __future__ import annotations
+
+import importlib.util
 
 
 class TflkitError(Exception):
@@ -19,6 +26,35 @@ class ModelLoadError(TflkitError):
 
 class InvalidModelError(TflkitError):
     """The model parsed but breaks an invariant (dangling index, cycle, double producer...)."""
+
+
+class MissingExtraError(TflkitError):
+    """A package a feature needs is not installed; the message names the pip install."""
+
+
+#: extra -> (the modules it brings, in import order of need; what they are for). pyproject's
+#: ``[project.optional-dependencies]`` installs them (tests/test_package_extras.py keeps the two
+#: in step).
+EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
+    "convert": (("tensorflow",), "Keras and SavedModel conversion, TensorFlow references"),
+    "images": (("PIL", "skimage"), "image folders as inputs; sample photographs for validate"),
+    "llm": (("litert_lm",), "the LiteRT-LM engine: .litertlm bundles on CPU and GPU"),
+    "browser": (("playwright", "segno"), "the browser harness (LiteRT.js in Chromium)"),
+}
+
+
+def missing_modules(extra: str) -> list[str]:
+    """The modules of ``extra`` that are not importable here (found without importing them)."""
+    return [m for m in EXTRAS[extra][0] if importlib.util.find_spec(m) is None]
+
+
+def require_extra(extra: str, what: str, module: str | None = None) -> None:
+    """Raise :class:`MissingExtraError` (one line, exit 2) unless ``module`` (default: every
+    module of ``extra``) is importable."""
+    modules = [module] if module else list(EXTRAS[extra][0])
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingExtraError(f"{what} needs {missing[0]}: pip install 'tflkit[{extra}]'")
 
 
 def one_line(exc: BaseException) -> str:

@@ -77,6 +77,7 @@ def inlined(data: bytes) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tflkit.report.steps_report import steps_lines
     from tflkit.validation.steps import steps_report
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             report = steps_report(data, f"{arch} ({variant})", args.steps)
             out[f"{arch} ({variant})"] = report.to_json()
             if not args.json:
-                print("\n".join(report.lines()), flush=True)
+                print("\n".join(steps_lines(report)), flush=True)
     if args.json:
         json.dump(out, sys.stdout, indent=1)
     return 0

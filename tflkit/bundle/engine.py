@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from tflkit.delegates.base import RunnerSpec, RunResult, find_spec
+from tflkit.errors import require_extra
 from tflkit.jsonable import plain
+from tflkit.report.bundle_report import figures, how
 
 __all__ = [
     "DEFAULT_PROMPTS",
@@ -27,16 +29,6 @@ __all__ = [
 #: tflkit's own prompts (plain words every tokenizer of the corpus knows; a bundle's prompt
 #: template is not applied, so the same tokens reach both backends).
 DEFAULT_PROMPTS = ("the weather today is", "once upon a time there was", "the quick brown fox")
-
-#: How each status of an engine run reads in a report.
-_WORDS = {"crashed": "aborted", "compile_error": "refused", "run_error": "refused",
-          "timeout": "timed out", "unavailable": "unavailable"}  # fmt: skip
-
-
-def how(result: RunResult) -> str:
-    """``ok``, ``aborted`` (the engine killed its process), ``refused`` or ``timed out``."""
-    return _WORDS.get(result.status, result.status)
-
 
 def records(result: RunResult) -> list[dict[str, Any]]:
     """Per prompt of an engine run: ``prompt``, ``prompt_ids``, ``text``, ``ids``, ``scores``
@@ -53,11 +45,6 @@ def records(result: RunResult) -> list[dict[str, Any]]:
             "scored": None if scored is None else [float(v) for v in scored],
         })  # fmt: skip
     return out
-
-
-def figures(result: RunResult) -> dict[str, float]:
-    """The engine's own figures of a run (init, time to first token, tokens/s)."""
-    return dict(result.executed.get("figures") or {})
 
 
 def run_json(result: RunResult) -> dict[str, Any]:
@@ -88,14 +75,14 @@ def run_engine(
     """``prompts`` through the engine on ``backend``: the registry's runner for it
     (:func:`engine_spec`), driven by ``execute``; ``score`` gives per prompt index the text to
     score after it; ``one_cpu`` pins the engine to one CPU (None: on a software GPU only)."""
-    from tflkit.converters.base import require_module
-    from tflkit.delegates.base import execute
-    from tflkit.delegates.litert_lm import LiteRtLmRunner, engine_feed
+    from tflkit.delegates.base import BuildRequest, execute
+    from tflkit.delegates.litert_lm import engine_feed
+    from tflkit.delegates.registry import build
 
-    require_module("litert_lm", "llm", "the LiteRT-LM engine")
-    spec = engine_spec(backend, activation)
-    runner = LiteRtLmRunner(
-        bundle, spec, max_output_tokens=max_output_tokens, timeout=timeout, one_cpu=one_cpu
+    require_extra("llm", "the LiteRT-LM engine")
+    engine = {"max_output_tokens": max_output_tokens, "one_cpu": one_cpu}
+    runner = build(
+        engine_spec(backend, activation), BuildRequest(bundle, timeout=timeout, engine=engine)
     )
     texts = score or {}
     feeds = [engine_feed(p, (texts.get(i) or [None])[0]) for i, p in enumerate(prompts)]

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflkit.bundle.compare import SCORE_TOL
+from tflkit.compare.tokens import SCORE_TOL
 from tflkit.fsio import write_atomic
 
 __all__ = ["EngineFinding", "EngineRepro", "write_engine_repro"]

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tflkit.bundle.compare import SCORE_TOL, score_delta
 from tflkit.bundle.engine import DEFAULT_PROMPTS, how, records, run_engine
 from tflkit.bundle.litertlm import load_bundle, save_bundle
+from tflkit.compare.tokens import SCORE_TOL, score_delta
 from tflkit.delegates.base import RunResult
 from tflkit.errors import UsageError
 from tflkit.jsonable import plain

@@ -4,7 +4,7 @@
 2. GPU (the engine's default activations for a text decoder: fp16): its own greedy continuation,
    and the CPU's continuation scored (``run_text_scoring``);
 3. if the greedy tokens part, the CPU scores the GPU's continuation too, for the two runtimes'
-   margins at the parting step (a near tie is not a fault: :mod:`tflkit.bundle.compare`);
+   margins at the parting step (a near tie is not a fault: :mod:`tflkit.compare.tokens`);
 4. while a prompt looks faulty, the GPU again (:data:`REPEATS`): a fault must come back;
 5. if the GPU with fp16 activations is faulty, the GPU again with fp32 activations: whether
    that is the fix, and what it costs in decode tokens/s;
@@ -24,14 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tflkit.bundle.compare import (
-    DECODE_TOL,
-    SAME_TOL,
-    SCORE_TOL,
-    TIE_BAND,
-    PromptComparison,
-    compare_prompt,
-)
 from tflkit.bundle.describe import is_gpu_section, static_warnings
 from tflkit.bundle.engine import (
     DEFAULT_PROMPTS,
@@ -45,6 +37,14 @@ from tflkit.bundle.engine import (
 from tflkit.bundle.litertlm import Bundle, load_bundle
 from tflkit.bundle.llm_metadata import decode_llm_metadata
 from tflkit.bundle.repro import EngineFinding, EngineRepro
+from tflkit.compare.tokens import (
+    DECODE_TOL,
+    SAME_TOL,
+    SCORE_TOL,
+    TIE_BAND,
+    PromptComparison,
+    compare_prompt,
+)
 from tflkit.delegates.base import RunResult, find_spec
 from tflkit.jsonable import plain
 from tflkit.report.progress import quiet
@@ -143,38 +143,6 @@ class BundleValidation:
                 if c.fault:
                     return EngineFinding("scores", c.prompt, activation, f"{name}: {c.line()}")
         return None
-
-    def lines(self) -> list[str]:
-        out = [f"{self.bundle}: LiteRT-LM engine, CPU vs GPU, {len(self.prompts)} prompts"]
-        for name, run in self.runs.items():
-            out.append(_run_line(name, run))
-            for c in self.comparisons.get(name, []):
-                out.append(f"  {c.line()}")
-        out += [f"note: {n}" for n in self.notes]
-        if self.fp32 is not None:
-            out.append(f"fp32 activations: {self.fp32['summary']}")
-        if self.steps is not None:
-            out.append(
-                "the section through --steps (it locates the op; the verdict is the engine's):"
-            )
-            out += self.steps.lines()
-        out += [f"finding: {f}" for f in self.findings] or ["no finding"]
-        if self.repro is not None:
-            out.append(self.repro.line)
-        return out
-
-
-def _run_line(name: str, run: RunResult) -> str:
-    if not run.ok:
-        return f"{name}: {how(run)} ({run.executed.get('stage')}): {run.error}"
-    f = figures(run)
-    return (
-        f"{name}: ran; init {f.get('init_time_in_second', 0):.3g} s, time to first token "
-        f"{f.get('time_to_first_token_in_second', 0):.3g} s, prefill "
-        f"{f.get('last_prefill_tokens_per_second', 0):.4g} tok/s, decode "
-        f"{f.get('last_decode_tokens_per_second', 0):.4g} tok/s"
-        + (f"; on CPU {cpus[0]} only (software GPU)" if (cpus := run.executed.get("cpus")) else "")
-    )
 
 
 def _compare(cpu: RunResult, gpu: RunResult, branch: RunResult | None) -> list[PromptComparison]:

@@ -104,7 +104,9 @@ def validate_bundle_cmd(
     if json_output:
         print_json(report)
     else:
-        _print(report.lines())
+        from tflkit.report.bundle_report import bundle_lines
+
+        _print(bundle_lines(report))
     if report.exit_code:
         raise typer.Exit(report.exit_code)
 

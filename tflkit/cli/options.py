@@ -17,7 +17,28 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from tflkit.delegates.base import RECORD_DEFAULT, RUNNER_SPECS, RunnerPair, find_spec, spec_names
+
 T = TypeVar("T")
+
+
+def listed(names: Collection[str | None], last: str = "or") -> str:
+    """``a, b or c``: names of the registry for a help text."""
+    words = [str(n) for n in names]
+    if not last or len(words) < 2:
+        return ", ".join(words)
+    return ", ".join(words[:-1]) + f" {last} " + words[-1]
+
+
+#: the device protocol's backends (the registry's harness names): of a device, of the browser,
+#: and those a device job runs by default
+_HARNESS = {
+    "device": [s.harness for s in RUNNER_SPECS if s.harness and s.device != "browser"],
+    "browser": [s.harness for s in RUNNER_SPECS if s.harness and s.device == "browser"],
+    "record": [s.harness for s in RUNNER_SPECS if s.harness and "record" in s.defaults],
+}
+#: an example pair for the help texts: the GPU in fp16 against the CPU
+EXAMPLE_PAIR = RunnerPair(find_spec(device="gpu", precision="fp16").id, find_spec(harness="cpu").id)
 
 
 def options_from(
@@ -109,7 +130,7 @@ ToleranceOption = Annotated[
         "--tolerance",
         help="[PAIR|CLASS|all@]rtol=..,atol=..,min_cosine=..,noise_factor=..;"
         " CLASS: fp32, fp16, int8, int8-fp16, int8-same-grid "
-        "(e.g. gpu-fp16:cpu@noise_factor=128)",
+        f"(e.g. {EXAMPLE_PAIR}@noise_factor=128)",
     ),
 ]
 DelegateOption = Annotated[
@@ -128,15 +149,17 @@ BaselineRunnerOption = Annotated[
     typer.Option(
         "--runner",
         "-r",
-        help="cpu, cpu-ref, cpu-fp16, gpu-fp16, gpu-fp32, delegate (repeat). "
-        "Record default: cpu, gpu-fp16, gpu-fp32; check default: the baseline's.",
+        help=f"{listed(spec_names(device='cpu') + spec_names(device='gpu'), '')}, "
+        f"{spec_names(device='external')[0]} (repeat). Record default: "
+        f"{listed(RECORD_DEFAULT, '')}; check default: the baseline's.",
     ),
 ]
 BaselineToleranceOption = Annotated[
     list[str],
     typer.Option(
         "--tolerance",
-        help="[RUNNER|fp16|fp32|all@]rtol=..,atol=..,min_cosine=.. (e.g. gpu-fp16@rtol=0.01)",
+        help="[RUNNER|fp16|fp32|all@]rtol=..,atol=..,min_cosine=.. "
+        f"(e.g. {EXAMPLE_PAIR.actual}@rtol=0.01)",
     ),
 ]
 BaselineProbeOption = Annotated[
@@ -149,6 +172,37 @@ SuiteOption = Annotated[
     Path | None, typer.Option("--suite", help="A tflkit.toml suite file.", show_default=False)
 ]
 JobsOption = Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel processes.")]
+ShardOption = Annotated[
+    str | None,
+    typer.Option(
+        "--shard",
+        help="Run shard I of N of the suite's items (e.g. 1/4); `regress merge` joins the N "
+        "results files.",
+        show_default=False,
+    ),
+]
+ResultsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--results",
+        help="Keep each finished item's result here (a re-run resumes from it; `regress merge` "
+        "reads it). Default: .tflkit/ beside the suite, removed once the run is complete.",
+        show_default=False,
+    ),
+]
+RuntimeOption = Annotated[
+    list[str],
+    typer.Option(
+        "--runtime",
+        help="Run the runners with this runtime, in its own venv built on first use "
+        "(ai-edge-litert==2.2.0, ai-edge-litert-nightly, tflite-runtime==2.14.0); repeat it for "
+        "a matrix of runtimes.",
+        show_default=False,
+    ),
+]
+FreshOption = Annotated[
+    bool, typer.Option("--fresh", help="Ignore the results of an earlier run; run every item.")
+]
 
 # --- devices: device job|run|validate ------------------------------------------------------------
 
@@ -186,9 +240,9 @@ BackendOption = Annotated[
     typer.Option(
         "--backend",
         "-b",
-        help="cpu, gpu_fp16, gpu_fp32, gpu_delegate (Android); webgpu_fp32, webgpu_fp16, wasm "
-        "(browser) (repeat). Default: cpu, gpu_fp16, gpu_fp32; on a browser: the three browser "
-        "ones.",
+        help=f"{listed(_HARNESS['device'], '')} (the last: Android); "
+        f"{listed(_HARNESS['browser'], '')} (browser) (repeat). Default: "
+        f"{listed(_HARNESS['record'], '')}; on a browser: the three browser ones.",
     ),
 ]
 ThreadsOption = Annotated[int | None, typer.Option("--threads", help="CPU threads on the device.")]

@@ -160,8 +160,10 @@ def show_steps_report(report: Any, *, json_output: bool) -> None:
     if json_output:
         print_json(report)
     else:
+        from tflkit.report.steps_report import steps_lines
+
         out = console()
-        for line in report.lines():
+        for line in steps_lines(report):
             out.print(line, highlight=False, markup=False)
     if not report.ok:
         raise typer.Exit(1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ from tflkit.cli.options import (
     BaselineRunnerOption,
     BaselineToleranceOption,
     DelegateOption,
+    FreshOption,
     HtmlOption,
     InputShapeOption,
     InputsOption,
@@ -21,8 +23,11 @@ from tflkit.cli.options import (
     ModelArgument,
     NumInputsOption,
     OptionalModelArgument,
+    ResultsOption,
     RunnerTimeoutOption,
+    RuntimeOption,
     SeedOption,
+    ShardOption,
     SignatureOption,
     SuiteOption,
     options_from,
@@ -77,6 +82,51 @@ def _model_and_suite(model: Path | None, suite: Path | None, baseline: Path | No
         raise UsageError("give the baseline directory (--baseline DIR, or -o DIR to record)")
 
 
+def _envs(specs: list[str]) -> list:
+    """The runtime venv of each ``--runtime`` (built on first use), or [None]: the pinned one."""
+    if not specs:
+        return [None]
+    from tflkit.regress.runtimes import ensure_runtime, parse_runtime
+
+    for spec in specs:
+        parse_runtime(spec)  # every spec checked before anything is built
+    if len(set(specs)) != len(specs):
+        raise UsageError("the same --runtime is given twice")
+    return [ensure_runtime(spec) for spec in specs]
+
+
+def _run_suite(
+    suite: Path,
+    mode: str,
+    jobs: int | None,
+    shard: str | None,
+    results: Path | None,
+    fresh: bool,
+    runtimes: list[str] = [],  # noqa: B006
+):
+    """Run a suite's items (or one shard of them) with a progress line per finished item."""
+    from tflkit.regress.items import parse_shard
+    from tflkit.regress.suite import load_suite, run_suite
+
+    count = {"done": 0}
+
+    def progress(item, result) -> None:
+        count["done"] += 1
+        where = f", {item.runtime}" if item.runtime_spec else ""
+        _progress(f"{result.verdict:5} {item.entry} ({item.runner}{where}) [{count['done']} done]")
+
+    return run_suite(
+        load_suite(suite),
+        mode=mode,
+        jobs=jobs,
+        shard=parse_shard(shard),
+        results=results,
+        fresh=fresh,
+        progress=progress,
+        runtimes=[env for env in _envs(runtimes) if env is not None],
+    )
+
+
 @app.command("record")
 def record(
     model: OptionalModelArgument = None,
@@ -96,9 +146,21 @@ def record(
         bool, typer.Option("--latency", help="Also keep timings (latency.json) for a budget.")
     ] = False,
     delegate: DelegateOption = None,
+    runtime: Annotated[
+        str | None,
+        typer.Option(
+            "--runtime",
+            help="Record with this runtime (its own venv, built on first use), e.g. "
+            "ai-edge-litert==2.2.0; the baseline names it.",
+            show_default=False,
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing baseline.")] = False,
     suite: SuiteOption = None,
     jobs: JobsOption = None,
+    shard: ShardOption = None,
+    results: ResultsOption = None,
+    fresh: FreshOption = False,
     timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
@@ -106,9 +168,10 @@ def record(
 
     _model_and_suite(model, suite, output)
     if suite is not None:
-        from tflkit.regress.suite import load_suite, run_suite
-
-        report = run_suite(load_suite(suite), mode="record-force" if force else "record", jobs=jobs)
+        if runtime is not None:
+            raise UsageError("--runtime with --suite: record each model with `regress record`")
+        mode = "record-force" if force else "record"
+        report = _run_suite(suite, mode, jobs, shard, results, fresh)
         if json_output:
             from tflkit.cli.output import print_json
 
@@ -135,9 +198,21 @@ def record(
         RecordOptions,
         locals(),
         command=record,
-        elsewhere=("model", "output", "runner", "force", "suite", "jobs", "json_output"),
+        elsewhere=(
+            "model",
+            "output",
+            "runner",
+            "force",
+            "suite",
+            "jobs",
+            "shard",
+            "results",
+            "fresh",
+            "json_output",
+        ),
         runners=runner,
         probe=True if probe is None else probe,
+        runtime=_envs([runtime])[0] if runtime else None,
     )
     _progress(f"recording {model} ...")
     baseline = run_record(model, options)
@@ -173,8 +248,12 @@ def check(
         ),
     ] = None,
     delegate: DelegateOption = None,
+    runtime: RuntimeOption = [],  # noqa: B006
     suite: SuiteOption = None,
     jobs: JobsOption = None,
+    shard: ShardOption = None,
+    results: ResultsOption = None,
+    fresh: FreshOption = False,
     junit: Annotated[
         Path | None, typer.Option("--junit", help="Write JUnit XML here.", show_default=False)
     ] = None,
@@ -194,8 +273,6 @@ def check(
     _model_and_suite(model, suite, baseline)
     _guard_outputs(model, junit, markdown, html)
     if suite is not None:
-        from tflkit.regress.suite import load_suite, run_suite
-
         given = [
             flag
             for flag, value in (
@@ -209,11 +286,7 @@ def check(
         ]
         if given:
             raise UsageError(f"{', '.join(given)}: set these per model in the suite file")
-
-        def progress(result) -> None:
-            _progress(f"{result.verdict:5} {Path(result.model).name}")
-
-        report = run_suite(load_suite(suite), jobs=jobs, progress=progress)
+        report = _run_suite(suite, "check", jobs, shard, results, fresh, runtime)
     else:
         from tflkit.regress.check import CheckOptions
         from tflkit.regress.check import check as run_check
@@ -229,15 +302,21 @@ def check(
                 "runner",
                 "suite",
                 "jobs",
+                "shard",
+                "results",
+                "fresh",
                 "junit",
                 "markdown",
                 "json_output",
                 "html",
             ),
             runners=runner,
+            runtime=None,
         )
         _progress(f"checking {model} against {baseline} ...")
-        report = RegressReport([run_check(model, baseline, options)])
+        report = RegressReport(
+            [run_check(model, baseline, replace(options, runtime=env)) for env in _envs(runtime)]
+        )
     _emit(report, json_output, junit, markdown, html)
     raise typer.Exit(report.exit_code)
 
@@ -260,3 +339,29 @@ def update(
     _progress(f"re-recording {model} into {baseline} ...")
     result = run_update(model, baseline, delegate=delegate, timeout=timeout)
     _emit(RegressReport([result]), json_output, None, None)
+
+
+@app.command("merge")
+def merge(
+    results: Annotated[
+        list[Path], typer.Argument(help="The results file (--results) of every shard.")
+    ],
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Write JUnit XML here.", show_default=False)
+    ] = None,
+    markdown: Annotated[
+        Path | None,
+        typer.Option("--markdown", help="Write a Markdown summary here.", show_default=False),
+    ] = None,
+    json_output: JsonOption = False,
+    html: HtmlOption = None,
+) -> None:
+    """Join the results files of a suite's N shards into the report of the whole suite."""
+    from tflkit.regress.journal import merge_results
+
+    for out in (junit, markdown, html):
+        if out is not None and any(out.resolve() == r.resolve() for r in results):
+            raise UsageError("refusing to overwrite a results file with a report")
+    report = merge_results(results)
+    _emit(report, json_output, junit, markdown, html)
+    raise typer.Exit(report.exit_code)

@@ -6,11 +6,12 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from tflkit.cli.options import (
+    EXAMPLE_PAIR,
     DelegateOption,
     HtmlOption,
     InputKindOption,
@@ -24,19 +25,29 @@ from tflkit.cli.options import (
     SeedOption,
     SignatureOption,
     ToleranceOption,
+    listed,
     options_from,
+)
+from tflkit.cli.subjects import refuse_inapplicable, subject_kind
+from tflkit.delegates.base import (
+    TFLITE_RUNNERS,
+    VALIDATE_DEFAULT,
+    find_spec,
+    parse_pair,
+    spec_names,
 )
 from tflkit.errors import UsageError
 
+#: the registry's runners as the help texts name them
+_STEPS = spec_names(steps=True)
+_LOCALIZE = (*spec_names(localize=True), find_spec(device="framework").name)
+_STEPS_LOCALIZE = tuple(reversed([n for n in _STEPS if n in spec_names(device="gpu")]))
+_BROWSER = spec_names(device="browser")
+
 
 def _pairs(items: list[str]) -> list[tuple[str, str]]:
-    pairs = []
-    for item in items:
-        actual, sep, expected = item.partition(":")
-        if not sep or not actual or not expected:
-            raise UsageError(f"--pair takes ACTUAL:EXPECTED (e.g. gpu-fp16:cpu), got {item!r}")
-        pairs.append((actual, expected))
-    return pairs
+    """Each ``--pair ACTUAL:EXPECTED``, read once into its two runners."""
+    return [(p.actual.name, p.expected.name) for p in map(parse_pair, items)]
 
 
 @contextmanager
@@ -90,154 +101,142 @@ def _kv(items: list[str]) -> dict[str, str]:
     return out
 
 
-def validate(
-    ctx: typer.Context,
-    model: ModelArgument,
-    runner: Annotated[
-        list[str],
-        typer.Option(
-            "--runner",
-            "-r",
-            help="cpu, cpu-ref, cpu-fp16 (fp16 emulation), gpu-fp16, gpu-fp32, webgpu-fp16, "
-            "webgpu-fp32, wasm (LiteRT.js in headless Chromium), delegate, reference (repeat). "
-            "Default: cpu, cpu-fp16, gpu-fp16, gpu-fp32 (+ reference / delegate when given).",
-        ),
-    ] = [],  # noqa: B006
-    pair: Annotated[
-        list[str], typer.Option("--pair", help="ACTUAL:EXPECTED to compare (repeat).")
-    ] = [],  # noqa: B006
-    reference: ReferenceOption = None,
-    save_reference: Annotated[
-        Path | None,
-        typer.Option(
-            "--save-reference",
-            help="Write the inputs and reference outputs to this .npz.",
-        ),
-    ] = None,
-    delegate: DelegateOption = None,
-    delegate_option: Annotated[
-        list[str], typer.Option("--delegate-option", help="KEY=VALUE for the delegate.")
-    ] = [],  # noqa: B006
-    inputs: InputsOption = None,
-    num_inputs: NumInputsOption = 4,
-    seed: SeedOption = 0,
-    input_shape: InputShapeOption = None,
-    signature: SignatureOption = None,
-    tolerance: ToleranceOption = [],  # noqa: B006
-    localize: Annotated[
-        bool,
-        typer.Option(
-            "--localize",
-            help="Find the op where the failing runner diverges (GPU, fp16 emulation, .tflite "
-            "reference); with --steps, on the decode call of the step where a GPU runner parts.",
-        ),
-    ] = False,
-    localize_on: Annotated[
-        str | None,
-        typer.Option(
-            "--localize-on",
-            help="Runner to localize: gpu-fp16, gpu-fp32, cpu-fp16 or reference (with --steps: "
-            "gpu-fp32 or gpu-fp16).",
-        ),
-    ] = None,
-    input_kind: InputKindOption = "realistic",
-    output_groups: Annotated[
-        list[str],
-        typer.Option(
-            "--output-groups",
-            help="Judge parts of an output's channel axis apart, each at its own scale: "
-            "OUTPUT[@AXIS]=[LABEL:]START:STOP,... (e.g. output0=boxes:0:4,scores:4:22), or "
-            "OUTPUT=none; default: groups detected from the values (repeatable).",
-            metavar="OUTPUT=0:4,4:22",
-        ),
-    ] = [],  # noqa: B006
-    fixed_tolerances: Annotated[
-        bool,
-        typer.Option(
-            "--fixed-tolerances",
-            help="Judge with the fixed per-precision bounds instead of the model's measured noise.",
-        ),
-    ] = False,
-    html: HtmlOption = None,
-    model_explorer: Annotated[
-        Path | None,
-        typer.Option(
-            "--model-explorer",
-            help="Write Model Explorer node data (per-op error).",
-        ),
-    ] = None,
-    repro: Annotated[
-        Path | None,
-        typer.Option(
-            "--repro",
-            help="With the divergence localized (implies --localize): write the smallest model "
-            "that still shows it on the GPU to this directory, with inputs.npz, repro.py (only "
-            "ai-edge-litert and numpy; exit 1 and REPRODUCED when the bug shows) and README.md. "
-            "A .litertlm bundle: repro.py of LiteRT-LM alone showing the engine's finding.",
-        ),
-    ] = None,
-    browser_adapter: Annotated[
-        str,
-        typer.Option(
-            "--browser-adapter",
-            help="WebGPU adapter of the browser runners: swiftshader (core WebGPU) or lavapipe "
-            "(Mesa >= 25, WebGPU compatibility mode).",
-        ),
-    ] = "swiftshader",
-    steps: Annotated[
-        int | None,
-        typer.Option(
-            "--steps",
-            help="KV-cache LLM graph (prefill + decode signatures): prefill on a seeded prompt, "
-            "then N decode steps feeding the cache back, on cpu, cpu-ref, cpu-fp16, gpu-fp16 "
-            "and gpu-fp32 (or --runner); logits and greedy tokens compared per step.",
-            min=1,
-        ),
-    ] = None,
-    prompt: Annotated[
-        list[str],
-        typer.Option("--prompt", help="A .litertlm bundle: a prompt to generate from (repeat)."),
-    ] = [],  # noqa: B006
-    prompts: Annotated[
-        Path | None,
-        typer.Option("--prompts", help="A .litertlm bundle: a file of prompts, one a line."),
-    ] = None,
-    timeout: RunnerTimeoutOption = 300.0,
-    memory_budget: Annotated[
-        str | None,
-        typer.Option(
-            "--memory-budget",
-            help="Memory validate may use (e.g. 4G, 512M); default: 75% of the available "
-            "memory. A model that cannot run within it is refused before it starts (exit 2).",
-        ),
-    ] = None,
-    json_output: JsonOption = False,
-) -> None:
-    """Run the model with and without the GPU delegate, compare, and find where they part (a
-    .litertlm bundle: the LiteRT-LM engine on CPU and GPU, token by token)."""
-    from tflkit.bundle.magic import is_bundle
+# --- the options only validate takes ------------------------------------------------------------
 
-    if is_bundle(model):
-        from tflkit.cli.bundle_cmd import read_prompts, validate_bundle_cmd
+_Runner = Annotated[
+    list[str],
+    typer.Option(
+        "--runner",
+        "-r",
+        help=f"{listed(TFLITE_RUNNERS, '')} (repeat; {listed(spec_names(emulated=True), '')}: "
+        f"fp16 emulation; {listed(_BROWSER, 'and')}: LiteRT.js in headless Chromium). "
+        f"Default: {listed(VALIDATE_DEFAULT, '')} (+ reference / delegate when given).",
+    ),
+]
+_Pair = Annotated[
+    list[str],
+    typer.Option("--pair", help=f"ACTUAL:EXPECTED to compare (repeat; e.g. {EXAMPLE_PAIR})."),
+]
+_SaveReference = Annotated[
+    Path | None,
+    typer.Option(
+        "--save-reference",
+        help="Write the inputs and reference outputs to this .npz.",
+    ),
+]
+_DelegateOption = Annotated[
+    list[str], typer.Option("--delegate-option", help="KEY=VALUE for the delegate.")
+]
+_Localize = Annotated[
+    bool,
+    typer.Option(
+        "--localize",
+        help="Find the op where the failing runner diverges (GPU, fp16 emulation, .tflite "
+        "reference); with --steps, on the decode call of the step where a GPU runner parts.",
+    ),
+]
+_LocalizeOn = Annotated[
+    str | None,
+    typer.Option(
+        "--localize-on",
+        help=f"Runner to localize: {listed(_LOCALIZE)} (with --steps: {listed(_STEPS_LOCALIZE)}).",
+    ),
+]
+_OutputGroups = Annotated[
+    list[str],
+    typer.Option(
+        "--output-groups",
+        help="Judge parts of an output's channel axis apart, each at its own scale: "
+        "OUTPUT[@AXIS]=[LABEL:]START:STOP,... (e.g. output0=boxes:0:4,scores:4:22), or "
+        "OUTPUT=none; default: groups detected from the values (repeatable).",
+        metavar="OUTPUT=0:4,4:22",
+    ),
+]
+_FixedTolerances = Annotated[
+    bool,
+    typer.Option(
+        "--fixed-tolerances",
+        help="Judge with the fixed per-precision bounds instead of the model's measured noise.",
+    ),
+]
+_ModelExplorer = Annotated[
+    Path | None,
+    typer.Option(
+        "--model-explorer",
+        help="Write Model Explorer node data (per-op error).",
+    ),
+]
+_Repro = Annotated[
+    Path | None,
+    typer.Option(
+        "--repro",
+        help="With the divergence localized (implies --localize): write the smallest model "
+        "that still shows it on the GPU to this directory, with inputs.npz, repro.py (only "
+        "ai-edge-litert and numpy; exit 1 and REPRODUCED when the bug shows) and README.md. "
+        "A .litertlm bundle: repro.py of LiteRT-LM alone showing the engine's finding.",
+    ),
+]
+_BrowserAdapter = Annotated[
+    str,
+    typer.Option(
+        "--browser-adapter",
+        help="WebGPU adapter of the browser runners: swiftshader (core WebGPU) or lavapipe "
+        "(Mesa >= 25, WebGPU compatibility mode).",
+    ),
+]
+_Steps = Annotated[
+    int | None,
+    typer.Option(
+        "--steps",
+        help="KV-cache LLM graph (prefill + decode signatures): prefill on a seeded prompt, "
+        f"then N decode steps feeding the cache back, on {listed(_STEPS, 'and')} (or "
+        "--runner); logits and greedy tokens compared per step.",
+        min=1,
+    ),
+]
+_Prompt = Annotated[
+    list[str],
+    typer.Option("--prompt", help="A .litertlm bundle: a prompt to generate from (repeat)."),
+]
+_Prompts = Annotated[
+    Path | None,
+    typer.Option("--prompts", help="A .litertlm bundle: a file of prompts, one a line."),
+]
+_MemoryBudget = Annotated[
+    str | None,
+    typer.Option(
+        "--memory-budget",
+        help="Memory validate may use (e.g. 4G, 512M); default: 75% of the available memory. "
+        "A model that cannot run within it is refused before it starts (exit 2).",
+    ),
+]
 
-        with _progress() as progress:
-            texts = read_prompts(prompt, prompts)
-            return validate_bundle_cmd(
-                model, texts, steps, json_output, timeout, progress, repro, _command_line(ctx)
-            )
-    from tflkit.cli.output import show_validate_report
+
+def _given(ctx: typer.Context) -> list[str]:
+    """The options given on the command line (as spelled there: ``--html``), in order (a
+    default's source is ``DEFAULT``; the command line's ``COMMANDLINE``)."""
+    given = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name or "")
+        if param.param_type_name == "option" and source is not None and source.name != "DEFAULT":
+            given.append(param.opts[0])
+    return given
+
+
+def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
+    """``validate``'s arguments as :class:`~tflkit.validation.options.ValidateOptions` (a
+    ``.tflite`` or its ``--steps`` program)."""
     from tflkit.compare.groups import parse_output_groups
     from tflkit.validation.budget import parse_size
-    from tflkit.validation.run import ValidateOptions
-    from tflkit.validation.run import validate as run_validate
+    from tflkit.validation.options import ValidateOptions
 
-    if (html is not None or model_explorer is not None) and model.resolve() in {
-        p.resolve() for p in (html, model_explorer) if p is not None
-    }:
+    budget = params["memory_budget"]
+    model, reports = params["model"], (params["html"], params["model_explorer"])
+    if model.resolve() in {p.resolve() for p in reports if p is not None}:
         raise UsageError("refusing to overwrite the input model with a report")
-    options = options_from(
+    return options_from(
         ValidateOptions,
-        locals(),
+        params,
         command=validate,
         elsewhere=(
             "ctx",
@@ -250,32 +249,82 @@ def validate(
             "html",
             "model_explorer",
             "json_output",
-            "prompt",  # a .litertlm bundle's, read above
+            "prompt",
             "prompts",
         ),
-        runners=runner,
-        pairs=_pairs(pair),
-        delegate_options=_kv(delegate_option),
-        localize=localize
-        or model_explorer is not None
-        or localize_on is not None
-        or repro is not None,
-        localize_runner=localize_on,
-        calibrate=not fixed_tolerances,
-        output_groups=parse_output_groups(output_groups),
+        runners=params["runner"],
+        pairs=_pairs(params["pair"]),
+        delegate_options=_kv(params["delegate_option"]),
+        localize=params["localize"]
+        or any(params[k] is not None for k in ("model_explorer", "localize_on", "repro")),
+        localize_runner=params["localize_on"],
+        calibrate=not params["fixed_tolerances"],
+        output_groups=parse_output_groups(params["output_groups"]),
         repro_command=_command_line(ctx),
-        memory_budget=None if memory_budget is None else parse_size(memory_budget),
+        memory_budget=None if budget is None else parse_size(budget),
     )
-    if steps is not None:
-        from tflkit.cli.output import show_steps_report
-        from tflkit.validation.steps import validate_steps
 
-        with _progress() as progress:
-            options.progress = progress
-            show_steps_report(validate_steps(model, options), json_output=json_output)
-        return
+
+def _bundle(ctx: typer.Context, params: dict[str, Any]) -> None:
+    """A ``.litertlm`` bundle: the LiteRT-LM engine's runners on its prompts."""
+    from tflkit.cli.bundle_cmd import read_prompts, validate_bundle_cmd
+
+    with _progress() as progress:
+        texts = read_prompts(params["prompt"], params["prompts"])
+        validate_bundle_cmd(
+            params["model"], texts, params["steps"], params["json_output"], params["timeout"],
+            progress, params["repro"], _command_line(ctx),
+        )  # fmt: skip
+
+
+def validate(
+    ctx: typer.Context,
+    model: ModelArgument,
+    runner: _Runner = [],  # noqa: B006
+    pair: _Pair = [],  # noqa: B006
+    reference: ReferenceOption = None,
+    save_reference: _SaveReference = None,
+    delegate: DelegateOption = None,
+    delegate_option: _DelegateOption = [],  # noqa: B006
+    inputs: InputsOption = None,
+    num_inputs: NumInputsOption = 4,
+    seed: SeedOption = 0,
+    input_shape: InputShapeOption = None,
+    signature: SignatureOption = None,
+    tolerance: ToleranceOption = [],  # noqa: B006
+    localize: _Localize = False,
+    localize_on: _LocalizeOn = None,
+    input_kind: InputKindOption = "realistic",
+    output_groups: _OutputGroups = [],  # noqa: B006
+    fixed_tolerances: _FixedTolerances = False,
+    html: HtmlOption = None,
+    model_explorer: _ModelExplorer = None,
+    repro: _Repro = None,
+    browser_adapter: _BrowserAdapter = "swiftshader",
+    steps: _Steps = None,
+    prompt: _Prompt = [],  # noqa: B006
+    prompts: _Prompts = None,
+    timeout: RunnerTimeoutOption = 300.0,
+    memory_budget: _MemoryBudget = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Run the model with and without the GPU delegate, compare, and find where they part (a
+    .litertlm bundle: the LiteRT-LM engine on CPU and GPU, token by token)."""
+    kind = subject_kind(model, steps)
+    refuse_inapplicable(kind, _given(ctx))
+    if kind == "bundle":
+        return _bundle(ctx, locals())
+    from tflkit.cli.output import show_steps_report, show_validate_report
+
+    options = _options(ctx, locals())
     with _progress() as progress:
         options.progress = progress
+        if kind == "steps":
+            from tflkit.validation.steps import validate_steps
+
+            return show_steps_report(validate_steps(model, options), json_output=json_output)
+        from tflkit.validation.run import validate as run_validate
+
         report = run_validate(model, options)
     if model_explorer is not None and report.localization is not None:
         from tflkit.report.validate_report import write_model_explorer

@@ -12,6 +12,7 @@ import numpy as np
 from tflkit.compare.groups import ChannelGroup
 from tflkit.compare.metrics import ErrorHistogram, Metrics
 from tflkit.compare.tolerances import Tolerance
+from tflkit.delegates.base import RunnerPair, pair_key, pair_of
 from tflkit.jsonable import plain, plain_fields
 
 __all__ = [
@@ -147,7 +148,12 @@ class PairComparison:
 
     @property
     def key(self) -> str:
-        return f"{self.actual}:{self.expected}"
+        return pair_key(self.actual, self.expected)
+
+    @property
+    def pair(self) -> RunnerPair | None:
+        """The two runners as a typed pair (None for a runner outside the registry)."""
+        return pair_of(self.actual, self.expected)
 
     def to_json(self) -> dict[str, Any]:
         return plain(

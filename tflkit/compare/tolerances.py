@@ -29,11 +29,12 @@ corpus (``docs/validate.md``, ``bench/validate_corpus.py``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tflkit.delegates.base import precision_of, runner_spec
+from tflkit.delegates.base import pair_key, parse_pair, precision_of, runner_id, runner_spec
 from tflkit.errors import UsageError
 from tflkit.jsonable import plain_fields
 
@@ -103,13 +104,13 @@ _KEYS = {"rtol", "atol", "min_cosine", "cosine", "noise_factor"}
 def _integer_kernels(runner: str) -> bool:
     """The runner computes a quantized model on its 8-bit grid (the CPU interpreter's kernels,
     on this machine: a device's CPU is another computation)."""
-    spec = runner_spec(runner)
-    return spec is not None and spec.integer_kernels and "@" not in runner
+    spec, rid = runner_spec(runner), runner_id(runner)
+    return spec is not None and rid is not None and spec.integer_kernels and rid.here
 
 
 def _is_reference(runner: str) -> bool:
-    spec = runner_spec(runner)
-    return spec is not None and spec.device == "framework" and "@" not in runner
+    spec, rid = runner_spec(runner), runner_id(runner)
+    return spec is not None and rid is not None and spec.device == "framework" and rid.here
 
 
 def tolerance_for(
@@ -143,7 +144,7 @@ def tolerance_for(
         precision=klass,
         noise_factor=NOISE_FACTOR[klass],
     )
-    for key in ("all", klass, f"{actual}:{expected}"):
+    for key in ("all", klass, pair_key(actual, expected)):
         values = dict((overrides or {}).get(key) or {})
         if values:
             if {"rtol", "atol"} & set(values) and "noise_factor" not in values:
@@ -152,13 +153,33 @@ def tolerance_for(
     return tolerance
 
 
+#: ``[TARGET@]KEY=VALUE,...``: the target is everything before the last ``@`` (a device runner's
+#: pair holds ``@`` itself: ``gpu-fp16@adb:SERIAL:cpu@rtol=0.05``)
+_OVERRIDE = re.compile(r"(?:(?P<target>.*)@)?(?P<body>[^@]*)")
+
+
+def _target(item: str, target: str) -> str:
+    """An override's target as :func:`tolerance_for` looks it up: "all", a precision class or
+    a pair's key; a usage error for anything else (it would be ignored)."""
+    if target == "all" or target in NOISE_FACTOR:
+        return target
+    try:
+        return parse_pair(target, "--tolerance").key
+    except UsageError:
+        raise UsageError(
+            f"--tolerance {item!r}: {target!r} is neither a pair ACTUAL:EXPECTED of runners nor "
+            f"a precision class ({', '.join(NOISE_FACTOR)}) nor all"
+        ) from None
+
+
 def parse_overrides(items: Sequence[str]) -> dict[str, dict[str, float]]:
-    """``["gpu-fp16:cpu@rtol=0.05,min_cosine=0.99", "fp32@atol=1e-5"]`` -> override mapping."""
+    """Each ``[TARGET@]KEY=VALUE,...`` (TARGET: a pair such as ``gpu-fp16:cpu``, a precision
+    class, or all, the default) -> override mapping by target."""
     overrides: dict[str, dict[str, float]] = {}
     for item in items:
-        target, sep, body = item.partition("@")
-        if not sep:
-            target, body = "all", item
+        m = _OVERRIDE.fullmatch(item)
+        assert m is not None  # every string matches
+        target, body = _target(item, m["target"] or "all"), m["body"]
         values: dict[str, float] = {}
         for part in filter(None, (p.strip() for p in body.split(","))):
             key, eq, raw = part.partition("=")

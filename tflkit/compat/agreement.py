@@ -127,7 +127,9 @@ def log_blocks(text: str) -> list[GpuLog]:
     return [parse_gpu_log("\n".join(block)) for block in blocks]
 
 
-def probe_op_verdicts(model: ir.Model, result: Any) -> ProbeVerdicts:
+def probe_op_verdicts(
+    model: ir.Model, result: Any, static: Iterable[OpVerdict] | None = None
+) -> ProbeVerdicts:
     """Per-op verdicts read from ``result`` (a ProbeResult of ``model``).
 
     Each rejection block is tied to the one subgraph it fits: its summary counts the
@@ -140,7 +142,10 @@ def probe_op_verdicts(model: ir.Model, result: Any) -> ProbeVerdicts:
     delegates only the largest partition of what it took (``in_gpu_partition``); the CPU ops
     this gives are checked against the block's summary. When they are too many and a line
     naming no tensor matched several ops, those ops get ``on_gpu=None`` (the log does not say
-    which of them it rejected); every difference is recorded in ``count_mismatches``.
+    which of them it rejected), unless ``static`` (the static verdicts) names the ones it
+    keeps off the GPU and they give the count: then those are the rejected ones and the others
+    ran on the GPU. A line is never applied to every op of its type against the summary's
+    count. Every unexplained difference is recorded in ``count_mismatches``.
     Subgraphs without a block were taken whole. Decomposition subgraphs (StableHLO
     composites) are not delegated on their own, so their ops get None.
     """
@@ -153,6 +158,7 @@ def probe_op_verdicts(model: ir.Model, result: Any) -> ProbeVerdicts:
         return verdicts
 
     aliases = _aliases(model)
+    claims = None if static is None else {(v.subgraph_index, v.op_index): v.placed for v in static}
     blocks = _map_blocks(model, log_blocks(result.log_text), aliases)
     verdicts.blocks = blocks
     rejected: dict[tuple[int, int], list[str]] = {}
@@ -177,7 +183,7 @@ def probe_op_verdicts(model: ir.Model, result: Any) -> ProbeVerdicts:
             verdicts.update({(sg.index, op.index): ProbeOpVerdict(None, [note]) for op in sg.ops})
             continue
         sg_blocks = by_subgraph.get(sg.index, [])
-        unknown, placed = _place(sg, sg_blocks, aliases.get(sg.index), rejected, verdicts)
+        unknown, placed = _place(sg, sg_blocks, aliases.get(sg.index), rejected, verdicts, claims)
         for op in sg.ops:
             key = (sg.index, op.index)
             if op.index in unknown:
@@ -292,13 +298,63 @@ def _place(
     aliases: dict[str, str] | None,
     rejected: dict[tuple[int, int], list[str]],
     verdicts: ProbeVerdicts,
+    static: dict[tuple[int, int], bool] | None = None,
 ) -> tuple[dict[int, str], dict[int, bool] | None]:
     """Ops whose verdict the log leaves open, and where each op runs (None: unknown).
 
     The accelerator delegates only the largest partition of each subgraph: the ops the lines
     do not reject are partitioned and the largest group is taken; the result must give the
-    summary's CPU count (ops folded at load are in neither count).
+    summary's CPU count (ops folded at load are in neither count). A line that names no tensor
+    stands for every op of its type, though the delegate may have refused only some: when
+    rejecting all of them does not give the summary's count, only the ones the static table
+    also keeps off the GPU (``static``: (subgraph, op) -> placed) are taken as rejected, if that
+    gives the count (see :func:`_attribute`); otherwise those ops are left unknown, never
+    called rejected (``rejected`` is updated in place).
     """
+    counts = list(dict.fromkeys(b.on_cpu for b in blocks if b.on_cpu is not None))
+    cpu, placed = _count_cpu(sg, rejected)
+    if all(c == cpu for c in counts):
+        return {}, placed
+    shared = _shared_lines(sg, blocks, aliases)
+    chosen = _attribute(sg, shared, rejected, static, counts)
+    if chosen is not None:
+        for op in shared:
+            if op.index not in chosen:
+                rejected.pop((sg.index, op.index), None)
+        verdicts.notes.append(
+            f"subgraph {sg.index}: a line naming no tensor stands for {len(shared)} ops; the "
+            f"summary's {counts[0]} CPU ops are given by the {len(chosen)} of them the static "
+            "table also keeps off the GPU"
+        )
+        return {}, _count_cpu(sg, rejected)[1]
+    unknown: dict[int, str] = {}
+    if shared:
+        note = (
+            f"the summary leaves {counts[0]} ops on the CPU, the lines {cpu}: a line naming no "
+            f"tensor stands for {len(shared)} {_types(shared)} ops, and the log does not say "
+            "which of them left the GPU"
+        )
+        unknown = {op.index: note for op in shared}
+        verdicts.notes.append(f"subgraph {sg.index}: {note}")
+    for summary_cpu in counts:
+        if summary_cpu != cpu:
+            verdicts.count_mismatches.append(
+                CountMismatch(
+                    sg.index,
+                    summary_cpu,
+                    cpu,
+                    "a line without a tensor name matches more ops than were rejected"
+                    if shared
+                    else "the lines and the largest-partition rule do not give the summary's count",
+                )
+            )
+    return unknown, None
+
+
+def _count_cpu(
+    sg: ir.Subgraph, rejected: dict[tuple[int, int], list[str]]
+) -> tuple[int, dict[int, bool]]:
+    """CPU ops (the summary's count) and each op's place, when exactly ``rejected`` is refused."""
     taken = plan_partitions(
         sg, lambda op: (sg.index, op.index) not in rejected, max_partitions=1
     ).partitions
@@ -306,44 +362,47 @@ def _place(
     # An op the delegate took whose inputs are all constant may have been folded at load.
     counted = [op for op in sg.ops if (sg.index, op.index) in rejected or not _folded(op)]
     cpu = sum(1 for op in counted if op.index not in on_gpu)
-    placed = {op.index: op.index in on_gpu for op in sg.ops}
-    unknown: dict[int, str] = {}
-    for summary_cpu in dict.fromkeys(b.on_cpu for b in blocks if b.on_cpu is not None):
-        if summary_cpu == cpu:
-            continue
-        placed = None
-        shared = _shared_lines(sg, blocks, aliases)
-        explained = 0 < cpu - summary_cpu <= len(shared)
-        if explained:
-            note = (
-                f"the summary leaves {summary_cpu} ops on the CPU, the lines {cpu}: a line "
-                f"naming no tensor stands for {len(shared)} {shared[0].type} ops, not all rejected"
-            )
-            unknown.update({op.index: note for op in shared})
-        verdicts.count_mismatches.append(
-            CountMismatch(
-                sg.index,
-                summary_cpu,
-                cpu,
-                "a line without a tensor name matches more ops than were rejected"
-                if explained
-                else "the lines and the largest-partition rule do not give the summary's count",
-            )
-        )
-    return unknown, placed
+    return cpu, {op.index: op.index in on_gpu for op in sg.ops}
+
+
+def _attribute(
+    sg: ir.Subgraph,
+    shared: list[ir.Op],
+    rejected: dict[tuple[int, int], list[str]],
+    static: dict[tuple[int, int], bool] | None,
+    counts: list[int],
+) -> set[int] | None:
+    """The ops a line naming no tensor was about, chosen by the static reason: of the ops it
+    stands for, those the static table keeps off the GPU, when rejecting just them (and every
+    op other lines name) gives the summary's one CPU count; None when they do not."""
+    if static is None or not shared or len(counts) != 1:
+        return None
+    chosen = {op.index for op in shared if static.get((sg.index, op.index)) is False}
+    if not chosen or {op.type for op in shared} - {op.type for op in shared if op.index in chosen}:
+        return None  # every line stands for at least one op
+    dropped = {(sg.index, op.index) for op in shared if op.index not in chosen}
+    trial = {k: v for k, v in rejected.items() if k not in dropped}
+    return chosen if _count_cpu(sg, trial)[0] == counts[0] else None
+
+
+def _types(ops: Sequence[ir.Op]) -> str:
+    return "/".join(dict.fromkeys(op.type for op in ops))
 
 
 def _shared_lines(
     sg: ir.Subgraph, blocks: list[LogBlock], aliases: dict[str, str] | None
 ) -> list[ir.Op]:
-    """Ops matched by a line that names no tensor together with other ops."""
+    """Ops matched only by lines that name no tensor and stand for other ops too."""
     shared: dict[int, ir.Op] = {}
+    named: set[int] = set()
     for block in blocks:
         for rejection in block.rejections:
             ops = matching_ops(rejection, sg.ops, aliases)
             if rejection.detail is None and len(ops) > 1:
                 shared.update({op.index: op for op in ops})
-    return list(shared.values())
+            else:
+                named.update(op.index for op in ops)
+    return [op for index, op in shared.items() if index not in named]
 
 
 # --- static vs probe ----------------------------------------------------------------------------

@@ -357,19 +357,17 @@ def _stored_shape_issue(model: ir.Model, hint: str) -> IssueInfo | None:
     its dynamic inputs. Measured: wyoming-openwakeword's melspectrogram stores [1, 1] for its
     ?x? audio input; its CONV_2D (a 512-wide kernel) fails to prepare, and the accelerator
     answers "Failed to modify graph with delegate" for the whole model. The CPU interpreter
-    runs in a child process (``tflkit.proc._cpu_smoke_worker``): a native crash there is no
+    runs in a child process (:mod:`tflkit.proc._cpu_smoke_worker`): a native crash there is no
     claim."""
-    import sys
     import tempfile
 
-    from tflkit.proc.worker import run_worker
+    from tflkit.proc import _cpu_smoke_worker
+    from tflkit.proc.worker import spawn_python
 
     with tempfile.TemporaryDirectory(prefix="tflkit-prepare-") as tmp:
         path = Path(tmp) / "model.tflite"
         path.write_bytes(ir.dumps(model))
-        done = run_worker(
-            [sys.executable, "-m", "tflkit.proc._cpu_smoke_worker", str(path)], cwd=tmp, timeout=120
-        )
+        done = spawn_python(_cpu_smoke_worker.main, path, cwd=tmp, timeout=120)
     lines = done.output.splitlines()
     stages = [line for line in lines if line.startswith("stage: ")]
     error = next((line[7:] for line in lines if line.startswith("error: ")), None)

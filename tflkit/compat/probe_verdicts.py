@@ -115,14 +115,15 @@ def attach_probe(
     ``advise`` names the rewrite that fixes the op a crash is pinned on (:func:`_crash_fix`)."""
     from tflkit.compat import agreement
 
-    probed = agreement.probe_op_verdicts(model, result)
+    claims = claimed_verdicts(report)
+    probed = agreement.probe_op_verdicts(model, result, claims)
     by_key = {(op.subgraph, op.index): op for op in report.ops}
     for key, verdict in probed.items():
         op = by_key.get(key)
         if op is not None:
             op.probe_on_gpu = verdict.on_gpu
             op.probe_reasons = list(verdict.reasons)
-    compared = agreement.compare(claimed_verdicts(report), probed)
+    compared = agreement.compare(claims, probed)
     adapter = result.adapter
     crash = crash_info(model.main.ops, result)
     counts = probe_op_counts(result, len(model.main.ops))
@@ -152,6 +153,7 @@ def attach_probe(
         ],
         compiled=None if result.status in ("timeout", "worker_error") else result.compiled,
         model_agrees=model_agrees(report.compiles, result),
+        notes=list(probed.notes),
     )
     if crash is not None:
         where = f" at {crash.op_type} (op {crash.op_index})" if crash.op_type else ""

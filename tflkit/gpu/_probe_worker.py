@@ -1,6 +1,6 @@
 """Child process: compile one model on the LiteRT GPU accelerator, optionally run it once.
 
-Run as ``python -m tflkit.gpu._probe_worker --model M --result R.json [--outputs O.npz]
+Arguments: ``--model M --result R.json [--outputs O.npz]
 [--inputs I.npz | --input-sets S.npz] [--signature KEY] [--enforce-f32] [--run] [--seed N]``, or
 in batch mode ``--jobs J.json --result R.json [--start K]`` (compile and run several small models
 one after the other, e.g. every op of a model cut out on its own). The parent

@@ -9,6 +9,11 @@ by ``tests/test_gpu_buffers.py`` (int64 ids of a GRU text encoder, and int16, ui
 inputs cast to float32, give the classic ``Interpreter``'s outputs on the CPU and on the GPU).
 Where even the bytes are refused, :class:`BindingRefused` says the binding refused the dtype:
 that is a limit of the Python binding, never a verdict on the accelerator.
+
+A refusal kept for the message drops its traceback: the traceback's frame holds the buffer, so
+the cycle kept the buffer alive until a garbage collection after its ``CompiledModel`` was gone,
+and freeing it then aborted the process (measured: a GPU batch job on a text model with int64
+ids, ``tests/test_text_models.py``, died with SIGSEGV in ``gc.collect()``).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ def write_buffer(buffer: Any, array: np.ndarray) -> None:
     except _REFUSALS as exc:
         if value.dtype == np.uint8:
             raise BindingRefused(value.dtype, "TensorBuffer.write", exc) from exc
-        first = exc
+        first = exc.with_traceback(None)  # no frame cycle keeping the buffer alive
     try:
         buffer.write(value.reshape(-1).view(np.uint8))
     except _REFUSALS as exc:
@@ -63,7 +68,7 @@ def read_buffer(buffer: Any, shape: tuple[int, ...] | list[int], dtype: Any) -> 
     try:
         return buffer.read(count, dtype).reshape(shape)
     except _REFUSALS as exc:
-        first = exc
+        first = exc.with_traceback(None)  # no frame cycle keeping the buffer alive
     try:
         raw = buffer.read(count * dtype.itemsize, np.uint8)
     except _REFUSALS as exc:

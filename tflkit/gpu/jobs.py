@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,9 +12,11 @@ from typing import Any
 import numpy as np
 
 from tflkit.errors import UsageError
+from tflkit.gpu import _probe_worker
 from tflkit.gpu.log import parse_gpu_log
 from tflkit.gpu.probe_result import last_line
-from tflkit.gpu.spawn import JOB_MARKER, WORKER, communicate
+from tflkit.gpu.spawn import JOB_MARKER, communicate
+from tflkit.proc.worker import python_command
 
 
 @dataclass
@@ -75,8 +76,8 @@ def run_jobs(
         start = 0
         while start < len(jobs):
             result_path = work / f"state{start}.json"
-            cmd = [sys.executable, "-m", WORKER, "--jobs", str(jobs_path)]
-            cmd += ["--result", str(result_path), "--start", str(start)]
+            cmd = python_command(_probe_worker.main, "--jobs", jobs_path, "--result", result_path)
+            cmd += ["--start", str(start)]
             if enforce_f32:
                 cmd.append("--enforce-f32")
             timeout = timeout_per_job * (len(jobs) - start)

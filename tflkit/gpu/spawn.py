@@ -1,11 +1,11 @@
-"""Starting the probe worker (``python -m tflkit.gpu._probe_worker``) in a child process: the
-model and inputs it reads, the command line, and its last state read back."""
+"""Starting the probe worker (:func:`tflkit.gpu._probe_worker.main`, through
+:func:`tflkit.proc.worker.python_command`) in a child process: the model and inputs it reads, the
+command line, and its last state read back."""
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,10 +13,9 @@ from typing import Any
 import numpy as np
 
 from tflkit.errors import ModelLoadError, UsageError
-from tflkit.proc.worker import run_worker
+from tflkit.gpu import _probe_worker
+from tflkit.proc.worker import python_command, run_worker
 
-#: The worker module, run as ``python -m``.
-WORKER = "tflkit.gpu._probe_worker"
 #: the line the batch worker prints before each job (tflkit.gpu._probe_worker.JOB_MARKER)
 JOB_MARKER = "tflkit-probe: job "
 FILE_IDENTIFIER = b"TFL3"
@@ -83,19 +82,17 @@ def spawn_probe(
     model_path.write_bytes(data)
     result_path = workdir / "result.json"
     npz_path = workdir / "outputs.npz"
-    cmd = [
-        sys.executable,
-        "-m",
-        WORKER,
+    cmd = python_command(
+        _probe_worker.main,
         "--model",
-        str(model_path),
+        model_path,
         "--result",
-        str(result_path),
+        result_path,
         "--outputs",
-        str(npz_path),
+        npz_path,
         "--seed",
-        str(seed),
-    ]
+        seed,
+    )
     if enforce_f32:
         cmd.append("--enforce-f32")
     if run:

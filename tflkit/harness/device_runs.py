@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tflkit.delegates.base import RUNNER_SPECS, RunResult, harness_timings
+from tflkit.delegates.base import RUNNER_SPECS, RunResult, harness_timings, spec_by_harness
 from tflkit.delegates.litert_js import browser_run_result
 from tflkit.gpu.log import parse_gpu_log
 from tflkit.harness.protocol import BackendResult, DeviceResult
@@ -25,7 +25,10 @@ _PRECISION = {s.harness: s.precision for s in RUNNER_SPECS if s.harness is not N
 
 def runner_name(backend: str, device: str) -> str:
     """``gpu-fp16@ssh:pi@board``: the runner name of a backend on a device."""
-    return f"{RUNNER_OF[backend]}@{device}"
+    spec = spec_by_harness(backend)
+    if spec is None:
+        raise KeyError(backend)
+    return spec.id.on(device).name
 
 
 def _executed(result: DeviceResult, backend: BackendResult, device: str) -> dict[str, Any]:
@@ -84,7 +87,11 @@ def device_run_results(result: DeviceResult, device: str) -> list[RunResult]:
         record = backend.record
         if result.harness.get("kind") == "browser":
             name = runner_name(backend.backend, device)
-            runs.append(browser_run_result(name, record, backend.outputs, result.document, device))
+            spec = spec_by_harness(backend.backend)
+            assert spec is not None
+            runs.append(
+                browser_run_result(name, spec, record, backend.outputs, result.document, device)
+            )
             continue
         executed = _executed(result, backend, device)
         runs.append(

@@ -171,8 +171,36 @@ def _timed(
     return warm, each, values
 
 
+def _interpreter_class() -> Any:
+    """LiteRT's Interpreter, or tflite-runtime's where only that is installed."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        from tflite_runtime.interpreter import Interpreter
+    return Interpreter
+
+
+def runtime_name() -> str:
+    """The runtime this Python has: ``ai-edge-litert 2.3.0``, ``tflite-runtime 2.14.0``."""
+    for dist in ("ai-edge-litert", "ai-edge-litert-nightly", "tflite-runtime"):
+        version = _version(dist)
+        if version:
+            return f"{dist} {version}"
+    return "no LiteRT runtime"
+
+
+def has_gpu_api() -> bool:
+    """Whether the runtime has the GPU accelerator API (LiteRT's CompiledModel)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("ai_edge_litert.compiled_model") is not None
+    except ImportError:
+        return False
+
+
 def _cpu(model: Path, job: dict[str, Any], feeds: list[dict[str, np.ndarray]], state: dict) -> Any:
-    from ai_edge_litert.interpreter import Interpreter
+    Interpreter = _interpreter_class()
 
     dump = list(job.get("dump_tensors") or [])
     start = time.perf_counter()
@@ -462,7 +490,7 @@ def device_info() -> dict[str, Any]:
         "hostname": uname.node,
         "python": platform.python_version(),
         "numpy": np.__version__,
-        "litert": _version("ai-edge-litert"),
+        "litert": _version("ai-edge-litert") or _version("ai-edge-litert-nightly"),
         "cpu_count": os.cpu_count(),
     }
     for path, key in (("/etc/os-release", "distribution"), ("/proc/device-tree/model", "model")):
@@ -483,7 +511,7 @@ def run(job_dir: Path, result_dir: Path, python: str) -> int:
     start = time.perf_counter()
     import importlib.util
 
-    if importlib.util.find_spec("ai_edge_litert") is None:
+    if not any(importlib.util.find_spec(m) for m in ("ai_edge_litert", "tflite_runtime")):
         print(
             f"tflkit-harness: error: {sys.executable} has no ai-edge-litert: run `tflkit device "
             "setup DEVICE` on the host (a venv with it, no network needed here), or give "
@@ -517,6 +545,17 @@ def run(job_dir: Path, result_dir: Path, python: str) -> int:
                     }
                 )
                 continue
+            if backend.startswith("gpu") and not has_gpu_api():
+                records.append(
+                    {
+                        "backend": backend,
+                        "status": "unavailable",
+                        "error": f"{runtime_name()} has no GPU accelerator API (LiteRT's "
+                        "CompiledModel): the GPU runners need ai-edge-litert",
+                        "outputs": [],
+                    }
+                )
+                continue
             say(f"{backend} starting")
             record = _spawn_backend(python, job_dir, result_dir, work, backend, timeout)
             say(f"{backend} {record['status']}")
@@ -534,7 +573,7 @@ def run(job_dir: Path, result_dir: Path, python: str) -> int:
         "harness": {
             "kind": "linux",
             "version": HARNESS_VERSION,
-            "runtime": f"ai-edge-litert {_version('ai-edge-litert')}",
+            "runtime": runtime_name(),
         },
         "device": device_info(),
         "backends": records,

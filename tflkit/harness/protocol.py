@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from tflkit.delegates.base import STATUSES  # a backend's status is a runner's: passed on as is
+# a backend's status is a runner's: passed on as is; the backends are the registry's
+from tflkit.delegates.base import RUNNER_SPECS, STATUSES
 from tflkit.errors import TflkitError, UsageError
 
 __all__ = [
@@ -43,12 +44,20 @@ __all__ = [
 
 JOB_SCHEMA = "tflkit.device-job/1"
 RESULT_SCHEMA = "tflkit.device-result/1"
-#: cpu: Interpreter (XNNPACK); gpu_fp16 / gpu_fp32: CompiledModel with the GPU accelerator
-#: (fp32 with enforce_f32); gpu_delegate: the classic GpuDelegate (Android only).
-BACKENDS = ("cpu", "gpu_fp16", "gpu_fp32", "gpu_delegate")
-#: Protocol 1.1, the browser harness only: LiteRT.js's WebGPU accelerator (ML Drift) at fp32 or
-#: fp16 precision, and its CPU path (XNNPACK in Wasm). The Linux harness refuses them.
-BROWSER_BACKENDS = ("webgpu_fp32", "webgpu_fp16", "wasm")
+#: The registry's harness names (``RunnerSpec.harness``). cpu: Interpreter (XNNPACK); gpu_fp16 /
+#: gpu_fp32: CompiledModel with the GPU accelerator (fp32 with enforce_f32); gpu_delegate: the
+#: classic GpuDelegate (Android only).
+BACKENDS = tuple(s.harness for s in RUNNER_SPECS if s.harness and s.device != "browser")
+#: Protocol 1.1, the browser harness only: LiteRT.js's WebGPU accelerator (ML Drift) at fp16 or
+#: fp32 precision, and its CPU path (XNNPACK in Wasm). The Linux harness refuses them. A job's
+#: default order: the WebGPU backends (fp32 first), then Wasm.
+BROWSER_BACKENDS = tuple(
+    str(s.harness)
+    for s in sorted(
+        (s for s in RUNNER_SPECS if s.harness and s.device == "browser"),
+        key=lambda s: (s.baseline is None, s.precision != "fp32"),
+    )
+)
 DTYPES = ("int8", "uint8", "int16", "int32", "int64", "bool", "float16", "float32")
 
 
@@ -60,7 +69,9 @@ class ProtocolError(TflkitError):
 class JobOptions:
     """What the device runs: backends, CPU threads, warm-up and timed runs, dumps, timeout."""
 
-    backends: Sequence[str] = ("cpu", "gpu_fp16", "gpu_fp32")
+    backends: Sequence[str] = tuple(
+        str(s.harness) for s in RUNNER_SPECS if s.harness and "record" in s.defaults
+    )
     signature: str | None = None
     threads: int | None = None
     warmup_runs: int = 1

@@ -1,6 +1,6 @@
 """Child process: build, allocate and invoke a model once on the CPU interpreter (zeros in).
 
-Run as ``python -m tflkit.proc._cpu_smoke_worker MODEL``. Prints ``stage: ...`` before each step so
+Arguments: ``MODEL``. Prints ``stage: ...`` before each step so
 the parent can say where a native crash happened; exit 0 when every step ran, 1 with a
 ``error: ...`` line when LiteRT raised a Python exception (not a crash: the caller's own run will
 see and report the same exception).

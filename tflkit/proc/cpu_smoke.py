@@ -12,12 +12,12 @@ there becomes one clear error instead of a crash of tflkit.
 from __future__ import annotations
 
 import hashlib
-import sys
 import tempfile
 from pathlib import Path
 
 from tflkit.errors import ModelLoadError
-from tflkit.proc.worker import run_worker
+from tflkit.proc import _cpu_smoke_worker
+from tflkit.proc.worker import spawn_python
 
 __all__ = ["NativeCrashError", "ensure_cpu_safe"]
 
@@ -40,11 +40,7 @@ def ensure_cpu_safe(data: bytes, label: str, *, timeout: float = 300.0) -> None:
     with tempfile.TemporaryDirectory(prefix="tflkit-smoke-") as tmp:
         model = Path(tmp) / "model.tflite"
         model.write_bytes(data)
-        done = run_worker(
-            [sys.executable, "-m", "tflkit.proc._cpu_smoke_worker", str(model)],
-            cwd=tmp,
-            timeout=timeout,
-        )
+        done = spawn_python(_cpu_smoke_worker.main, model, cwd=tmp, timeout=timeout)
     if done.returncode in (0, 1) and not done.timed_out:
         _PASSED.add(digest)
         return

@@ -12,6 +12,11 @@ running, whether by a timeout, an error or an interrupt. :func:`run_worker` is i
 streaming callers (the device transports, the converter environment builds) use it directly.
 :func:`kill_sessions` kills every such session still open, for an interrupt that reaches the main
 thread while other threads wait on their children.
+
+A tflkit worker is named by its entry function, never by a module-name string:
+:func:`python_command` (``python -m tflkit.proc.entry MODULE:FUNCTION ARG...``, the reference
+derived from the function itself) and :func:`spawn_python` (that command through
+:func:`run_worker`). A worker's entry takes the argument list and returns the exit code.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,7 +33,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WorkerExit", "kill_group", "kill_sessions", "own_session", "run_worker"]
+__all__ = [
+    "WorkerExit",
+    "WorkerMain",
+    "kill_group",
+    "kill_sessions",
+    "own_session",
+    "python_command",
+    "run_worker",
+    "spawn_python",
+    "target_of",
+]
+
+#: A worker's entry: the child's arguments in, its exit code out.
+WorkerMain = Callable[[list[str]], int]
 
 _LIVE: set[subprocess.Popen] = set()
 _LIVE_LOCK = threading.Lock()
@@ -134,3 +153,35 @@ def kill_group(pgid: int) -> None:
     """
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def target_of(function: WorkerMain) -> str:
+    """``MODULE:FUNCTION`` of a worker's entry: a module-level function of an importable module
+    (what :mod:`tflkit.proc.entry` imports and calls in the child)."""
+    module, name = function.__module__, function.__qualname__
+    if module == "__main__" or "." in name or "<" in name:
+        raise ValueError(f"a worker entry must be a module-level function, not {module}:{name}")
+    return f"{module}:{name}"
+
+
+def python_command(function: WorkerMain, *args: object, python: str | None = None) -> list[str]:
+    """The command that runs ``function([str(a) for a in args])`` in a fresh Python (this
+    interpreter unless ``python``), through :mod:`tflkit.proc.entry`."""
+    from tflkit.proc import entry
+
+    return [python or sys.executable, "-m", entry.__name__, target_of(function), *map(str, args)]
+
+
+def spawn_python(
+    function: WorkerMain,
+    *args: object,
+    cwd: str | Path,
+    timeout: float,
+    on_wait: Callable[[float], None] | None = None,
+    every: float = 15.0,
+) -> WorkerExit:
+    """:func:`run_worker` on :func:`python_command`: the worker ``function`` in a child of its
+    own session, with the GPU child environment, killed after ``timeout``."""
+    return run_worker(
+        python_command(function, *args), cwd=cwd, timeout=timeout, on_wait=on_wait, every=every
+    )

@@ -30,7 +30,8 @@ __all__ = ["CheckOptions", "check", "compare_outputs"]
 @dataclass
 class CheckOptions:
     """``runners`` narrows the baseline's; ``tolerances`` override the recorded ones (same keys
-    as :func:`tflkit.regress.record.runner_tolerance`); ``probe`` None means as recorded."""
+    as :func:`tflkit.regress.record.runner_tolerance`); ``probe`` None means as recorded.
+    ``outputs`` / ``residency`` False leave that part out (a suite runs them as separate items)."""
 
     runners: Sequence[str] = ()
     tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
@@ -38,6 +39,10 @@ class CheckOptions:
     latency_budget: float | None = None
     delegate: Path | None = None
     timeout: float = 300.0
+    outputs: bool = True
+    residency: bool = True
+    #: another runtime to run the runners with (:class:`tflkit.harness.runtimes.RuntimeEnv`)
+    runtime: Any = None
 
 
 def _tolerance(baseline: Baseline, runner: str, overrides: Mapping[str, Mapping[str, float]]):
@@ -216,6 +221,73 @@ def _interface_mismatch(model: Any, manifest: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _output_cases(
+    result: ModelResult,
+    model: Any,
+    path: Path,
+    loaded: Baseline,
+    runners: Sequence[str],
+    options: CheckOptions,
+) -> list[Any] | None:
+    """Rerun ``runners`` on the recorded inputs (with ``options.runtime`` when given); their
+    cases go into ``result``; the runs."""
+    from tflkit.regress.record import run_models
+
+    manifest = loaded.manifest
+    mismatch = _interface_mismatch(model, manifest)
+    if mismatch:
+        result.cases.append(Case("inputs", "output", "fail", mismatch))
+        return None
+    shapes = {k: tuple(v) for k, v in manifest["inputs"].get("input_shapes", {}).items()}
+    if options.runtime is not None:
+        from tflkit.harness.runtimes import run_in_runtime
+        from tflkit.regress.runtime_cases import runtime_cases
+
+        runs = run_in_runtime(
+            path,
+            loaded.inputs,
+            runners,
+            options.runtime,
+            signature=manifest["signature"],
+            timeout=options.timeout,
+        )
+        result.cases += runtime_cases(
+            compare_outputs(loaded, runs, options.tolerances), runs, manifest, options.runtime
+        )
+        return runs
+    report = run_models(
+        path,
+        loaded.inputs,
+        runners,
+        signature=manifest["signature"],
+        input_shapes=shapes,
+        delegate=options.delegate,
+        timeout=options.timeout,
+    )
+    result.cases += compare_outputs(loaded, report.runners, options.tolerances)
+    return report.runners
+
+
+def _residency_cases(
+    result: ModelResult, path: Path, manifest: Mapping[str, Any], options: CheckOptions
+) -> dict[str, Any] | None:
+    """The residency now (static, and probed as recorded) against the recorded one."""
+    from tflkit.regress.residency import compare_residency, snapshot
+
+    probe = manifest["options"]["probe"] if options.probe is None else options.probe
+    try:
+        now = snapshot(
+            path, target=manifest["options"]["target"], probe=probe, timeout=options.timeout
+        )
+    except TflkitError as exc:
+        result.cases.append(Case("residency (static)", "residency", "fail", str(exc)))
+        return None
+    for name, regressed, message in compare_residency(now, manifest["residency"]):
+        status = "skipped" if regressed is None else "fail" if regressed else "pass"
+        result.cases.append(Case(name, "residency", status, message))
+    return now
+
+
 def check(
     model_path: str | os.PathLike[str],
     baseline: str | os.PathLike[str] | Baseline,
@@ -229,8 +301,7 @@ def check(
     from collections import Counter
 
     from tflkit import ir
-    from tflkit.regress.record import run_models, versions
-    from tflkit.regress.residency import compare_residency, snapshot
+    from tflkit.regress.record import versions
 
     start = time.perf_counter()
     options = options or CheckOptions()
@@ -255,42 +326,21 @@ def check(
     data, label = ir.serde.read_model_bytes(path)
     model = ir.load(data, label=label)
     result = ModelResult(str(path), str(loaded.path or ""), "pass")
-    shapes = {k: tuple(v) for k, v in manifest["inputs"].get("input_shapes", {}).items()}
-    report = None
-    mismatch = _interface_mismatch(model, manifest)
-    if mismatch:
-        result.cases.append(Case("inputs", "output", "fail", mismatch))
-    else:
-        report = run_models(
-            path,
-            loaded.inputs,
-            runners,
-            signature=manifest["signature"],
-            input_shapes=shapes,
-            delegate=options.delegate,
-            timeout=options.timeout,
-        )
-    if report is not None:
-        result.cases += compare_outputs(loaded, report.runners, options.tolerances)
-    probe = manifest["options"]["probe"] if options.probe is None else options.probe
-    try:
-        now = snapshot(
-            path, target=manifest["options"]["target"], probe=probe, timeout=options.timeout
-        )
-    except TflkitError as exc:
-        now = None
-        result.cases.append(Case("residency (static)", "residency", "fail", str(exc)))
-    if now is not None:
-        for name, regressed, message in compare_residency(now, manifest["residency"]):
-            status = "skipped" if regressed is None else "fail" if regressed else "pass"
-            result.cases.append(Case(name, "residency", status, message))
-    if options.latency_budget is not None and report is not None:
-        result.cases += _latency_cases(loaded, report.runners, options.latency_budget)
+    runs = None
+    if options.outputs:
+        runs = _output_cases(result, model, path, loaded, runners, options)
+    now = _residency_cases(result, path, manifest, options) if options.residency else None
+    if options.latency_budget is not None and runs is not None:
+        result.cases += _latency_cases(loaded, runs, options.latency_budget)
     adapter = (now or {}).get("probe", {}) or {}
     histogram = Counter(op.type for sg in model.subgraphs for op in sg.ops)
     result.changes = _changes(
         loaded, hashlib.sha256(data).hexdigest(), dict(histogram), versions(adapter.get("adapter"))
     )
+    if options.runtime is not None:
+        result.runtime = options.runtime.label
+        old = manifest.get("versions", {}).get("runtime") or "tflkit's own LiteRT"
+        result.changes.append(f"runtime {old} -> {options.runtime.label}")
     result.verdict = "fail" if result.failures else "pass"
     result.wall_seconds = time.perf_counter() - start
     return result

@@ -49,6 +49,8 @@ class RecordOptions(InputSetOptions):
     latency: bool = False
     delegate: Path | None = None
     timeout: float = 300.0
+    #: another runtime to record with (:class:`tflkit.harness.runtimes.RuntimeEnv`)
+    runtime: Any = None
 
 
 def runner_tolerance(
@@ -244,6 +246,34 @@ def _runner_entries(
     return entries, outputs
 
 
+def _run(
+    path: Path,
+    feeds: Sequence[Mapping[str, np.ndarray]],
+    runners: Sequence[str],
+    key: Any,
+    options: RecordOptions,
+) -> Any:
+    """The runs to record: tflkit's own runners, or those of ``options.runtime``."""
+    if options.runtime is None:
+        return run_models(
+            path,
+            feeds,
+            runners,
+            signature=key,
+            input_shapes=options.input_shapes,
+            delegate=options.delegate,
+            timeout=options.timeout,
+        )
+    from types import SimpleNamespace
+
+    from tflkit.harness.runtimes import run_in_runtime
+
+    runs = run_in_runtime(
+        path, feeds, runners, options.runtime, signature=key, timeout=options.timeout
+    )
+    return SimpleNamespace(runners=runs)
+
+
 def record(
     model_path: str | os.PathLike[str],
     options: RecordOptions | None = None,
@@ -270,15 +300,7 @@ def record(
         feeds, source = _generated(model, options)
     else:
         source = input_source or "baseline"
-    report = run_models(
-        path,
-        feeds,
-        runners,
-        signature=key,
-        input_shapes=options.input_shapes,
-        delegate=options.delegate,
-        timeout=options.timeout,
-    )
+    report = _run(path, feeds, runners, key, options)
     residency = snapshot(path, target=options.target, probe=options.probe, timeout=options.timeout)
     histogram = Counter(op.type for sg in model.subgraphs for op in sg.ops)
     runner_entries, outputs = _runner_entries(report, outs, options)
@@ -312,5 +334,7 @@ def record(
         },
         "versions": versions(_adapter(report, residency)),
     }
+    if options.runtime is not None:
+        manifest["versions"]["runtime"] = options.runtime.label
     latency = _latency(report) if options.latency else None
     return Baseline(manifest, [dict(f) for f in feeds], outputs, latency)

@@ -1,38 +1,47 @@
 """A suite file (``tflkit.toml``): the models of a repository, their inputs, runners, tolerances
-and baselines; run in parallel processes, one per model.
+and baselines; run as work items (:mod:`tflkit.regress.items`) in parallel processes.
 
-```toml
-[defaults]                       # optional; every key can be set per model too
-runners = ["cpu", "gpu-fp16"]
-probe = true
-jobs = 2                         # parallel processes for `regress check --suite`
-tolerances = { gpu-fp16 = { rtol = 0.01 } }
-
-[[models]]
-path = "models/detector.tflite"   # relative to the suite file
-baseline = "baselines/detector"
-inputs = "data/detector.npz"      # optional: the inputs to record (else seeded realistic ones)
-latency_budget = 1.2              # optional; needs a baseline recorded with latency = true
-```
+A ``[defaults]`` table (every key can be set per model too: runners, probe, jobs, tolerances,
+...) and one ``[[models]]`` table per model (``path`` and ``baseline`` relative to the suite
+file, optional ``inputs``, ``latency_budget``): the format, with an example, is in
+``docs/regress.md`` ("Suites").
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tomllib
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tflkit.errors import UsageError
 from tflkit.jsonable import dumps
+from tflkit.regress.items import (
+    ALL_RUNNERS,
+    PINNED,
+    RESIDENCY,
+    WorkItem,
+    assemble,
+    file_sha256,
+    shard_of,
+)
+from tflkit.regress.journal import Journal
 from tflkit.report.regress_report import ModelResult, RegressReport
 
-__all__ = ["Suite", "SuiteModel", "check_entry", "load_suite", "record_entry", "run_suite"]
+__all__ = [
+    "Suite",
+    "SuiteModel",
+    "check_entry",
+    "load_suite",
+    "plan_items",
+    "record_entry",
+    "run_suite",
+]
 
 _MODEL_KEYS = {
     "name",
@@ -160,13 +169,25 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
     return Suite(file, models, jobs)
 
 
-def check_entry(entry: SuiteModel) -> ModelResult:
-    """Check one suite model in this process; a usage error becomes an "error" result."""
+def check_entry(entry: SuiteModel, runner: str = ALL_RUNNERS, runtime: str = "") -> ModelResult:
+    """Check one suite model (one runner of it, its residency, or all; with the ``runtime``
+    spec's runtime when given) in this process; a usage error becomes an "error" result."""
+    from dataclasses import replace
+
     from tflkit.errors import TflkitError
     from tflkit.regress.check import check
 
+    options = entry.check_options()
+    if runtime:
+        from tflkit.regress.runtimes import ensure_runtime
+
+        options = replace(options, runtime=ensure_runtime(runtime))
+    if runner == RESIDENCY:
+        options = replace(options, outputs=False)
+    elif runner != ALL_RUNNERS:
+        options = replace(options, runners=[runner], residency=False)
     try:
-        return check(entry.path, entry.baseline, entry.check_options())
+        return check(entry.path, entry.baseline, options)
     except TflkitError as exc:
         return ModelResult(str(entry.path), str(entry.baseline), "error", error=str(exc))
 
@@ -189,21 +210,92 @@ def record_entry(entry: SuiteModel, *, force: bool = False) -> ModelResult:
     return result
 
 
-def _in_child(suite: Suite, entry: SuiteModel, mode: str, timeout: float) -> ModelResult:
-    from tflkit.proc.worker import run_worker
+def _baseline_runners(entry: SuiteModel) -> tuple[list[str], str]:
+    """The runners a check of ``entry`` runs (its baseline's, narrowed by the suite) and the
+    manifest's sha256; ([], "") when there is no readable baseline (the check says why)."""
+    manifest = entry.baseline / "manifest.json"
+    try:
+        recorded = list(json.loads(manifest.read_text(encoding="utf-8"))["runners"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return [], ""
+    wanted = list(entry.settings.get("runners", ())) or recorded
+    return wanted, file_sha256(str(manifest))
 
-    cmd = [sys.executable, "-m", "tflkit.regress.suite", mode, str(suite.path), entry.name]
-    done = run_worker(cmd, cwd=suite.path.resolve().parent, timeout=timeout)
+
+def plan_items(
+    suite: Suite, mode: str, names: Sequence[str] = (), runtimes: Sequence[Any] = ()
+) -> list[WorkItem]:
+    """Every work item of the suite (or of the ``names`` models), in suite order; with
+    ``runtimes`` (:class:`tflkit.harness.runtimes.RuntimeEnv`), each model's runners on each
+    (their GPU residency is in the runs), else on the pinned runtime."""
+    entries = [suite.model(n) for n in names] if names else suite.models
+    items = []
+    for entry in entries:
+        if runtimes:
+            items += _runtime_items(entry, mode, runtimes)
+            continue
+        base = {
+            "entry": entry.name,
+            "model": str(entry.path),
+            "baseline": str(entry.baseline),
+            "model_sha256": file_sha256(str(entry.path)),
+            "runtime": PINNED,
+            "mode": mode,
+        }
+        if mode != "check":
+            items.append(WorkItem(**base, runner=ALL_RUNNERS))
+            continue
+        runners, manifest_sha = _baseline_runners(entry)
+        if not runners:
+            items.append(WorkItem(**base, runner=ALL_RUNNERS))
+            continue
+        for runner in [*runners, RESIDENCY]:
+            items.append(WorkItem(**base, runner=runner, baseline_sha256=manifest_sha))
+    return items
+
+
+def _runtime_items(entry: SuiteModel, mode: str, runtimes: Sequence[Any]) -> list[WorkItem]:
+    if mode != "check":
+        raise UsageError("--runtime with --suite runs `regress check`; record with one runtime")
+    runners, manifest_sha = _baseline_runners(entry)
+    model_sha = file_sha256(str(entry.path))
+    return [
+        WorkItem(
+            entry.name,
+            str(entry.path),
+            str(entry.baseline),
+            model_sha,
+            runtime.label,
+            runner,
+            mode,
+            manifest_sha,
+            runtime.spec,
+        )
+        for runtime in runtimes
+        for runner in runners or [ALL_RUNNERS]
+    ]
+
+
+def _in_child(suite: Suite, item: WorkItem, timeout: float) -> tuple[ModelResult, bool]:
+    """Run ``item`` in a child process: (its result, whether the child died without one)."""
+    from tflkit.proc.worker import spawn_python
+
+    where = suite.path.resolve().parent
+    raw = dumps(item, indent=None)
+    done = spawn_python(child_main, suite.path, raw, cwd=where, timeout=timeout)
     for line in reversed(done.output.splitlines()):
         if line.startswith(_RESULT_PREFIX):
-            return ModelResult.from_json(json.loads(line[len(_RESULT_PREFIX) :]))
+            return ModelResult.from_json(json.loads(line[len(_RESULT_PREFIX) :])), False
     tail = done.last_line or "no output"
-    return ModelResult(
-        str(entry.path),
-        str(entry.baseline),
-        "error",
-        error=f"the worker for {entry.name} ended ({done.how}) without a result: {tail}",
-    )
+    what = f"{item.entry} ({item.runner})"
+    error = f"the worker for {what} ended ({done.how}) without a result: {tail}"
+    return ModelResult(item.model, item.baseline, "error", error=error), True
+
+
+def default_results(suite: Suite, mode: str, shard: tuple[int, int] | None) -> Path:
+    """Where a run keeps its results when no ``--results`` is given (removed once complete)."""
+    tail = f"-shard-{shard[0]}of{shard[1]}" if shard else ""
+    return suite.path.resolve().parent / ".tflkit" / f"{mode}{tail}.results.jsonl"
 
 
 def run_suite(
@@ -212,36 +304,51 @@ def run_suite(
     mode: str = "check",
     jobs: int | None = None,
     names: Sequence[str] = (),
-    progress: Callable[[ModelResult], None] | None = None,
+    progress: Callable[[WorkItem, ModelResult], None] | None = None,
     timeout: float = 3600.0,
+    shard: tuple[int, int] | None = None,
+    results: Path | None = None,
+    fresh: bool = False,
+    runtimes: Sequence[Any] = (),
 ) -> RegressReport:
-    """Check (or record) every model, ``jobs`` child processes at a time, in suite order."""
-    entries = [suite.model(n) for n in names] if names else suite.models
-    workers = max(1, min(jobs or suite.jobs, len(entries)))
+    """Check (or record) the suite's items (or shard ``shard`` of them), ``jobs`` child
+    processes at a time; finished results go to the results file as they come (``results``, or
+    a default one removed once the run is complete). An interrupt kills the running children,
+    keeps the finished results and propagates."""
+    from tflkit.regress.pool import run_items
 
-    def one(entry: SuiteModel) -> ModelResult:
-        result = _in_child(suite, entry, mode, timeout)
+    every = plan_items(suite, mode, names, runtimes)
+    path = results or default_results(suite, mode, shard)
+    journal = Journal.open(path, str(suite.path), mode, every, shard, fresh=fresh)
+    mine = shard_of(every, shard)
+    todo = [item for item in mine if not journal.finished(item)]
+
+    def one(item: WorkItem) -> tuple[ModelResult, bool]:
+        return _in_child(suite, item, timeout)
+
+    def done(item: WorkItem, result: ModelResult, lost: bool) -> None:
+        journal.add(item, result, retry=lost)
         if progress is not None:
-            progress(result)
-        return result
+            progress(item, result)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(one, entries))
-    return RegressReport(results, suite=str(suite.path))
+    run_items(todo, one, done, workers=jobs or suite.jobs)
+    report = assemble(mine, journal.results, str(suite.path))
+    if results is None and all(journal.finished(item) for item in mine):
+        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the default folder, when nothing else is in it
+            path.parent.rmdir()
+    return report
 
 
-def _main(argv: Sequence[str]) -> int:
-    """Child process: ``python -m tflkit.regress.suite check|record|record-force SUITE NAME``."""
-    mode, suite_path, name = argv
-    entry = load_suite(suite_path).model(name)
-    if mode == "check":
-        result = check_entry(entry)
+def child_main(argv: Sequence[str]) -> int:
+    """Child process (:func:`tflkit.proc.worker.spawn_python`): ``SUITE ITEM_JSON``."""
+    suite_path, raw = argv
+    item = WorkItem.from_json(json.loads(raw))
+    entry = load_suite(suite_path).model(item.entry)
+    if item.mode == "check":
+        result = check_entry(entry, item.runner, item.runtime_spec)
     else:
-        result = record_entry(entry, force=mode == "record-force")
+        result = record_entry(entry, force=item.mode == "record-force")
     sys.stdout.flush()
     print(_RESULT_PREFIX + dumps(result, indent=None), flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

@@ -230,6 +230,8 @@ class ProbeInfo:
     #: The accelerator's warnings that signal wrong values (``Shape mismatch in
     #: GpuModelBuilder``: a node computed at another shape than the model's).
     warnings: list[str] = field(default_factory=list)
+    #: How the log was read where it does not name each op (a line standing for several ops).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def agreement_rate(self) -> float | None:

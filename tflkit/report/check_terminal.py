@@ -161,6 +161,8 @@ def _probe_lines(report: CheckReport) -> list[RenderableType]:
                 f"the accelerator {real}"
             )
         )
+    for note in probe.notes[:3]:
+        lines.append(Text.from_markup("[dim]note[/dim] ").append(note))
     for warning in probe.warnings[:3]:
         lines.append(Text.from_markup("[yellow]wrong-result signal[/yellow] ").append(warning))
     if probe.crash is not None:

@@ -396,11 +396,17 @@ def regress_context(report: Any) -> dict[str, Any]:
                 "residency": residency,
                 "static_before": static_before,
                 "latency": latency,
+                "runtime": [c for c in m.cases if c.kind == "runtime"],
                 "out_plot": out_plot,
                 "lat_plot": lat_plot,
             }
         )
+    from tflkit.report.regress_report import build_matrix, cell_text
+
+    matrix = build_matrix(report)
     return {
+        "matrix": matrix,
+        "cell_text": cell_text,
         "title": "tflkit regress check"
         + (f": {Path(report.models[0].model).name}" if len(report.models) == 1 else ""),
         "report": report,

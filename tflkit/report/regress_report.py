@@ -4,11 +4,19 @@ One :class:`ModelResult` per model checked against its baseline; each holds the 
 shows as tests: one per runner x output, the residency (static and probed), the latency budget.
 Renderers: a terminal summary, JUnit XML (one ``testsuite`` per model), Markdown for a
 pull-request comment.
+
+The runtime matrix of a check with several ``--runtime``: model x runtime -> verdict, GPU
+residency, max error against the baseline, speed; and what moved from one runtime to the next (in
+the order given): a verdict, an op that left (or reached) the GPU, a runner that stopped (or
+started) compiling, an output that moved past its bound; each named with the runtime where it
+moved.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,8 +28,13 @@ from tflkit.jsonable import plain, plain_fields
 __all__ = [
     "REGRESS_SCHEMA",
     "Case",
+    "Cell",
+    "Matrix",
     "ModelResult",
     "RegressReport",
+    "build_matrix",
+    "cell_text",
+    "matrix_lines",
     "record_lines",
     "render_markdown",
     "render_terminal",
@@ -60,6 +73,8 @@ class ModelResult:
     changes: list[str] = field(default_factory=list)
     error: str | None = None
     wall_seconds: float = 0.0
+    #: the runtime it ran with (``ai-edge-litert==2.3.0``); None: the one tflkit runs with
+    runtime: str | None = None
 
     @property
     def failures(self) -> list[Case]:
@@ -97,14 +112,16 @@ class RegressReport:
         return {"pass": 0, "fail": 1}.get(self.verdict, 2)
 
     def to_json(self) -> dict[str, Any]:
-        return plain(
-            {
-                "schema": REGRESS_SCHEMA,
-                "suite": self.suite,
-                "verdict": self.verdict,
-                "models": self.models,
-            }
-        )
+        data: dict[str, Any] = {
+            "schema": REGRESS_SCHEMA,
+            "suite": self.suite,
+            "verdict": self.verdict,
+            "models": self.models,
+        }
+        matrix = build_matrix(self)
+        if matrix is not None:
+            data["matrix"] = matrix
+        return plain(data)
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -113,7 +130,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
 
 
 def _label(model: ModelResult) -> str:
-    return Path(model.model).name
+    name = Path(model.model).name
+    return f"{name} [{model.runtime}]" if model.runtime else name
 
 
 def render_terminal(report: RegressReport, console: Any) -> None:
@@ -141,6 +159,9 @@ def render_terminal(report: RegressReport, console: Any) -> None:
     if len(report.models) > 1:
         failed = sum(1 for m in report.models if m.verdict != "pass")
         console.print(f"{len(report.models) - failed}/{len(report.models)} models pass")
+    matrix = build_matrix(report)
+    for line in matrix_lines(matrix) if matrix is not None else []:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def probe_counts(probe: dict[str, Any]) -> str:
@@ -255,4 +276,121 @@ def render_markdown(report: RegressReport) -> str:
         lines += ["", "<details><summary>what changed</summary>", ""]
         lines += [f"- `{_label(m)}`: {_md_cell(ch)}" for m, ch in changes]
         lines += ["", "</details>"]
+    matrix = build_matrix(report)
+    if matrix is not None:
+        lines += ["", "```", *matrix_lines(matrix), "```"]
     return "\n".join(lines) + "\n"
+
+
+# --- the runtime matrix (``regress check --runtime A --runtime B ...``) ----------------------
+
+
+@dataclass
+class Cell:
+    """One model on one runtime."""
+
+    verdict: str
+    gpu: dict[str, str] = field(default_factory=dict)  # runner -> "5/7 ops", "compile_error"
+    fallback: dict[str, list[str]] = field(default_factory=dict)  # runner -> ops on the CPU
+    max_abs: dict[str, float] = field(default_factory=dict)  # runner -> worst output
+    failing: list[str] = field(default_factory=list)  # output cases that fail
+    infer_ms: dict[str, float] = field(default_factory=dict)  # runner -> median ms
+
+
+@dataclass
+class Matrix:
+    runtimes: list[str]
+    cells: dict[str, dict[str, Cell]]  # model -> runtime -> cell
+    moves: list[dict[str, str]]
+
+
+def _cell(result: ModelResult) -> Cell:
+    cell = Cell(result.verdict)
+    for case in result.cases:
+        runner = case.runner or ""
+        if case.kind == "runtime":
+            d = case.details
+            if d.get("status") != "ok":
+                cell.gpu[runner] = str(d.get("status"))
+            elif d.get("ops_on_gpu") is not None:
+                cell.gpu[runner] = f"{d['ops_on_gpu']}/{d['ops_total']} ops"
+            if runner.startswith("gpu") and (d.get("status") == "ok" or d.get("cpu_fallback")):
+                cell.fallback[runner] = list(d.get("cpu_fallback") or [])  # as the log said
+            if d.get("infer_median_seconds") is not None:
+                cell.infer_ms[runner] = d["infer_median_seconds"] * 1e3
+        elif case.kind == "output":
+            metrics = (case.details or {}).get("metrics") or {}
+            if metrics.get("max_abs") is not None:
+                cell.max_abs[runner] = max(cell.max_abs.get(runner, 0.0), metrics["max_abs"])
+            if case.status == "fail" and metrics:  # an output that moved (not a runner down)
+                cell.failing.append(case.name)
+    return cell
+
+
+def _moves(model: str, runtimes: Sequence[str], cells: dict[str, Cell]) -> list[dict[str, str]]:
+    moves = []
+    for before, after in itertools.pairwise(runtimes):
+        a, b = cells.get(before), cells.get(after)
+        if a is None or b is None:
+            continue
+
+        def say(what: str, before: str = before, after: str = after) -> None:
+            moves.append({"model": model, "from": before, "to": after, "what": what})
+
+        if a.verdict != b.verdict:
+            say(f"verdict {a.verdict} -> {b.verdict}")
+        for runner in sorted(set(a.gpu) | set(b.gpu)):
+            was, now = a.gpu.get(runner, "-"), b.gpu.get(runner, "-")
+            if was != now and not (was.endswith("ops") and now.endswith("ops")):
+                say(f"{runner}: {was} -> {now}")
+            left = sorted(set(b.fallback.get(runner, [])) - set(a.fallback.get(runner, [])))
+            back = sorted(set(a.fallback.get(runner, [])) - set(b.fallback.get(runner, [])))
+            if runner in a.fallback and runner in b.fallback:
+                if left:
+                    say(f"{runner}: {', '.join(left)} left the GPU")
+                if back:
+                    say(f"{runner}: {', '.join(back)} moved onto the GPU")
+        for name in sorted(set(b.failing) - set(a.failing)):
+            say(f"{name} moved past its bound")
+        for name in sorted(set(a.failing) - set(b.failing)):
+            say(f"{name} back within its bound")
+    return moves
+
+
+def build_matrix(report: RegressReport) -> Matrix | None:
+    """The matrix of a report whose results carry runtimes (None when none do)."""
+    runtimes = list(dict.fromkeys(m.runtime for m in report.models if m.runtime))
+    if not runtimes:
+        return None
+    cells: dict[str, dict[str, Cell]] = {}
+    for result in report.models:
+        if result.runtime:
+            cells.setdefault(Path(result.model).name, {})[result.runtime] = _cell(result)
+    moves = [m for model, row in cells.items() for m in _moves(model, runtimes, row)]
+    return Matrix(runtimes, cells, moves)
+
+
+def cell_text(cell: Cell | None) -> str:
+    if cell is None:
+        return "-"
+    gpu = ", ".join(f"{r} {v}" for r, v in cell.gpu.items() if r.startswith("gpu"))
+    err = max(cell.max_abs.values(), default=None)
+    speed = ", ".join(f"{r} {v:.3g} ms" for r, v in cell.infer_ms.items())
+    parts = [cell.verdict.upper(), gpu, f"max_abs {err:.3g}" if err is not None else "", speed]
+    return "; ".join(p for p in parts if p)
+
+
+def matrix_lines(matrix: Matrix) -> list[str]:
+    """Per model and runtime one line, then what moved."""
+    lines = [f"runtime matrix ({', '.join(matrix.runtimes)}):"]
+    for model, row in matrix.cells.items():
+        lines.append(f"  {model}")
+        lines += [f"    {rt}: {cell_text(row.get(rt))}" for rt in matrix.runtimes]
+    if matrix.moves:
+        lines.append("what moved:")
+        lines += [
+            f"  {m['model']}: {m['what']} (in {m['to']}, from {m['from']})" for m in matrix.moves
+        ]
+    else:
+        lines.append("nothing moved between runtimes")
+    return lines

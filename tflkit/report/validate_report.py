@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tflkit.compare.comparator import PairComparison
@@ -127,7 +128,7 @@ def render_terminal(report: ValidateReport, console: Console) -> None:
         f"({report.inputs.get('source')})"
     )
     for note in report.inputs.get("notes", []):
-        console.print(f"  {note}")
+        console.print(f"  {escape(note)}")
     runners = Table(title="runners", show_edge=False)
     for col in ("runner", "status", "executed"):
         runners.add_column(col)
@@ -138,12 +139,12 @@ def render_terminal(report: ValidateReport, console: Console) -> None:
     render_speed(report.runners, console)
     for r in report.runners:
         for note in r.notes:
-            console.print(f"  {r.runner}: {note}")
+            console.print(f"  {r.runner}: {escape(note)}")
         if r.error and not r.ok and not any(r.error in note for note in r.notes):
-            console.print(f"  {r.runner}: [red]{r.error}[/red]")
+            console.print(f"  {r.runner}: [red]{escape(r.error)}[/red]")
     for pair in report.pairs:
         if pair.verdict == "skipped":
-            console.print(f"[yellow]{pair.key}: skipped[/yellow] ({pair.reason})")
+            console.print(f"[yellow]{pair.key}: skipped[/yellow] ({escape(pair.reason or '')})")
             continue
         table = Table(title=f"{pair.actual} vs {pair.expected}: {pair.verdict}", show_edge=False)
         for col in ("output", "kind", "verdict", "max abs", "bound", "rmse", "cosine", "argmax"):
@@ -174,17 +175,17 @@ def render_terminal(report: ValidateReport, console: Console) -> None:
         console.print(table)
         for o in pair.outputs:
             for reason in o.reasons:
-                console.print(f"  {o.name}: {reason}")
+                console.print(f"  {o.name}: {escape(reason)}")
     if report.localization is not None:
         render_localization(report.localization, console)
     for finding in report.findings:
-        console.print(f"[red]finding:[/red] {finding}")
+        console.print(f"[red]finding:[/red] {escape(finding)}")
     for item in report.unverified:
-        console.print(f"[yellow]unverified:[/yellow] {item}")
+        console.print(f"[yellow]unverified:[/yellow] {escape(item)}")
     for item in report.not_meaningful:
-        console.print(f"[yellow]not meaningful:[/yellow] {item}")
+        console.print(f"[yellow]not meaningful:[/yellow] {escape(item)}")
     for note in report.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {escape(note)}")
     colour = "green" if report.passed else "red"
     why = next((f for f in report.findings if f.startswith(f"{report.verdict}: ")), None)
     shown = why or report.verdict  # an inconclusive verdict says why on its own line too

@@ -11,13 +11,13 @@ returning the updated cache under the same names; ``decode`` returns ``logits`` 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from tflkit.delegates.kv_steps import KvProgram, causal_mask
 from tflkit.errors import UsageError
-from tflkit.jsonable import plain
 
 __all__ = [
     "DECODE_ONLY_PROMPT",
@@ -41,83 +41,6 @@ MASK_NAMES = ("mask", "attention_mask", "causal_mask")
 #: The prompt a decode-only model (no prefill signature) runs through ``decode`` token by token:
 #: this many tokens, fewer when the cache is shorter.
 DECODE_ONLY_PROMPT = 8
-
-
-@dataclass(frozen=True)
-class KvProgram:
-    """Where a model's prefill/decode signatures keep their tokens, positions, mask and cache.
-
-    ``prefill`` is ``None`` for a decode-only model: the prompt (``prefill_len`` tokens) then runs
-    through ``decode`` one token at a time. ``prompt_len``: the tokens of the prompt a run uses
-    when fewer than ``prefill_len`` (:func:`with_prompt`): the prefill signature gets them
-    padded, as LiteRT-LM feeds a short prompt."""
-
-    prefill: str | None
-    decode: str
-    prefill_len: int
-    tokens: str
-    positions: str
-    logits: str
-    vocab: int
-    cache: tuple[str, ...]
-    cache_len: int
-    #: (shape, dtype) of every cache input (the same in both signatures)
-    cache_specs: Mapping[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)
-    #: per signature taking an attention mask: (input name, shape, dtype)
-    mask_specs: Mapping[str, tuple[str, tuple[int, ...], str]] = field(default_factory=dict)
-    #: per cache input: the axis the positions index (None when not found in the graph)
-    seq_axes: Mapping[str, int | None] = field(default_factory=dict)
-    #: how ``cache_len`` was found
-    cache_len_from: str = ""
-    #: the prompt's tokens when fewer than ``prefill_len`` (None: ``prefill_len``)
-    prompt_len: int | None = None
-
-    @property
-    def mask(self) -> str | None:
-        """The decode signature's mask input, if it takes one."""
-        spec = self.mask_specs.get(self.decode)
-        return None if spec is None else spec[0]
-
-    @property
-    def prompt_length(self) -> int:
-        """The prompt's tokens: the last one is decode step 0's input."""
-        return self.prompt_len or self.prefill_len
-
-    @property
-    def prompt_calls(self) -> int:
-        """Signature calls before decode step 0: one prefill, or a decode per prompt token."""
-        return 1 if self.prefill is not None else self.prompt_length - 1
-
-    def to_json(self) -> dict[str, Any]:
-        return plain(
-            {
-                "prefill": self.prefill,
-                "decode": self.decode,
-                "prefill_len": self.prefill_len,
-                "tokens": self.tokens,
-                "positions": self.positions,
-                "logits": self.logits,
-                "vocab": self.vocab,
-                "cache": list(self.cache),
-                "cache_len": self.cache_len,
-                "cache_specs": {k: [list(s), d] for k, (s, d) in self.cache_specs.items()},
-                "mask_specs": {k: [n, list(s), d] for k, (n, s, d) in self.mask_specs.items()},
-                "seq_axes": dict(self.seq_axes),
-                "cache_len_from": self.cache_len_from,
-                "prompt_len": self.prompt_length,
-            }
-        )
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> KvProgram:
-        fields_ = dict(data)
-        fields_["cache"] = tuple(fields_["cache"])
-        fields_["prompt_len"] = fields_.get("prompt_len") or None
-        fields_["cache_specs"] = {k: (tuple(s), d) for k, (s, d) in data["cache_specs"].items()}
-        fields_["mask_specs"] = {
-            k: (n, tuple(s), d) for k, (n, s, d) in data.get("mask_specs", {}).items()
-        }
-        return cls(**fields_)
 
 
 def kv_program(model: Any) -> KvProgram:
@@ -326,16 +249,3 @@ def with_prompt(program: KvProgram, steps: int, prompt_len: int | None = None) -
             f"the prompt has {length} tokens and {program.prefill} takes {program.prefill_len}"
         )
     return replace(program, prompt_len=None if length == program.prefill_len else length)
-
-
-def causal_mask(
-    shape: Sequence[int], dtype: str | np.dtype, positions: Sequence[int]
-) -> np.ndarray:
-    """An additive causal mask of ``shape`` (last two axes: queries, cache positions) and
-    ``dtype``: query row t, at position ``positions[t]``, is 0 at every cache position up to and
-    including it and the dtype's lowest value after it (:data:`MASK_DTYPES`; float32's is the
-    value litert-torch bakes into its own masks)."""
-    dtype = np.dtype(dtype)
-    rows = np.asarray(positions, np.int64).reshape(-1, 1)
-    block = np.where(np.arange(shape[-1])[None, :] <= rows, 0.0, np.finfo(dtype).min)
-    return np.ascontiguousarray(np.broadcast_to(block.astype(dtype), tuple(shape)))

@@ -14,7 +14,7 @@ from tflkit import ir
 from tflkit.compare.comparator import OutputInfo
 from tflkit.compare.sensitivity import EPS, FLIPS, SAME_GRID, OutputNoise, measure, perturb
 from tflkit.compare.tolerances import precision_of, tolerance_for
-from tflkit.delegates.base import RunResult, execute, find_spec
+from tflkit.delegates.base import BuildRequest, RunResult, execute, find_spec
 from tflkit.delegates.registry import build
 from tflkit.delegates.step_flips import StepFlipRunner
 from tflkit.validation.inputs import InputSets, is_quantized, quantize_step
@@ -102,12 +102,12 @@ def sensitivity(
     key = options.signature
     base = by_name.get(_CPU.name)
     if base is None:
-        base = execute(build(_CPU, data, signature=key), sets.feeds)
+        base = execute(build(_CPU, BuildRequest(data, key)), sets.feeds)
     if not base.ok:
         return {}
     spread = by_name.get(_CPU_REF.name)
     if spread is None:
-        spread = execute(build(_CPU_REF, data, signature=key), sets.feeds)
+        spread = execute(build(_CPU_REF, BuildRequest(data, key)), sets.feeds)
     quant = {s.name: s.quant for s in sets.specs if s.quant is not None}
     grid_steps = {s.name: step for s in sets.specs if (step := quantize_step(s.tensor))}
     steps = {o.name: (o.scale, o.zero_point) for o in outputs if o.scale is not None}
@@ -122,7 +122,7 @@ def sensitivity(
             sets,
             perturb(sets.feeds, EPS[precision], options.seed + 1 + seed_offset, quant, grid_steps),
         )
-        trial = execute(build(_CPU, data, signature=key), moved)
+        trial = execute(build(_CPU, BuildRequest(data, key)), moved)
         if not trial.ok:
             continue
         noise[precision] = measure(

@@ -5,25 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tflkit import ir
 from tflkit.compare.comparator import OutputInfo
 from tflkit.delegates.base import (
-    RUNNER_SPECS,
+    TFLITE_RUNNERS,
     VALIDATE_DEFAULT,
+    BuildRequest,
     InputMeta,
     Runner,
     RunResult,
     execute,
+    find_spec,
     runner_spec,
 )
-from tflkit.delegates.external import ExternalDelegateRunner
-from tflkit.delegates.litert_js import LiteRtJsRunner
 from tflkit.delegates.reference_io import Port, ReferenceIo
-from tflkit.delegates.registry import browser_session, build, builds_here
-from tflkit.delegates.tf_reference import ReferenceRunner, is_bundle
-from tflkit.errors import UsageError
+from tflkit.delegates.registry import browser_session, build
+from tflkit.delegates.tf_reference import is_bundle
+from tflkit.errors import UsageError, require_extra
 from tflkit.ir.entry import entry_point
 from tflkit.validation.inputs import InputSets
 from tflkit.validation.options import ValidateOptions, say
@@ -43,9 +43,8 @@ __all__ = [
     "runner_names",
 ]
 
-#: what ``validate`` runs on a ``.tflite``: every runner of the registry but those only a
-#: device's harness runs and the LiteRT-LM engine's (they run bundles)
-RUNNERS = tuple(s.name for s in RUNNER_SPECS if s.device not in ("device", "engine"))
+#: what ``validate`` runs on a ``.tflite`` (the registry's)
+RUNNERS = TFLITE_RUNNERS
 DEFAULT_RUNNERS = VALIDATE_DEFAULT
 
 
@@ -96,7 +95,17 @@ def runner_names(options: ValidateOptions) -> list[str]:
         raise UsageError(
             f"--browser-adapter takes swiftshader or lavapipe, got {options.browser_adapter!r}"
         )
+    _require_extras(names, options)
     return list(dict.fromkeys(names))
+
+
+def _require_extras(names: Sequence[str], options: ValidateOptions) -> None:
+    """Stop before any run, in one line, when a runner asked for needs an extra not installed."""
+    if any(getattr(runner_spec(n), "device", None) == "browser" for n in names):
+        require_extra("browser", "a browser runner (LiteRT.js in Chromium)", "playwright")
+    ref = options.reference
+    if ref is not None and not (is_tflite(ref) or is_bundle(ref) or ref.suffix == ".litertlm"):
+        require_extra("convert", f"the TensorFlow reference {ref.name}", "tensorflow")
 
 
 def check_pairs(pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> None:
@@ -124,29 +133,29 @@ def build_runner(
 ) -> Runner:
     """The runner ``name`` of ``data`` at the resolved ``entry`` point (``tflite``: a
     ``.tflite`` reference, loaded)."""
-    key = options.signature
     spec = runner_spec(name)
     assert spec is not None
-    if builds_here(spec):
-        return build(
-            spec,
-            data,
-            signature=key,
-            timeout=options.timeout,
-            browser_adapter=options.browser_adapter,
-        )
-    ins, outs = entry.inputs, entry.outputs
-    if spec.device == "external":
-        assert options.delegate is not None
-        return ExternalDelegateRunner(
-            data,
-            options.delegate,
-            options=options.delegate_options,
-            input_tensors={n: t.name for n, t in ins.items()},
-            output_names={t.name: n for n, t in outs.items()},
-            timeout=options.timeout,
-        )
-    return reference_runner(options, entry, outputs, tflite)
+    if spec.device == "framework":
+        return reference_runner(options, entry, outputs, tflite)
+    return build(spec, request(data, options, entry))
+
+
+def request(
+    data: bytes, options: ValidateOptions, entry: Entry, session: Any = None
+) -> BuildRequest:
+    """What every runner of this validation is built on: the model, its entry point, the
+    options' timeout, browser adapter and external delegate, the model's tensor names."""
+    return BuildRequest(
+        data,
+        options.signature,
+        options.timeout,
+        browser_adapter=options.browser_adapter,
+        session=session,
+        delegate=options.delegate,
+        delegate_options=options.delegate_options,
+        input_tensors={n: t.name for n, t in entry.inputs.items()},
+        output_names={t.name: n for n, t in entry.outputs.items()},
+    )
 
 
 def reference_runner(
@@ -165,11 +174,15 @@ def reference_runner(
         runner: Runner = tflite.runner(kernels, key)
         theirs: tuple[list[Port] | None, list[Port] | None] = tflite.ports()
     else:
-        runner = ReferenceRunner(
-            options.reference,
-            outputs={o.name: o.shape for o in outputs},
-            signature=key,
-            timeout=options.timeout,
+        spec = find_spec(device="framework")
+        runner = build(
+            spec,
+            BuildRequest(
+                options.reference,
+                key,
+                options.timeout,
+                outputs={o.name: o.shape for o in outputs},
+            ),
         )
         if is_bundle(options.reference):  # recorded on this model's own inputs
             return runner
@@ -200,19 +213,25 @@ def run_all(
     """Each runner of ``names`` (built here, or one of ``extra``) on every input set, each set
     checked against the entry point's inputs first."""
     results = []
-    browser = [n for n in names if _device(n) == "browser" and n not in extra]
+    browser = [
+        spec
+        for spec in (runner_spec(n) for n in names if n not in extra)
+        if spec is not None and spec.device == "browser"
+    ]
     session = None
     if browser:  # one browser job for every browser runner
         session = browser_session(
             data, browser, options.browser_adapter, options.signature, options.timeout
         )
     inputs = input_meta(entry)
+    shared = request(data, options, entry, session)
     for name in names:
         say(options, running_line(name))
+        spec = runner_spec(name)
         if name in extra:
             runner = extra[name]
-        elif session is not None and name in browser:
-            runner = LiteRtJsRunner(session, name)
+        elif spec is not None and spec.device == "browser":
+            runner = build(spec, shared)
         else:
             runner = build_runner(name, data, options, entry, outputs, tflite)
         results.append(execute(runner, sets.feeds, inputs))

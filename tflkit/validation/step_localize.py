@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from tflkit.delegates.base import RUNNER_SPECS, find_spec, precision_of
+from tflkit.delegates.kv_steps import recorded_feed
 from tflkit.errors import one_line
 from tflkit.validation.llm_program import KvProgram
 from tflkit.validation.step_compare import num
-from tflkit.validation.step_runner import recorded_feed
 
 __all__ = ["LOCALIZABLE", "localize_parting", "localize_step"]
 

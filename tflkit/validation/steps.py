@@ -2,7 +2,7 @@
 
 :func:`tflkit.validation.llm_program.kv_program` finds the prefill/decode program;
 :func:`steps_report` runs it on the CPU (the reference) and on every other runner asked for, each
-a step runner of the one runner protocol (:mod:`tflkit.validation.step_runner`) built from its
+a step runner of the one runner protocol (:mod:`tflkit.delegates.step_runner`) built from its
 spec in the registry: ``cpu`` (the LiteRT Interpreter's signature runners, XNNPACK), ``cpu-ref``
 (the same with LiteRT's reference kernels: XNNPACK runs some composites with kernels of its
 own), ``cpu-fp16`` (tflkit's fp16 emulation, op by op, per signature), ``gpu-fp16`` and
@@ -23,7 +23,20 @@ from typing import Any
 
 import numpy as np
 
-from tflkit.delegates.base import RunnerSpec, RunResult, execute, find_spec, runner_spec, spec_names
+from tflkit.compare.steps import tokens_of
+from tflkit.delegates.base import (
+    BuildRequest,
+    RunnerSpec,
+    RunResult,
+    StepPlan,
+    execute,
+    find_spec,
+    runner_spec,
+    spec_names,
+)
+from tflkit.delegates.kv_steps import Call, recorded_feed, recording, run_steps
+from tflkit.delegates.registry import build
+from tflkit.delegates.step_runner import prompt_feed
 from tflkit.errors import UsageError
 from tflkit.validation.llm_program import (
     KvProgram,
@@ -34,15 +47,6 @@ from tflkit.validation.llm_program import (
 )
 from tflkit.validation.step_compare import PART_FRACTION, StepsReport, compare_steps, fix_for
 from tflkit.validation.step_localize import LOCALIZABLE, localize_parting, localize_step
-from tflkit.validation.step_runner import (
-    cpu_call,
-    prompt_feed,
-    recorded_feed,
-    recording,
-    run_steps,
-    step_runner,
-    tokens_of,
-)
 
 __all__ = [
     "LOCALIZABLE",
@@ -66,6 +70,14 @@ __all__ = [
 
 #: the runners ``--steps`` runs (their spec says so), the first the CPU every other is held to
 RUNNERS = spec_names(steps=True)
+
+
+def cpu_call(model: bytes, kernels: str = "xnnpack") -> Call:
+    """The CPU interpreter's signature runners (XNNPACK, or LiteRT's ``reference`` kernels) as
+    a :data:`~tflkit.delegates.kv_steps.Call`: ``run_signature`` of one activated runner."""
+    runner = build(find_spec(kernels=kernels), BuildRequest(model))
+    runner.activate()
+    return runner.run_signature  # type: ignore[attr-defined]
 
 
 def steps_report(
@@ -99,7 +111,8 @@ def steps_report(
     cpu_spec = find_spec(kernels="xnnpack")
     if progress:
         progress(f"{cpu_spec.name}: prefill + {steps} decode steps")
-    cpu = execute(step_runner(cpu_spec, data, program, steps), [prompt_feed(prompt)])
+    plan = StepPlan(program, steps)
+    cpu = execute(build(cpu_spec, BuildRequest(data, steps=plan)), [prompt_feed(prompt)])
     runs: dict[str, dict[str, Any]] = {}
     report = StepsReport(label, program, [int(t) for t in prompt], steps, [], runs, 0.0)
     if cpu.status != "ok":
@@ -118,7 +131,8 @@ def steps_report(
                 where = "op by op on the CPU" if spec.emulated else "child process"
                 progress(f"{name}: prefill + {steps} decode steps ({where})")
             keep = Path(tmp) / name if localize and name in LOCALIZABLE else None
-            runner = step_runner(spec, data, program, steps, timeout=timeout, feeds_dir=keep)
+            request = BuildRequest(data, timeout=timeout, steps=StepPlan(program, steps, keep))
+            runner = build(spec, request)
             run = execute(runner, [feed])
             runs[name] = compare_steps(run, cpu, PART_FRACTION[spec.precision])
             runs[name]["notes"] = _notes(model, program, spec, run, runs[name])

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from tflkit import ir
 from tflkit.compare.comparator import PairComparison
 from tflkit.compat.cpu_kernels import cpu_kernel_hazards
-from tflkit.delegates.base import RunResult, runner_spec
+from tflkit.delegates.base import RunnerPair, RunResult, find_spec, on_gpu, runner_id, runner_spec
 from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
 from tflkit.gpu.buffers import BINDING_REFUSED
 from tflkit.report.validate_report import ValidateReport
@@ -22,11 +22,17 @@ __all__ = ["conclude", "drift_finding", "findings", "fp16_storage", "notes", "ve
 #: seconds spent naming the ops whose fp16 storage moves failing outputs (one emulated run per op)
 STORAGE_BUDGET_S = 30.0
 
+_CPU = find_spec(kernels="xnnpack").id
+_GPU16, _GPU32 = (find_spec(device="gpu", precision=p).id for p in ("fp16", "fp32"))
+#: the pairs the notes read: the fp16 emulation, the GPU in fp16 and in fp32, each against the CPU
+_EMULATED = RunnerPair(find_spec(emulated=True).id, _CPU)
+_REAL, _REAL32 = RunnerPair(_GPU16, _CPU), RunnerPair(_GPU32, _CPU)
+
 
 def _emulated(runner: str) -> bool:
     """The runner is the fp16 emulation (on this machine)."""
-    spec = runner_spec(runner)
-    return spec is not None and spec.emulated and "@" not in runner
+    spec, rid = runner_spec(runner), runner_id(runner)
+    return spec is not None and rid is not None and spec.emulated and rid.here
 
 
 def conclude(
@@ -58,7 +64,7 @@ def conclude(
     storage = fp16_storage(data, sets, emulation, comparisons, options)
     report.notes = notes(results, comparisons, optional, quantized, storage)
     dynamic = [s.name for s in sets.specs if s.tensor.is_dynamic]
-    if dynamic and any(r.status == "compile_error" and r.runner.startswith("gpu") for r in results):
+    if dynamic and any(r.status == "compile_error" and on_gpu(r.runner) for r in results):
         report.notes.append(
             f"inputs {', '.join(dynamic)} have dynamic dimensions, which the GPU accelerator may "
             "refuse: fix them with tflkit rewrite --input-shape NAME=D1,D2,... and validate the "
@@ -117,7 +123,7 @@ def fp16_storage(
 ) -> dict[str, str]:
     """Per output the fp16 emulation fails on: the op at fault in fp16 (the first hazard: inf/NaN
     from finite inputs, an overflow), else the ops whose fp16 storage moves it most."""
-    emulated = next((p for p in comparisons if p.key == "cpu-fp16:cpu"), None)
+    emulated = next((p for p in comparisons if p.pair == _EMULATED), None)
     failing = [o.name for o in emulated.outputs if o.verdict == "fail"] if emulated else []
     if not failing or emulation is None:
         return {}
@@ -162,14 +168,14 @@ def notes(
     found = [
         f"{r.runner} did not run: {r.error}" for r in results if r.runner in optional and not r.ok
     ]
-    by_key = {p.key: p for p in comparisons}
-    emulated, real = by_key.get("cpu-fp16:cpu"), by_key.get("gpu-fp16:cpu")
+    by_pair = {p.pair: p for p in comparisons}
+    emulated, real = by_pair.get(_EMULATED), by_pair.get(_REAL)
     if emulated is None:
-        return found + _both_precisions(real, by_key.get("gpu-fp32:cpu"))
+        return found + _both_precisions(real, by_pair.get(_REAL32))
     if real is None or real.verdict == "skipped":
         found += _emulation_alone(emulated, storage)
     elif "skipped" not in (emulated.verdict, real.verdict):
-        fp32 = by_key.get("gpu-fp32:cpu")
+        fp32 = by_pair.get(_REAL32)
         found += _emulation_vs_gpu(emulated, real, fp32, storage, quantized)
     return found
 
@@ -209,7 +215,7 @@ def _emulation_vs_gpu(
             found.append(
                 f"fp16 finding, output {g_out.name}: the fp16 emulation fails too, so fp16 "
                 f"storage itself costs this much on this model, not this GPU's kernels{where}"
-                f": {fix}, or accept the loss (--tolerance gpu-fp16:cpu@noise_factor=N)"
+                f": {fix}, or accept the loss (--tolerance {_REAL}@noise_factor=N)"
             )
             continue
         if e_out.verdict == g_out.verdict or "unverified" in (e_out.verdict, g_out.verdict):

@@ -32,6 +32,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tflkit.errors import require_extra
+
 from .errors import BrowserHarnessError
 
 __all__ = [
@@ -233,19 +235,16 @@ class Chromium:
         return flags
 
     def _launch(self) -> None:
+        # no browser download: tflkit drives the system's Chromium
+        require_extra("browser", "the browser harness", module="playwright")
         if not (os.path.isfile(self.executable) and os.access(self.executable, os.X_OK)):
             raise BrowserHarnessError(
                 f"Chromium not found at {self.executable}: install it (Debian: apt-get install "
                 "chromium) or give the path of a Chromium or Chrome"
             )
-        try:
-            from playwright.sync_api import Error as PlaywrightError
-            from playwright.sync_api import sync_playwright
-        except ImportError:
-            raise BrowserHarnessError(
-                "the browser harness needs Playwright for Python: pip install 'tflkit[browser]' "
-                "(no browser download: tflkit uses the system's Chromium)"
-            ) from None
+        from playwright.sync_api import Error as PlaywrightError
+        from playwright.sync_api import sync_playwright
+
         self._home = Path(tempfile.mkdtemp(prefix="tflkit-chromium-"))
         env = dict(os.environ)
         env.update(

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tflkit.errors import UsageError
+from tflkit.errors import UsageError, require_extra
 from tflkit.harness.device_spec import parse_device
 from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, ProtocolError, read_result
 from tflkit.harness.transport import Device, DeviceError
@@ -144,6 +144,8 @@ class BrowserDevice(StagedBrowserDevice):
 
     @classmethod
     def from_spec(cls, spec: str, **kwargs: object) -> BrowserDevice:
+        """The device ``spec`` names; a missing ``browser`` extra stops here, before any job."""
+        require_extra("browser", f"--device {spec} (Chromium driven by Playwright)", "playwright")
         device = cls(parse_browser_spec(spec), **kwargs)  # type: ignore[arg-type]
         device.spec = spec  # as the user typed it: runner names carry it
         return device

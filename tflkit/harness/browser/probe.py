@@ -34,9 +34,9 @@ def probe_in_browser(
     key, _, inputs, _ = entry_point(model)
     by_tensor = random_feed(inputs.values(), 0)
     feed = {name: by_tensor[tensor.name] for name, tensor in inputs.items()}
-    name = find_spec(device="browser", harness="webgpu_fp32").name
-    session = BrowserSession(data, [name], adapter=adapter, signature=key, timeout=timeout)
-    return session.result(name, [feed])
+    spec = find_spec(device="browser", harness="webgpu_fp32")
+    session = BrowserSession(data, [spec], adapter=adapter, signature=key, timeout=timeout)
+    return session.result(spec.name, [feed])
 
 
 def attach_browser_probe(report: CheckReport, adapter: str, result: RunResult) -> None:

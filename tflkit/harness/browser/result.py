@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.delegates.base import spec_by_harness
 from tflkit.fsio import write_atomic
 from tflkit.gpu.log import parse_gpu_log
 from tflkit.harness.protocol import (
@@ -168,7 +169,8 @@ def _finish_record(
     log = "\n".join(log_lines)
     status, error = raw.get("status"), raw.get("error")
     gpu_errors = list(raw.get("gpu_errors") or [])
-    is_gpu = backend.startswith("webgpu")
+    spec = spec_by_harness(backend)
+    is_gpu = spec is not None and spec.id.backend == "webgpu"
     if is_gpu:
         seen = [ln for ln in host_lines if _GPU_ERROR.search(ln)]
         for line in seen:

@@ -35,6 +35,7 @@ from tflkit.rewriter.rules.conv_geometry import Int8PointwiseFloatWeights, Trans
 from tflkit.rewriter.rules.cpu_kernels import DepthwiseScalePerChannel
 from tflkit.rewriter.rules.fp16_operands import Fp16ConstantOperands
 from tflkit.rewriter.rules.gelu import ErfApprox, ErfGelu
+from tflkit.rewriter.rules.lookup import GatherFlatIndices, Int64ToInt32
 from tflkit.rewriter.rules.rank5 import Rank5Elementwise, Rank5Reduce, Rank5Transpose, ReshapeChain
 from tflkit.rewriter.rules.shape import ExpandDimsToReshape, ReshapeStaticShape, SqueezeToReshape
 from tflkit.rewriter.rules.slicing import (
@@ -73,6 +74,8 @@ _CATALOG = RuleSet(
         GatherNdConstIndices(),
         OneHotLastAxis(),
         GatherInt64Indices(),
+        Int64ToInt32(),  # computed int64 ids: after the constant ones, before the lookup
+        GatherFlatIndices(),
         PadLowRank(),
         ArgMinToArgMax(),
         ArgInt64ToInt32(),

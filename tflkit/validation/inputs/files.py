@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tflkit.errors import UsageError
+from tflkit.errors import UsageError, require_extra
 from tflkit.ir.entry import IoSpec
 from tflkit.validation.inputs.ranges import value_range
 
@@ -122,12 +122,9 @@ def image_batches(folder: Path, shape: Sequence[int]) -> list[np.ndarray]:
         raise UsageError(
             "an image folder needs a model with one NHWC image input (1 or 3 channels)"
         )
-    try:
-        from PIL import Image
-    except ImportError:
-        raise UsageError(
-            "reading an image folder needs Pillow: pip install 'tflkit[images]'"
-        ) from None
+    require_extra("images", "reading an image folder", module="PIL")
+    from PIL import Image
+
     batch, height, width, channels = (int(d) for d in shape)
     mode = "L" if channels == 1 else "RGB"
     batches = []

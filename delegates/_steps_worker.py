@@ -1,10 +1,11 @@
 """Child process: a KV-cache LLM graph's prefill + decode steps on LiteRT's GPU accelerator.
 
-``python -m tflkit.validation._steps_worker FOLDER``: reads ``FOLDER/model.tflite`` and
-``FOLDER/plan.json`` (the :class:`~tflkit.validation.llm_program.KvProgram`, prompt, steps, the
+``main([FOLDER])`` (started by :class:`~tflkit.delegates.step_runner.GpuStepRunner` through
+:func:`tflkit.proc.worker.spawn_python`): reads ``FOLDER/model.tflite`` and
+``FOLDER/plan.json`` (the :class:`~tflkit.delegates.kv_steps.KvProgram`, prompt, steps, the
 tokens to feed, ``enforce_f32``, and ``feeds_dir``: where to save every decode call's feeds for
 ``--localize``), compiles once with ``CompiledModel`` (GPU, CPU fallback) and runs the
-signatures by index through :func:`tflkit.validation.step_runner.run_steps` (the loop the CPU runs
+signatures by index through :func:`tflkit.delegates.kv_steps.run_steps` (the loop the CPU runs
 too). Writes ``result.json`` after every stage (so a crash leaves the stage it died in) and the
 logits of every step to ``logits.npz``. The accelerator logs to this process's stderr; the parent
 parses it. Never import TensorFlow here.
@@ -56,9 +57,8 @@ def _caller(cm: Any, state: dict[str, Any], result: Path):
 
 
 def main(argv: list[str]) -> int:
+    from tflkit.delegates.kv_steps import KvProgram, recording, run_steps
     from tflkit.errors import one_line
-    from tflkit.validation.llm_program import KvProgram
-    from tflkit.validation.step_runner import recording, run_steps
 
     folder = Path(argv[0])
     result = folder / "result.json"

@@ -1,4 +1,5 @@
-"""The engine's CPU run against its GPU run, prompt by prompt: where the greedy tokens part, and
+"""The token comparison kind (``validate B.litertlm``): the engine's CPU run against its GPU run,
+prompt by prompt: where the greedy tokens part, and
 the per-token score differences (the GPU scoring the CPU's own continuation with
 ``run_text_scoring``: the logit-level comparison through the shipping runtime).
 

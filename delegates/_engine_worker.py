@@ -1,7 +1,8 @@
 """Child process: a ``.litertlm`` bundle in the LiteRT-LM engine (``litert-lm-api``) on one
 backend.
 
-``python -m tflkit.bundle._engine_worker FOLDER``: reads ``FOLDER/plan.json`` (``bundle``,
+``main([FOLDER])`` (started by :class:`~tflkit.delegates.litert_lm.LiteRtLmRunner` through
+:func:`tflkit.proc.worker.spawn_python`): reads ``FOLDER/plan.json`` (``bundle``,
 ``backend`` ``cpu``/``gpu``, ``activation`` ``fp16``/``fp32``/null, ``prompts``,
 ``max_output_tokens``, ``cache_dir`` (where the engine may cache), ``cpus`` (the CPUs to run
 on, or null for all), ``score``: per prompt a list of texts to score after that prompt, or null)

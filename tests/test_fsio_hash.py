@@ -1,0 +1,32 @@
+"""The file's sha256 that ``check`` reports, hashed by a child process beside the check."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tflkit.cli.main import EXIT_OK, main
+from tflkit.fsio import Sha256Job
+
+
+def test_a_file_a_view_and_a_missing_file(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 40_000  # 10 MB: more than the child's one 8 MiB buffer
+    path = tmp_path / "blob.bin"
+    path.write_bytes(data)
+    want = hashlib.sha256(data).hexdigest()
+    assert Sha256Job(path).hexdigest() == want
+    assert Sha256Job(memoryview(data)).hexdigest() == want
+    assert Sha256Job(tmp_path / "missing.bin").hexdigest() is None
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    assert Sha256Job(empty).hexdigest() == hashlib.sha256(b"").hexdigest()
+
+
+def test_check_reports_the_files_digest(corpus, capsys: pytest.CaptureFixture[str]) -> None:
+    path = corpus.path("conv_dense")
+    assert main(["check", "--json", str(path)]) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert report["sha256"] == hashlib.sha256(Path(path).read_bytes()).hexdigest()
