@@ -52,9 +52,14 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
 
 @contextmanager
 def _progress() -> Iterator[Callable[[str], None]]:
-    """A status line on stderr (a terminal only) that each slow step of validate updates."""
+    """A status line on stderr that each slow step of validate updates: on a terminal a
+    spinner, elsewhere (CI, a pipe) a plain line when a step has lasted a few seconds
+    (:class:`~tflkit.cli.heartbeat.Heartbeat`)."""
     if not sys.stderr.isatty():
-        yield lambda line: None
+        from tflkit.cli.heartbeat import Heartbeat
+
+        with Heartbeat("validate") as beat:
+            yield beat.update
         return
     from rich.console import Console
 
@@ -197,6 +202,14 @@ _Prompts = Annotated[
     Path | None,
     typer.Option("--prompts", help="A .litertlm bundle: a file of prompts, one a line."),
 ]
+_MemoryBudget = Annotated[
+    str | None,
+    typer.Option(
+        "--memory-budget",
+        help="Memory validate may use (e.g. 4G, 512M); default: 75% of the available memory. "
+        "A model that cannot run within it is refused before it starts (exit 2).",
+    ),
+]
 
 
 _Junit = Annotated[
@@ -220,9 +233,11 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
     """``validate``'s arguments as :class:`~tflkit.validation.options.ValidateOptions` (a
     ``.tflite`` or its ``--steps`` program)."""
     from tflkit.compare.groups import parse_output_groups
+    from tflkit.validation.budget import parse_size
     from tflkit.validation.options import ValidateOptions
 
     _not_the_model(params["model"], params["html"], params["model_explorer"], params["junit"])
+    budget = params["memory_budget"]
     return options_from(
         ValidateOptions,
         params,
@@ -251,6 +266,7 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
         calibrate=not params["fixed_tolerances"],
         output_groups=parse_output_groups(params["output_groups"]),
         repro_command=_command_line(ctx),
+        memory_budget=None if budget is None else parse_size(budget),
     )
 
 
@@ -302,6 +318,7 @@ def validate(
     prompts: _Prompts = None,
     timeout: RunnerTimeoutOption = 300.0,
     junit: _Junit = None,
+    memory_budget: _MemoryBudget = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run the model with and without the GPU delegate, compare, and find where they part (a

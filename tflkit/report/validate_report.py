@@ -189,7 +189,9 @@ def render_terminal(report: ValidateReport, console: Console) -> None:
     for note in report.notes:
         console.print(f"note: {escape(note)}")
     colour = "green" if report.passed else "red"
-    console.print(f"[bold {colour}]verdict: {report.verdict}[/bold {colour}]")
+    why = next((f for f in report.findings if f.startswith(f"{report.verdict}: ")), None)
+    shown = why or report.verdict  # an inconclusive verdict says why on its own line too
+    console.print(f"[bold {colour}]verdict: {shown}[/bold {colour}]")
 
 
 def render_localization(loc: Localization, console: Console) -> None:
