@@ -24,6 +24,7 @@ from tflkit.delegates.reference_io import real_values
 from tflkit.errors import UsageError
 from tflkit.proc.result_file import RESULT_FILE, write_result
 
+from ._input_shapes import filled, given_shapes
 from .calibration import InputSpec, calibration_feeds
 
 Call = Callable[[dict[str, Any]], dict[str, Any]]
@@ -109,7 +110,8 @@ def _saved_model_source(
 
 def _static_specs(specs: list[tuple[str, Any]], options: dict[str, Any]) -> list[InputSpec]:
     """Static shapes: ``input_shapes`` by name, else the unknown batch becomes ``batch``."""
-    given = {k: tuple(int(d) for d in v) for k, v in options["input_shapes"].items()}
+    named, fill = given_shapes(options)
+    given = {k: tuple(v) for k, v in named.items()}
     unknown = sorted(set(given) - {n for n, _ in specs})
     if unknown:
         raise UsageError(
@@ -132,6 +134,7 @@ def _static_specs(specs: list[tuple[str, Any]], options: dict[str, Any]) -> list
         else:
             if dims and dims[0] is None:
                 dims[0] = int(options["batch"])
+            dims = filled(dims, fill)
             if any(d is None for d in dims):
                 shown = ",".join("?" if d is None else str(d) for d in dims)
                 raise UsageError(

@@ -84,9 +84,11 @@ def validate_bundle_cmd(
     progress: Any,
     repro: Path | None = None,
     command: str = "tflkit validate",
+    html: Path | None = None,
+    junit: Path | None = None,
 ) -> None:
     from tflkit.bundle.validate import validate_bundle
-    from tflkit.cli.output import print_json
+    from tflkit.cli.output import print_json, write_junit
 
     report = validate_bundle(model, prompts, steps=steps, timeout=timeout, progress=progress)
     if repro is not None:
@@ -102,6 +104,11 @@ def validate_bundle_cmd(
             one_cpu=pinned_by_default("gpu"),
             timeout=timeout,
         )
+    if html is not None:
+        from tflkit.report.html import write_html
+
+        write_html(report, html)
+    write_junit(report, junit)
     if json_output:
         print_json(report)
     else:

@@ -13,6 +13,7 @@ from tflkit.cli.options import (
     BaselineProbeOption,
     BaselineRunnerOption,
     BaselineToleranceOption,
+    ClusterOption,
     DelegateOption,
     FreshOption,
     HtmlOption,
@@ -30,6 +31,7 @@ from tflkit.cli.options import (
     ShardOption,
     SignatureOption,
     SuiteOption,
+    TriesOption,
     options_from,
 )
 from tflkit.errors import UsageError
@@ -143,6 +145,8 @@ def _run_suite(
     results: Path | None,
     fresh: bool,
     runtimes: list[str] = [],  # noqa: B006
+    *,
+    cluster: tuple[str | None, int] = (None, 3),
 ):
     """Run a suite's items (or one shard of them) with a progress line per finished item."""
     from tflkit.regress.items import parse_shard
@@ -153,6 +157,7 @@ def _run_suite(
     def progress(item, result) -> None:
         count["done"] += 1
         where = f", {item.runtime}" if item.runtime_spec else ""
+        where += f", node {result.nodes[0]}" if result.nodes else ""
         _progress(f"{result.verdict:5} {item.entry} ({item.runner}{where}) [{count['done']} done]")
 
     return run_suite(
@@ -164,6 +169,8 @@ def _run_suite(
         fresh=fresh,
         progress=progress,
         runtimes=[env for env in _envs(runtimes) if env is not None],
+        cluster=cluster[0],
+        tries=cluster[1],
     )
 
 
@@ -202,6 +209,8 @@ def record(
     shard: ShardOption = None,
     results: ResultsOption = None,
     fresh: FreshOption = False,
+    cluster: ClusterOption = None,
+    tries: TriesOption = 3,
     timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
@@ -212,7 +221,8 @@ def record(
         if runtime is not None:
             raise UsageError("--runtime with --suite: record each model with `regress record`")
         mode = "record-force" if force else "record"
-        _show_suite_record(_run_suite(suite, mode, jobs, shard, results, fresh), json_output)
+        report = _run_suite(suite, mode, jobs, shard, results, fresh, cluster=(cluster, tries))
+        _show_suite_record(report, json_output)
     assert model is not None and output is not None
     if (output / "manifest.json").is_file() and not force:
         raise UsageError(
@@ -239,6 +249,8 @@ def record(
             "shard",
             "results",
             "fresh",
+            "cluster",
+            "tries",
             "json_output",
         ),
         runners=runner,
@@ -275,6 +287,8 @@ def check(
     shard: ShardOption = None,
     results: ResultsOption = None,
     fresh: FreshOption = False,
+    cluster: ClusterOption = None,
+    tries: TriesOption = 3,
     junit: JunitOption = None,
     markdown: MarkdownOption = None,
     timeout: RunnerTimeoutOption = 300.0,
@@ -300,7 +314,9 @@ def check(
         ]
         if given:
             raise UsageError(f"{', '.join(given)}: set these per model in the suite file")
-        report = _run_suite(suite, "check", jobs, shard, results, fresh, runtime)
+        report = _run_suite(
+            suite, "check", jobs, shard, results, fresh, runtime, cluster=(cluster, tries)
+        )
     else:
         from tflkit.regress.check import CheckOptions
         from tflkit.regress.check import check as run_check
@@ -319,6 +335,8 @@ def check(
                 "shard",
                 "results",
                 "fresh",
+                "cluster",
+                "tries",
                 "junit",
                 "markdown",
                 "json_output",
