@@ -224,14 +224,9 @@ def record(
         report = _run_suite(suite, mode, jobs, shard, results, fresh, cluster=(cluster, tries))
         _show_suite_record(report, json_output)
     assert model is not None and output is not None
-    if (output / "manifest.json").is_file() and not force:
-        raise UsageError(
-            f"{output} already holds a baseline: use `tflkit regress update` or "
-            "--force to replace it"
-        )
-    if output.resolve() == model.resolve():
-        raise UsageError("refusing to overwrite the input model with a baseline")
-    from tflkit.regress.baseline import write_baseline
+    from tflkit.regress.baseline import check_target, write_baseline
+
+    check_target(output, model, force=force)
     from tflkit.regress.record import RecordOptions
     from tflkit.regress.record import record as run_record
 
