@@ -140,11 +140,19 @@ def _closure(roots: Iterable[Requirement]) -> dict[str, importlib.metadata.Distr
 
 def requirements_for(wheel: Path, extras: Sequence[str] = (), more: Sequence[str] = ()) -> list:
     """The wheel's core requirements, those of ``extras`` and the plain names in ``more``."""
-    picked = []
-    for req in wheel_requirements(wheel):
-        if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in extras):
-            picked.append(req)
-    return picked + [Requirement(name) for name in more]
+    picked, wanted, seen = [], list(extras), set()
+    while wanted:  # an extra may name others (``all = ["tflkit[convert,...]"]``)
+        extra = wanted.pop()
+        seen.add(extra)
+        for req in wheel_requirements(wheel):
+            if req.marker is None or not req.marker.evaluate({"extra": extra}):
+                continue
+            if canonicalize_name(req.name) == "tflkit":
+                wanted += [e for e in req.extras if e not in seen]
+            else:
+                picked.append(req)
+    core = [r for r in wheel_requirements(wheel) if r.marker is None]
+    return core + picked + [Requirement(name) for name in more]
 
 
 def dependency_site(dest: Path, requirements: Iterable[Requirement]) -> Path:
