@@ -42,14 +42,24 @@ def _engine(plan: dict[str, Any]) -> Any:
     return litert_lm.Engine(plan["bundle"], backend=backend, enable_benchmark=True, **kwargs)
 
 
-def _session(engine: Any, plan: dict[str, Any]) -> Any:
+def _session(engine: Any, plan: dict[str, Any], max_output_tokens: int | None = None) -> Any:
     from litert_lm import interfaces
 
     return engine.create_session(
         apply_prompt_template=False,
         sampler_config=interfaces.SamplerConfig(top_k=1),
-        max_output_tokens=plan.get("max_output_tokens"),
+        max_output_tokens=max_output_tokens or plan.get("max_output_tokens"),
     )
+
+
+def continuation_tokens(plan: dict[str, Any], prompt_ids: list[int]) -> int | None:
+    """Tokens to decode after a prompt: ``max_output_tokens``, no more than the context leaves
+    after the prompt and its start token (None: the engine's default)."""
+    wanted, context = plan.get("max_output_tokens"), plan.get("context")
+    if context is None:
+        return wanted
+    room = max(1, int(context) - len(prompt_ids) - 2)
+    return room if wanted is None else min(int(wanted), room)
 
 
 def fit_text(engine: Any, text: str, context: int | None) -> tuple[str, int | None]:
@@ -82,10 +92,12 @@ def _score(engine: Any, plan: dict[str, Any], prompt: str, text: str) -> list[fl
 def _prompt(engine: Any, plan: dict[str, Any], index: int, state: dict[str, Any], result: Path):
     prompt = plan["prompts"][index]
     record: dict[str, Any] = {"prompt": prompt, "prompt_ids": list(engine.tokenize(prompt))}
+    # what the ids read back as: words the tokenizer does not know come back as <unk> / ⁇
+    record["prompt_back"] = str(engine.detokenize(record["prompt_ids"]))
     state["prompts"].append(record)
     state["stage"] = f"prefill and decode prompt {index}"
     write_result(result, state)
-    session = _session(engine, plan)
+    session = _session(engine, plan, continuation_tokens(plan, record["prompt_ids"]))
     start = time.perf_counter()
     session.run_prefill([prompt])
     text = session.run_decode().texts[0]

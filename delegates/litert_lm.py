@@ -102,6 +102,7 @@ def _output(record: dict[str, Any]) -> dict[str, np.ndarray]:
     out = {
         "prompt": np.array(record["prompt"]),
         "prompt_ids": np.asarray(record["prompt_ids"], np.int64),
+        "prompt_back": np.array(record.get("prompt_back", record["prompt"])),
         "text": np.array(record["text"]),
         "ids": np.asarray(record["ids"], np.int64),
         "scores": np.asarray(record["scores"], np.float64),

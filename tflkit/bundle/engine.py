@@ -18,12 +18,14 @@ from tflkit.report.bundle_report import figures, how
 
 __all__ = [
     "DEFAULT_PROMPTS",
+    "context_length",
     "engine_spec",
     "figures",
     "how",
     "records",
     "run_engine",
     "run_json",
+    "unreadable_prompts",
 ]  # fmt: skip
 
 #: tflkit's own prompts (plain words every tokenizer of the corpus knows; a bundle's prompt
@@ -40,6 +42,7 @@ def records(result: RunResult) -> list[dict[str, Any]]:
         out.append({
             "prompt": str(o["prompt"]),
             "prompt_ids": [int(t) for t in o["prompt_ids"]],
+            "prompt_back": str(o.get("prompt_back", o["prompt"])),
             "text": str(o["text"]),
             "ids": [int(t) for t in o["ids"]],
             "scores": [float(v) for v in o["scores"]],
@@ -60,6 +63,23 @@ def engine_spec(backend: str, activation: str | None = None) -> RunnerSpec:
     ``activation`` (None: the engine's default, fp16; ``fp32``)."""
     precision = "fp32" if backend == "cpu" or activation == "fp32" else "fp16"
     return find_spec(device="engine", engine_backend=backend, precision=precision)
+
+
+def unreadable_prompts(run: RunResult) -> list[str]:
+    """One finding per prompt the bundle's own tokenizer does not read: its ids do not read
+    back as the prompt (words it does not know come back as ``<unk>`` or ``⁇``; measured: a
+    Japanese prompt on the corpus's SentencePiece bundle gives [208, 3, 208, 3], read back
+    ' ⁇   ⁇ '), so both backends run on unknown tokens and their agreement says little."""
+    out = []
+    for record in records(run):
+        said, back = " ".join(record["prompt"].split()), " ".join(record["prompt_back"].split())
+        if said != back:
+            out.append(
+                f"prompt {record['prompt']!r} is not text this bundle's tokenizer knows: its ids "
+                f"{record['prompt_ids'][:8]} read back as {back!r}; the runs judge unknown "
+                "tokens: give --prompt in the tokenizer's language"
+            )
+    return out
 
 
 def context_length(bundle: str | Path) -> int | None:
