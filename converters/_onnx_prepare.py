@@ -23,6 +23,10 @@ import time
 
 import numpy as np
 
+from tflkit.proc.result_file import load_sibling
+
+_SHAPES = load_sibling(__file__, "_input_shapes")
+
 _NAME_OK = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")
 
 
@@ -65,7 +69,7 @@ def _pin(model, pins, say):
 
 def static_shapes(model, options):
     """``(shapes, source)``: each runtime input's static shape and the shape the file declares."""
-    given = {k: [int(d) for d in v] for k, v in options["input_shapes"].items()}
+    given, fill = _SHAPES.given_shapes(options)
     init = {i.name for i in model.graph.initializer}
     shapes, source = {}, {}
     for inp in model.graph.input:
@@ -77,6 +81,7 @@ def static_shapes(model, options):
             dims = given.pop(inp.name)
         elif dims and dims[0] is None:
             dims[0] = int(options["batch"])
+        dims = _SHAPES.filled(dims, fill)
         if any(d is None for d in dims):
             raise ValueError(
                 f"usage: input {inp.name} has dynamic dimensions {dims}: pass "

@@ -3,7 +3,7 @@
 Both run the same two steps as a plain script under the route's interpreter (the environment
 tflkit provisions, or the user's ``--python``): ``convert`` writes ``model.tflite``; this process
 then makes the seeded reference inputs from that model; ``reference`` runs the source framework
-(ONNX Runtime, torch) on them. The reference bundle, the CPU-vs-source figures and the provenance
+(ONNX Runtime, torch) on them. The reference file, the CPU-vs-source figures and the provenance
 are made here.
 """
 
@@ -455,8 +455,8 @@ def convert_foreign(
     options: ConvertOptions,
     report: ConvertReport,
 ) -> ConvertReport:
-    """Convert ``source`` through ``route`` and write ``output``, its provenance and bundle."""
-    from tflkit.delegates.tf_reference import save_bundle
+    """Convert ``source`` through ``route``; write ``output``, its provenance and reference file."""
+    from tflkit.delegates.tf_reference import save_reference
 
     _refuse_options(route, options)
     with scratch_dir(output) as tmp:
@@ -476,7 +476,7 @@ def convert_foreign(
             checked = _check_against_source(python, route, source, options, work, data)
         ref = checked.reference
         framework = str(ref.get("framework", ""))
-        save_bundle(
+        save_reference(
             work / "reference.npz",
             checked.sets.feeds,
             checked.refs,
@@ -495,5 +495,5 @@ def convert_foreign(
         report.outputs = checked.outputs
         report.convert_seconds = state.get("convert_seconds")
         report.cpu_vs_reference_max_abs = checked.worst
-        finalize(checked.data, report, output, bundle_tmp=work / "reference.npz")
+        finalize(checked.data, report, output, reference_tmp=work / "reference.npz")
     return report

@@ -153,46 +153,6 @@ class BundleInspect:
             }
         )
 
-    def lines(self) -> list[str]:
-        out = [f"{self.path}: LiteRT-LM bundle v{self.version}, {self.size_bytes:,} bytes"]
-        for s in self.sections:
-            extra = "".join(
-                f", {k} {s.items[k]}" for k in ("backend_constraint", "prefer_activation_type")
-                if k in s.items
-            )  # fmt: skip
-            what = f" {s.model_type}" if s.model_type else ""
-            out.append(f"  section {s.index}: {s.kind}{what}, {s.size:,} bytes at {s.begin}{extra}")
-        if self.tokenizer:
-            t = self.tokenizer
-            out.append(f"tokenizer: {t['kind']} ({t.get('model')}), {t['vocab_size']} tokens")
-        if self.metadata:
-            out += [f"metadata: {_meta_line(self.metadata)}"]
-        for index, warnings in self.warnings.items():
-            out += [f"warning (section {index}): {w}" for w in warnings]
-        return out
-
-
-def _token_text(token: dict[str, Any]) -> str:
-    return str(token["ids"]) if "ids" in token else repr(token.get("text"))
-
-
-def _meta_line(meta: dict[str, Any]) -> str:
-    parts = []
-    if "start_token" in meta:
-        parts.append(f"start {_token_text(meta['start_token'])}")
-    if meta.get("stop_tokens"):
-        parts.append("stop " + ", ".join(_token_text(t) for t in meta["stop_tokens"]))
-    for key in ("max_num_tokens", "llm_model_type"):
-        if key in meta:
-            parts.append(f"{key} {meta[key]}")
-    if meta.get("prompt_templates"):
-        parts.append(f"templates {meta['prompt_templates']}")
-    if meta.get("jinja_prompt_template"):
-        parts.append(f"jinja template ({len(meta['jinja_prompt_template'])} chars)")
-    if meta.get("sampler_params"):
-        parts.append(f"sampler {meta['sampler_params']}")
-    return "; ".join(parts) or "(empty)"
-
 
 def inspect_bundle(path: str | Path) -> BundleInspect:
     """Read ``path``'s header, metadata and tokenizer, and inspect each TFLite section."""

@@ -91,7 +91,10 @@ InputShapeOption = Annotated[
     list[str] | None,
     typer.Option(
         "--input-shape",
-        help="Fix a dynamic input: NAME=D1,D2,... by signature or tensor name (repeatable).",
+        help=(
+            "Fix a dynamic input: NAME=D1,D2,... by signature or tensor name (repeatable); "
+            "'*=N' sets every other dynamic dimension to N."
+        ),
         metavar="NAME=D1,D2",
     ),
 ]
@@ -120,7 +123,7 @@ ReferenceOption = Annotated[
     Path | None,
     typer.Option(
         "--reference",
-        help="Keras file, SavedModel dir, reference bundle (.npz) or the .tflite this model "
+        help="Keras file, SavedModel dir, reference file (.npz) or the .tflite this model "
         "replaces.",
     ),
 ]

@@ -44,6 +44,50 @@ app = typer.Typer(
 )
 
 
+OutputDirOption = Annotated[
+    Path | None,
+    typer.Option("--output", "-o", help="Baseline directory to write.", show_default=False),
+]
+LatencyOption = Annotated[
+    bool, typer.Option("--latency", help="Also keep timings (latency.json) for a budget.")
+]
+ForceOption = Annotated[bool, typer.Option("--force", help="Replace an existing baseline.")]
+RecordRuntimeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--runtime",
+        help="Record with this runtime (its own venv, built on first use), e.g. "
+        "ai-edge-litert==2.2.0; the baseline names it.",
+        show_default=False,
+    ),
+]
+BaselineDirOption = Annotated[
+    Path | None,
+    typer.Option("--baseline", "-b", help="Baseline directory.", show_default=False),
+]
+LatencyBudgetOption = Annotated[
+    float | None,
+    typer.Option(
+        "--latency-budget",
+        help="Fail when slower than this x the recorded median "
+        "on the same device (1.2 = 20% slower).",
+    ),
+]
+JunitOption = Annotated[
+    Path | None, typer.Option("--junit", help="Write JUnit XML here.", show_default=False)
+]
+MarkdownOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--markdown", help="Write a Markdown summary (PR comment) here.", show_default=False
+    ),
+]
+
+
+#: the arguments of a suite run (``--suite`` and what goes with it), not options of one model
+_SUITE_ARGS = ("suite", "jobs", "shard", "results", "fresh", "cluster", "tries")
+
+
 def _progress(message: str) -> None:
     if sys.stderr.isatty():
         print(message, file=sys.stderr, flush=True)
@@ -134,13 +178,24 @@ def _run_suite(
     )
 
 
+def _show_suite_record(report, json_output: bool) -> None:
+    """A suite's record: JSON or a line per model; exits with the report's code."""
+    if json_output:
+        from tflkit.cli.output import print_json
+
+        print_json(report)
+    else:
+        from tflkit.report.regress_report import suite_record_lines
+
+        for line in suite_record_lines(report):
+            print(line)
+    raise typer.Exit(report.exit_code)
+
+
 @app.command("record")
 def record(
     model: OptionalModelArgument = None,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", "-o", help="Baseline directory to write.", show_default=False),
-    ] = None,
+    output: OutputDirOption = None,
     runner: BaselineRunnerOption = [],  # noqa: B006
     inputs: InputsOption = None,
     num_inputs: NumInputsOption = 4,
@@ -149,20 +204,10 @@ def record(
     signature: SignatureOption = None,
     tolerance: BaselineToleranceOption = [],  # noqa: B006
     probe: BaselineProbeOption = None,
-    latency: Annotated[
-        bool, typer.Option("--latency", help="Also keep timings (latency.json) for a budget.")
-    ] = False,
+    latency: LatencyOption = False,
     delegate: DelegateOption = None,
-    runtime: Annotated[
-        str | None,
-        typer.Option(
-            "--runtime",
-            help="Record with this runtime (its own venv, built on first use), e.g. "
-            "ai-edge-litert==2.2.0; the baseline names it.",
-            show_default=False,
-        ),
-    ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing baseline.")] = False,
+    runtime: RecordRuntimeOption = None,
+    force: ForceOption = False,
     suite: SuiteOption = None,
     jobs: JobsOption = None,
     shard: ShardOption = None,
@@ -181,16 +226,7 @@ def record(
             raise UsageError("--runtime with --suite: record each model with `regress record`")
         mode = "record-force" if force else "record"
         report = _run_suite(suite, mode, jobs, shard, results, fresh, cluster=(cluster, tries))
-        if json_output:
-            from tflkit.cli.output import print_json
-
-            print_json(report)
-        else:
-            from tflkit.report.regress_report import suite_record_lines
-
-            for line in suite_record_lines(report):
-                print(line)
-        raise typer.Exit(report.exit_code)
+        _show_suite_record(report, json_output)
     assert model is not None and output is not None
     if (output / "manifest.json").is_file() and not force:
         raise UsageError(
@@ -207,20 +243,7 @@ def record(
         RecordOptions,
         locals(),
         command=record,
-        elsewhere=(
-            "model",
-            "output",
-            "runner",
-            "force",
-            "suite",
-            "jobs",
-            "shard",
-            "results",
-            "fresh",
-            "cluster",
-            "tries",
-            "json_output",
-        ),
+        elsewhere=("model", "output", "runner", "force", *_SUITE_ARGS, "json_output"),
         runners=runner,
         probe=True if probe is None else probe,
         runtime=_envs([runtime])[0] if runtime else None,
@@ -243,21 +266,11 @@ def record(
 @app.command("check")
 def check(
     model: OptionalModelArgument = None,
-    baseline: Annotated[
-        Path | None,
-        typer.Option("--baseline", "-b", help="Baseline directory.", show_default=False),
-    ] = None,
+    baseline: BaselineDirOption = None,
     runner: BaselineRunnerOption = [],  # noqa: B006
     tolerance: BaselineToleranceOption = [],  # noqa: B006
     probe: BaselineProbeOption = None,
-    latency_budget: Annotated[
-        float | None,
-        typer.Option(
-            "--latency-budget",
-            help="Fail when slower than this x the recorded median "
-            "on the same device (1.2 = 20% slower).",
-        ),
-    ] = None,
+    latency_budget: LatencyBudgetOption = None,
     delegate: DelegateOption = None,
     runtime: RuntimeOption = [],  # noqa: B006
     suite: SuiteOption = None,
@@ -267,15 +280,8 @@ def check(
     fresh: FreshOption = False,
     cluster: ClusterOption = None,
     tries: TriesOption = 3,
-    junit: Annotated[
-        Path | None, typer.Option("--junit", help="Write JUnit XML here.", show_default=False)
-    ] = None,
-    markdown: Annotated[
-        Path | None,
-        typer.Option(
-            "--markdown", help="Write a Markdown summary (PR comment) here.", show_default=False
-        ),
-    ] = None,
+    junit: JunitOption = None,
+    markdown: MarkdownOption = None,
     timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
     html: HtmlOption = None,
@@ -315,13 +321,7 @@ def check(
                 "model",
                 "baseline",
                 "runner",
-                "suite",
-                "jobs",
-                "shard",
-                "results",
-                "fresh",
-                "cluster",
-                "tries",
+                *_SUITE_ARGS,
                 "junit",
                 "markdown",
                 "json_output",

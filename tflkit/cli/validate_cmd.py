@@ -216,9 +216,7 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
     from tflkit.compare.groups import parse_output_groups
     from tflkit.validation.options import ValidateOptions
 
-    model, reports = params["model"], (params["html"], params["model_explorer"])
-    if model.resolve() in {p.resolve() for p in reports if p is not None}:
-        raise UsageError("refusing to overwrite the input model with a report")
+    _not_the_model(params["model"], params["html"], params["model_explorer"])
     return options_from(
         ValidateOptions,
         params,
@@ -249,15 +247,21 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
     )
 
 
+def _not_the_model(model: Path, *reports: Path | None) -> None:
+    if model.resolve() in {p.resolve() for p in reports if p is not None}:
+        raise UsageError("refusing to overwrite the input model with a report")
+
+
 def _bundle(ctx: typer.Context, params: dict[str, Any]) -> None:
     """A ``.litertlm`` bundle: the LiteRT-LM engine's runners on its prompts."""
     from tflkit.cli.bundle_cmd import read_prompts, validate_bundle_cmd
 
+    _not_the_model(params["model"], params["html"])
     with _progress() as progress:
         texts = read_prompts(params["prompt"], params["prompts"])
         validate_bundle_cmd(
             params["model"], texts, params["steps"], params["json_output"], params["timeout"],
-            progress, params["repro"], _command_line(ctx),
+            progress, params["repro"], _command_line(ctx), params["html"],
         )  # fmt: skip
 
 
@@ -305,7 +309,8 @@ def validate(
         if kind == "steps":
             from tflkit.validation.steps import validate_steps
 
-            return show_steps_report(validate_steps(model, options), json_output=json_output)
+            report = validate_steps(model, options)
+            return show_steps_report(report, json_output=json_output, html=html)
         from tflkit.validation.run import validate as run_validate
 
         report = run_validate(model, options)

@@ -545,7 +545,7 @@ def run(job_dir: Path, result_dir: Path, python: str) -> int:
                     }
                 )
                 continue
-            if backend.startswith("gpu") and not has_gpu_api():
+            if backend != "cpu" and not has_gpu_api():
                 records.append(
                     {
                         "backend": backend,
