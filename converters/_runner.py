@@ -37,7 +37,7 @@ def run_worker(
     *,
     timeout: float,
     on_wait: Callable[[float], None] | None = None,
-    every: float = 15.0,
+    every: float = 10.0,
 ) -> WorkerOutcome:
     """Run ``cmd`` in ``workdir`` (:func:`tflkit.proc.worker.run_worker`, ``on_wait`` every
     ``every`` seconds while it runs); read its result.json."""

@@ -20,6 +20,7 @@ from tflkit.fsio import write_atomic
 from tflkit.gpu.buffers import BINDING_REFUSED
 from tflkit.report.check_report import CheckReport
 from tflkit.report.convert_report import ConvertReport, PipelineStage, write_json
+from tflkit.report.progress import Progress, quiet, ticking
 from tflkit.report.validate_report import ValidateReport
 from tflkit.rewriter.advice import Advisor
 from tflkit.rewriter.run import rewrite_model
@@ -124,15 +125,20 @@ def convert_gpu_ready(
     *,
     timeout: float = 300.0,
     report_path: str | os.PathLike[str] | None = None,
+    progress: Progress = quiet,
 ) -> ConvertReport:
-    """Convert, then make and prove the model GPU-ready; writes the JSON report."""
+    """Convert, then make and prove the model GPU-ready; writes the JSON report. Each step
+    after the conversion says it started and, every few seconds, that it still runs."""
     out = Path(output)
+    progress(f"converting {Path(source).name}")
     report = convert(source, out, options)
     data = out.read_bytes()
-    before = _check(data, out)
+    with ticking(f"checking {out.name} for the GPU", progress):
+        before = _check(data, out)
     report.stages.append(_check_stage("check", before))
     if not before.gpu_ready:
-        data, stage = _rewrite(report, out, data)
+        with ticking("rewriting what the GPU rejects (verified on the CPU)", progress):
+            data, stage = _rewrite(report, out, data)
         report.stages.append(stage)
         if stage.status == "ok":
             after = _check(data, out)
@@ -140,7 +146,10 @@ def convert_gpu_ready(
             before = after
     runners = list(RECORD_DEFAULT)  # the CPU and the GPU in both precisions
     reference = Path(report.reference_bundle) if report.reference_bundle else None
-    checked = validate(out, ValidateOptions(runners=runners, reference=reference, timeout=timeout))
+    with ticking(f"validating on {', '.join(runners)} against the source", progress):
+        checked = validate(
+            out, ValidateOptions(runners=runners, reference=reference, timeout=timeout)
+        )
     gpu = find_spec(device="gpu", precision="fp16").name
     fp16 = next((r for r in checked.runners if r.runner == gpu), None)
     accelerated = bool(fp16 and fp16.ok and fp16.executed.get("fully_accelerated"))

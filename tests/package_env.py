@@ -225,6 +225,23 @@ def installed(work: Path, dist: Path, wheel: Path, extras: Sequence[str] = (),
     return python
 
 
+#: commands a CI step calls that come from linked distributions (no console script of their own)
+SHIMS = ("pip", "pytest")
+
+
+def runner_venv(work: Path, wheel: Path) -> Path:
+    """A CI runner's Python: a fresh venv with pip, pytest and ``wheel``'s core dependencies
+    (linked) but no tflkit, which the CI example's own ``pip install`` step installs; ``pip``
+    and ``pytest`` run this venv's Python. Its python."""
+    site = dependency_site(work / "deps", requirements_for(wheel, (), SHIMS))
+    python = fresh_venv(work / "venv", site)
+    for name in SHIMS:
+        shim = python.parent / name
+        shim.write_text(f'#!/bin/sh\nexec "{python}" -m {name} "$@"\n')
+        shim.chmod(0o755)
+    return python
+
+
 def main(argv: Sequence[str]) -> int:
     out = Path(argv[0]) if argv else Path("/tmp/tflkit-package")
     wheel, sdist = build_dists(clean_copy(out / "src"), out / "dist")

@@ -9,6 +9,7 @@ Run as ``python tests/truth_models.py DIR`` (the tests do it once through
   (int64, int16, uint16, uint32, float64);
 - ``many_scalars.tflite``: 85 rank-1 inputs of dynamic length stored as ``[1]`` (a
   speech-quality-like model of per-utterance features): ``shape_signature [-1]``, ``shape [1]``;
+- ``pairwise.tflite``: two such inputs whose outer products grow as N^2 (memory budget);
 - ``ids_float.tflite``: token ids that arrive as float32 and are CAST to int32 before an
   embedding, plus an int32 ``length`` that masks the sequence (index-like inputs).
 """
@@ -89,12 +90,30 @@ def many_scalars() -> bytes:
     return _concrete(tf, module, module.f)
 
 
+def pairwise() -> bytes:
+    """Two rank-1 inputs [?] stored as [1]; each one's outer product with itself, averaged: an
+    N-sample input needs N^2 floats (16,000 samples: 1 GB a tensor), the family of models that
+    eat the machine when fed audio lengths they do not take."""
+    tf = _tf()
+    spec = [tf.TensorSpec([None], tf.float32, name=f"track_{i}") for i in range(2)]
+
+    class Pairwise(tf.Module):
+        @tf.function(input_signature=spec)
+        def f(self, *tracks: Any) -> Any:
+            return {"score": tf.stack([tf.reduce_mean(t[:, None] * t[None, :]) for t in tracks])}
+
+    module = Pairwise()
+    return _concrete(tf, module, module.f)
+
+
 def ids_float() -> bytes:
-    """float32 ids [1, 16] CAST to int32 -> GATHER of an embedding; an int32 length [1] masks
-    the tokens past it; mean over tokens -> Dense(4)."""
+    """float32 ids [1, 16] CAST to int32 -> GATHER of an embedding whose row 0 (padding) is
+    zeros; an int32 length [1] masks the tokens past it; mean over tokens -> Dense(4)."""
     tf = _tf()
     rng = np.random.default_rng(1)
-    table = tf.constant(rng.normal(0, 1, (VOCAB, WIDTH)).astype(np.float32))
+    rows = rng.normal(0, 1, (VOCAB, WIDTH)).astype(np.float32)
+    rows[0] = 0.0  # id 0 is padding: random floats in [0, 1) all cast to it
+    table = tf.constant(rows)
     dense = tf.constant(rng.normal(0, 0.3, (WIDTH, 4)).astype(np.float32))
     spec = [
         tf.TensorSpec([1, TOKENS], tf.float32, name="token_ids"),
@@ -119,6 +138,7 @@ def build(out: Path) -> None:
         (out / f"cast_{dtype}.tflite").write_bytes(cast_model(dtype))
     (out / "many_scalars.tflite").write_bytes(many_scalars())
     (out / "ids_float.tflite").write_bytes(ids_float())
+    (out / "pairwise.tflite").write_bytes(pairwise())
     (out / "DONE").write_text("ok\n")
 
 

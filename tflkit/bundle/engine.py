@@ -62,6 +62,28 @@ def engine_spec(backend: str, activation: str | None = None) -> RunnerSpec:
     return find_spec(device="engine", engine_backend=backend, precision=precision)
 
 
+def context_length(bundle: str | Path) -> int | None:
+    """The context the engine gives the bundle, in tokens: the decode graph's first K cache's
+    axis 2 where LiteRT-LM 0.18 reads it (``bundle/describe.py``), else the metadata's
+    ``max_num_tokens``; None when neither says."""
+    from tflkit import ir
+    from tflkit.bundle.litertlm import load_bundle
+    from tflkit.bundle.llm_metadata import decode_llm_metadata
+
+    loaded = load_bundle(bundle)
+    for section in loaded.of_kind("TFLiteModel"):
+        if section.model_type != "prefill_decode":
+            continue
+        model = ir.load(loaded.view(section))
+        decode = next((s for s in model.signatures if s.key == "decode"), None)
+        k0 = decode.inputs.get("kv_cache_k_0") if decode is not None else None
+        if k0 is not None and len(k0.shape) == 4 and int(k0.shape[2]) > 0:
+            return int(k0.shape[2])
+    found = loaded.of_kind("LlmMetadataProto")
+    limit = decode_llm_metadata(loaded.view(found[0])).get("max_num_tokens") if found else None
+    return int(limit) if limit and int(limit) > 0 else None
+
+
 def run_engine(
     bundle: str | Path,
     backend: str,
@@ -81,7 +103,11 @@ def run_engine(
     from tflkit.delegates.registry import build
 
     require_extra("llm", "the LiteRT-LM engine")
-    engine = {"max_output_tokens": max_output_tokens, "one_cpu": one_cpu}
+    engine = {
+        "max_output_tokens": max_output_tokens,
+        "one_cpu": one_cpu,
+        "context": context_length(bundle),
+    }
     runner = build(
         engine_spec(backend, activation), BuildRequest(bundle, timeout=timeout, engine=engine)
     )

@@ -189,7 +189,12 @@ def convert(
     if gpu_ready:
         from tflkit.converters.pipeline import convert_gpu_ready
 
-        report = convert_gpu_ready(model, target, options, timeout=min(timeout, 600.0))
+        def say(line: str) -> None:
+            typer.echo(f"tflkit: {line}", err=True)
+
+        report = convert_gpu_ready(
+            model, target, options, timeout=min(timeout, 600.0), progress=say
+        )
     else:
         from tflkit.converters.api import convert as run_convert
 

@@ -43,6 +43,8 @@ HARNESS_VERSION = "1"
 JOB_SCHEMA = "tflkit.device-job/1"
 RESULT_SCHEMA = "tflkit.device-result/1"
 BACKENDS = ("cpu", "gpu_fp16", "gpu_fp32", "gpu_delegate")
+#: the backends that need the GPU API (every one but the CPU's)
+GPU_BACKENDS = BACKENDS[1:]
 DTYPES = ("int8", "uint8", "int16", "int32", "int64", "bool", "float16", "float32")
 EXIT_BAD_JOB = 2
 EXIT_HOST_GONE = 4
@@ -545,7 +547,7 @@ def run(job_dir: Path, result_dir: Path, python: str) -> int:
                     }
                 )
                 continue
-            if backend != "cpu" and not has_gpu_api():
+            if backend in GPU_BACKENDS and not has_gpu_api():
                 records.append(
                     {
                         "backend": backend,

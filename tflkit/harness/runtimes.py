@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.delegates.base import runner_id
+
 __all__ = ["RuntimeEnv", "run_in_runtime"]
 
 
@@ -40,7 +42,7 @@ def run_in_runtime(
 ) -> list[Any]:
     """Run ``runners`` (tflkit runner names) on ``feeds`` with ``runtime``: the Linux harness in
     its venv. One :class:`tflkit.delegates.base.RunResult` per runner, named as given."""
-    from tflkit.delegates.base import RunResult, parse_runner
+    from tflkit.delegates.base import RunResult
     from tflkit.harness.device_runs import RUNNER_OF, device_run_results
     from tflkit.harness.protocol import JobOptions, write_job
     from tflkit.harness.transport import LocalDevice
@@ -62,7 +64,9 @@ def run_in_runtime(
                 job, Path(tmp) / "result", timeout=timeout * len(backends) + 60
             )
             for run in device_run_results(done, "local"):
-                name = parse_runner(run.runner).local_name
+                rid = runner_id(run.runner)  # named from the registry by device_run_results
+                assert rid is not None
+                name = rid.local_name
                 executed = {**run.executed, "runtime": runtime.label}
                 results[name] = replace(run, runner=name, executed=executed)
     return [results[r] for r in runners]
