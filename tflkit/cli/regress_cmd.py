@@ -84,6 +84,10 @@ MarkdownOption = Annotated[
 ]
 
 
+#: the arguments of a suite run (``--suite`` and what goes with it), not options of one model
+_SUITE_ARGS = ("suite", "jobs", "shard", "results", "fresh", "cluster", "tries")
+
+
 def _progress(message: str) -> None:
     if sys.stderr.isatty():
         print(message, file=sys.stderr, flush=True)
@@ -234,20 +238,7 @@ def record(
         RecordOptions,
         locals(),
         command=record,
-        elsewhere=(
-            "model",
-            "output",
-            "runner",
-            "force",
-            "suite",
-            "jobs",
-            "shard",
-            "results",
-            "fresh",
-            "cluster",
-            "tries",
-            "json_output",
-        ),
+        elsewhere=("model", "output", "runner", "force", *_SUITE_ARGS, "json_output"),
         runners=runner,
         probe=True if probe is None else probe,
         runtime=_envs([runtime])[0] if runtime else None,
@@ -325,13 +316,7 @@ def check(
                 "model",
                 "baseline",
                 "runner",
-                "suite",
-                "jobs",
-                "shard",
-                "results",
-                "fresh",
-                "cluster",
-                "tries",
+                *_SUITE_ARGS,
                 "junit",
                 "markdown",
                 "json_output",

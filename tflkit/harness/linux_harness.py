@@ -184,21 +184,18 @@ def _interpreter_class() -> Any:
 
 def runtime_name() -> str:
     """The runtime this Python has: ``ai-edge-litert 2.3.0``, ``tflite-runtime 2.14.0``."""
-    for dist in ("ai-edge-litert", "ai-edge-litert-nightly", "tflite-runtime"):
-        version = _version(dist)
-        if version:
-            return f"{dist} {version}"
-    return "no LiteRT runtime"
+    found = [
+        (d, _version(d)) for d in ("ai-edge-litert", "ai-edge-litert-nightly", "tflite-runtime")
+    ]
+    return next((f"{d} {v}" for d, v in found if v), "no LiteRT runtime")
 
 
 def has_gpu_api() -> bool:
     """Whether the runtime has the GPU accelerator API (LiteRT's CompiledModel)."""
     import importlib.util
 
-    try:
-        return importlib.util.find_spec("ai_edge_litert.compiled_model") is not None
-    except ImportError:
-        return False
+    find = importlib.util.find_spec  # the parent first: tflite-runtime has no ai_edge_litert
+    return find("ai_edge_litert") is not None and find("ai_edge_litert.compiled_model") is not None
 
 
 def _cpu(model: Path, job: dict[str, Any], feeds: list[dict[str, np.ndarray]], state: dict) -> Any:

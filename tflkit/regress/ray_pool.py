@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tflkit.delegates.base import on_gpu
 from tflkit.errors import UsageError
-from tflkit.regress.items import RESIDENCY, WorkItem
+from tflkit.regress.items import ALL_RUNNERS, RESIDENCY, WorkItem
 from tflkit.report.regress_report import ModelResult
 
 __all__ = ["GPU_RESOURCE", "connect", "needs_gpu", "run_items_on_ray"]
@@ -32,7 +33,9 @@ GPU_RESOURCE = "tflkit_gpu"
 
 def needs_gpu(item: WorkItem) -> bool:
     """Whether the item uses the GPU accelerator (a GPU runner, a probe, a whole record)."""
-    return item.runner.startswith("gpu") or item.runner == RESIDENCY or item.mode != "check"
+    if item.runner in (RESIDENCY, ALL_RUNNERS):  # a probe, or every runner of a model
+        return True
+    return on_gpu(item.runner)
 
 
 def connect(address: str) -> Any:
