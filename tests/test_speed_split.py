@@ -101,9 +101,7 @@ def test_an_80_column_table_keeps_webdriver_devices_apart() -> None:
 
     devices = ["webdriver:http://127.0.0.1:9515", "webdriver:http://127.0.0.1:9516"]
     runners = [
-        RunResult(
-            f"{backend}@{device}", "ok", compile_seconds=0.2, run_seconds=[0.02, 0.01, 0.011]
-        )
+        RunResult(f"{backend}@{device}", "ok", compile_seconds=0.2, run_seconds=[0.02, 0.01, 0.011])
         for device in devices
         for backend in ("webgpu-fp32", "wasm")
     ]

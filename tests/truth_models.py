@@ -9,6 +9,9 @@ Run as ``python tests/truth_models.py DIR`` (the tests do it once through
   (int64, int16, uint16, uint32, float64);
 - ``many_scalars.tflite``: 85 rank-1 inputs of dynamic length stored as ``[1]`` (a
   speech-quality-like model of per-utterance features): ``shape_signature [-1]``, ``shape [1]``;
+- ``pairwise.tflite``: two such inputs whose outer products grow as N^2 (memory budget);
+- ``mask_*.tflite``, ``softmax_*.tflite`` (:data:`MASKS`): sigmoid and softmax segmentation
+  heads, saturated and not, portrait and landscape (the log-domain rule's false alarms);
 - ``ids_float.tflite``: token ids that arrive as float32 and are CAST to int32 before an
   embedding, plus an int32 ``length`` that masks the sequence (index-like inputs).
 """
@@ -89,12 +92,30 @@ def many_scalars() -> bytes:
     return _concrete(tf, module, module.f)
 
 
+def pairwise() -> bytes:
+    """Two rank-1 inputs [?] stored as [1]; each one's outer product with itself, averaged: an
+    N-sample input needs N^2 floats (16,000 samples: 1 GB a tensor), the family of models that
+    eat the machine when fed audio lengths they do not take."""
+    tf = _tf()
+    spec = [tf.TensorSpec([None], tf.float32, name=f"track_{i}") for i in range(2)]
+
+    class Pairwise(tf.Module):
+        @tf.function(input_signature=spec)
+        def f(self, *tracks: Any) -> Any:
+            return {"score": tf.stack([tf.reduce_mean(t[:, None] * t[None, :]) for t in tracks])}
+
+    module = Pairwise()
+    return _concrete(tf, module, module.f)
+
+
 def ids_float() -> bytes:
-    """float32 ids [1, 16] CAST to int32 -> GATHER of an embedding; an int32 length [1] masks
-    the tokens past it; mean over tokens -> Dense(4)."""
+    """float32 ids [1, 16] CAST to int32 -> GATHER of an embedding whose row 0 (padding) is
+    zeros; an int32 length [1] masks the tokens past it; mean over tokens -> Dense(4)."""
     tf = _tf()
     rng = np.random.default_rng(1)
-    table = tf.constant(rng.normal(0, 1, (VOCAB, WIDTH)).astype(np.float32))
+    rows = rng.normal(0, 1, (VOCAB, WIDTH)).astype(np.float32)
+    rows[0] = 0.0  # id 0 is padding: random floats in [0, 1) all cast to it
+    table = tf.constant(rows)
     dense = tf.constant(rng.normal(0, 0.3, (WIDTH, 4)).astype(np.float32))
     spec = [
         tf.TensorSpec([1, TOKENS], tf.float32, name="token_ids"),
@@ -113,12 +134,49 @@ def ids_float() -> bytes:
     return _concrete(tf, module, module.f)
 
 
+#: the mask/head family: (name, height, width, logit bias, head); bias -20: saturated
+MASKS = (
+    ("mask_portrait_saturated", 256, 144, -20.0, "sigmoid"),
+    ("mask_landscape_saturated", 144, 256, -20.0, "sigmoid"),
+    ("mask_portrait_plain", 256, 144, 0.0, "sigmoid"),
+    ("mask_landscape_plain", 144, 256, 0.0, "sigmoid"),
+    ("softmax_portrait_saturated", 256, 144, -20.0, "softmax"),
+    ("softmax_landscape_plain", 144, 256, 0.0, "softmax"),
+)
+
+
+def mask_model(height: int, width: int, bias: float, head: str) -> bytes:
+    """A person-segmentation-like net: 8 conv layers (tanh/relu, stride 8), bilinear upsampling
+    to the image's size, a 1x1 conv whose bias sets how saturated the head is, and a sigmoid
+    (one channel) or a softmax (two) head, at [1, H, W, C] like the image input."""
+    tf = _tf()
+    image = tf.keras.Input((height, width, 3), batch_size=1, name="image")
+    x = image
+    for i in range(8):
+        x = tf.keras.layers.Conv2D(32, 3, padding="same", strides=2 if i < 3 else 1)(x)
+        x = tf.keras.layers.Activation("relu" if i % 2 else "tanh")(x)
+    x = tf.keras.layers.UpSampling2D(8, interpolation="bilinear")(x)
+    channels = 1 if head == "sigmoid" else 2
+    init = tf.keras.initializers.Constant([bias] + [0.0] * (channels - 1))
+    x = tf.keras.layers.Conv2D(channels, 1, bias_initializer=init)(x)
+    x = tf.keras.layers.Activation(head, name="mask")(x)
+    model = tf.keras.Model(image, x)
+    for layer in model.layers:  # logits of several units: gain 3 on the default init
+        if isinstance(layer, tf.keras.layers.Conv2D):
+            kernel, b = layer.get_weights()
+            layer.set_weights([kernel * 3.0, b])
+    return bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+
+
 def build(out: Path) -> None:
     (out / "text_encoder_int64.tflite").write_bytes(text_encoder_int64())
     for dtype in CAST_DTYPES:
         (out / f"cast_{dtype}.tflite").write_bytes(cast_model(dtype))
     (out / "many_scalars.tflite").write_bytes(many_scalars())
     (out / "ids_float.tflite").write_bytes(ids_float())
+    (out / "pairwise.tflite").write_bytes(pairwise())
+    for name, height, width, bias, head in MASKS:
+        (out / f"{name}.tflite").write_bytes(mask_model(height, width, bias, head))
     (out / "DONE").write_text("ok\n")
 
 

@@ -58,8 +58,8 @@ def _metadata(bundle: Bundle) -> dict[str, Any] | None:
 
 #: Said when the probe (LiteRT's GPU accelerator, ``CompiledModel``) fails on a section.
 ENGINE_NOTE = (
-    "the probe compiles the section with LiteRT's GPU accelerator; LiteRT-LM builds its own GPU "
-    "graph (it ran the corpus's bundles on the GPU, odml composites and all, where the "
+    "this section's verdict is LiteRT's GPU accelerator's (CompiledModel); LiteRT-LM builds its "
+    "own GPU graph (it ran the corpus's bundles on the GPU, odml composites and all, where the "
     "accelerator crashed on them): `tflkit validate` on the bundle runs the engine itself"
 )
 
@@ -234,8 +234,21 @@ def check_bundle(path: str | Path, **check_options: Any) -> BundleCheck:
         report.path = f"{bundle.label}#{section.index}"
         out.sections.append((section, report, None))
         found = _warnings(model, meta, tok)
-        if report.probe is not None and not report.probe.compiled:
+        if _accelerator_fails(report):
+            report.summary = f"{ACCELERATOR_SCOPE}: {report.summary}"
             found.append(ENGINE_NOTE)
         if found:
             out.warnings[section.index] = found
     return out
+
+
+#: How a bundle section's verdict is scoped when LiteRT's accelerator fails on it: the engine
+#: is another GPU path, so the section's summary speaks of the accelerator only.
+ACCELERATOR_SCOPE = "LiteRT's GPU accelerator, compiling this section alone"
+
+
+def _accelerator_fails(report: Any) -> bool:
+    """The static table or the probe says LiteRT's accelerator does not compile the section
+    (a whole-model crash or failure), which says nothing of LiteRT-LM's own GPU graph."""
+    probed = report.probe is not None and report.probe.compiled is False
+    return probed or (report.probe is None and not report.compiles)

@@ -85,9 +85,10 @@ def validate_bundle_cmd(
     repro: Path | None = None,
     command: str = "tflkit validate",
     html: Path | None = None,
+    junit: Path | None = None,
 ) -> None:
     from tflkit.bundle.validate import validate_bundle
-    from tflkit.cli.output import print_json
+    from tflkit.cli.output import print_json, write_junit
 
     report = validate_bundle(model, prompts, steps=steps, timeout=timeout, progress=progress)
     if repro is not None:
@@ -107,6 +108,7 @@ def validate_bundle_cmd(
         from tflkit.report.html import write_html
 
         write_html(report, html)
+    write_junit(report, junit)
     if json_output:
         print_json(report)
     else:

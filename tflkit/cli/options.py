@@ -203,6 +203,21 @@ RuntimeOption = Annotated[
         show_default=False,
     ),
 ]
+ClusterOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="Run the suite's items as Ray tasks on this cluster: ray://HOST:PORT, HOST:PORT or "
+        "auto (pip install 'tflkit[ray]').",
+        show_default=False,
+    ),
+]
+TriesOption = Annotated[
+    int,
+    typer.Option(
+        "--tries", min=1, help="With --cluster: runs of an item whose node dies before it is lost."
+    ),
+]
 FreshOption = Annotated[
     bool, typer.Option("--fresh", help="Ignore the results of an earlier run; run every item.")
 ]

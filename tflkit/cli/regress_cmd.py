@@ -13,6 +13,7 @@ from tflkit.cli.options import (
     BaselineProbeOption,
     BaselineRunnerOption,
     BaselineToleranceOption,
+    ClusterOption,
     DelegateOption,
     FreshOption,
     HtmlOption,
@@ -30,6 +31,7 @@ from tflkit.cli.options import (
     ShardOption,
     SignatureOption,
     SuiteOption,
+    TriesOption,
     options_from,
 )
 from tflkit.errors import UsageError
@@ -80,6 +82,10 @@ MarkdownOption = Annotated[
         "--markdown", help="Write a Markdown summary (PR comment) here.", show_default=False
     ),
 ]
+
+
+#: the arguments of a suite run (``--suite`` and what goes with it), not options of one model
+_SUITE_ARGS = ("suite", "jobs", "shard", "results", "fresh", "cluster", "tries")
 
 
 def _progress(message: str) -> None:
@@ -143,6 +149,8 @@ def _run_suite(
     results: Path | None,
     fresh: bool,
     runtimes: list[str] = [],  # noqa: B006
+    *,
+    cluster: tuple[str | None, int] = (None, 3),
 ):
     """Run a suite's items (or one shard of them) with a progress line per finished item."""
     from tflkit.regress.items import parse_shard
@@ -153,6 +161,7 @@ def _run_suite(
     def progress(item, result) -> None:
         count["done"] += 1
         where = f", {item.runtime}" if item.runtime_spec else ""
+        where += f", node {result.nodes[0]}" if result.nodes else ""
         _progress(f"{result.verdict:5} {item.entry} ({item.runner}{where}) [{count['done']} done]")
 
     return run_suite(
@@ -164,6 +173,8 @@ def _run_suite(
         fresh=fresh,
         progress=progress,
         runtimes=[env for env in _envs(runtimes) if env is not None],
+        cluster=cluster[0],
+        tries=cluster[1],
     )
 
 
@@ -202,6 +213,8 @@ def record(
     shard: ShardOption = None,
     results: ResultsOption = None,
     fresh: FreshOption = False,
+    cluster: ClusterOption = None,
+    tries: TriesOption = 3,
     timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
@@ -212,16 +225,12 @@ def record(
         if runtime is not None:
             raise UsageError("--runtime with --suite: record each model with `regress record`")
         mode = "record-force" if force else "record"
-        _show_suite_record(_run_suite(suite, mode, jobs, shard, results, fresh), json_output)
+        report = _run_suite(suite, mode, jobs, shard, results, fresh, cluster=(cluster, tries))
+        _show_suite_record(report, json_output)
     assert model is not None and output is not None
-    if (output / "manifest.json").is_file() and not force:
-        raise UsageError(
-            f"{output} already holds a baseline: use `tflkit regress update` or "
-            "--force to replace it"
-        )
-    if output.resolve() == model.resolve():
-        raise UsageError("refusing to overwrite the input model with a baseline")
-    from tflkit.regress.baseline import write_baseline
+    from tflkit.regress.baseline import check_target, write_baseline
+
+    check_target(output, model, force=force)
     from tflkit.regress.record import RecordOptions
     from tflkit.regress.record import record as run_record
 
@@ -229,18 +238,7 @@ def record(
         RecordOptions,
         locals(),
         command=record,
-        elsewhere=(
-            "model",
-            "output",
-            "runner",
-            "force",
-            "suite",
-            "jobs",
-            "shard",
-            "results",
-            "fresh",
-            "json_output",
-        ),
+        elsewhere=("model", "output", "runner", "force", *_SUITE_ARGS, "json_output"),
         runners=runner,
         probe=True if probe is None else probe,
         runtime=_envs([runtime])[0] if runtime else None,
@@ -275,6 +273,8 @@ def check(
     shard: ShardOption = None,
     results: ResultsOption = None,
     fresh: FreshOption = False,
+    cluster: ClusterOption = None,
+    tries: TriesOption = 3,
     junit: JunitOption = None,
     markdown: MarkdownOption = None,
     timeout: RunnerTimeoutOption = 300.0,
@@ -300,7 +300,9 @@ def check(
         ]
         if given:
             raise UsageError(f"{', '.join(given)}: set these per model in the suite file")
-        report = _run_suite(suite, "check", jobs, shard, results, fresh, runtime)
+        report = _run_suite(
+            suite, "check", jobs, shard, results, fresh, runtime, cluster=(cluster, tries)
+        )
     else:
         from tflkit.regress.check import CheckOptions
         from tflkit.regress.check import check as run_check
@@ -314,11 +316,7 @@ def check(
                 "model",
                 "baseline",
                 "runner",
-                "suite",
-                "jobs",
-                "shard",
-                "results",
-                "fresh",
+                *_SUITE_ARGS,
                 "junit",
                 "markdown",
                 "json_output",

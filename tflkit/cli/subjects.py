@@ -24,6 +24,7 @@ _TFLITE_ONLY = (
     "--pair", "--reference", "--save-reference", "--delegate", "--delegate-option", "--inputs",
     "--num-inputs", "--input-shape", "--signature", "--tolerance", "--input-kind",
     "--output-groups", "--fixed-tolerances", "--model-explorer", "--browser-adapter",
+    "--memory-budget",
 )  # fmt: skip
 _PROMPTS = ("--prompt", "--prompts")
 

@@ -52,9 +52,14 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
 
 @contextmanager
 def _progress() -> Iterator[Callable[[str], None]]:
-    """A status line on stderr (a terminal only) that each slow step of validate updates."""
+    """A status line on stderr that each slow step of validate updates: on a terminal a
+    spinner, elsewhere (CI, a pipe) a plain line when a step has lasted a few seconds
+    (:class:`~tflkit.cli.heartbeat.Heartbeat`)."""
     if not sys.stderr.isatty():
-        yield lambda line: None
+        from tflkit.cli.heartbeat import Heartbeat
+
+        with Heartbeat("validate") as beat:
+            yield beat.update
         return
     from rich.console import Console
 
@@ -197,6 +202,20 @@ _Prompts = Annotated[
     Path | None,
     typer.Option("--prompts", help="A .litertlm bundle: a file of prompts, one a line."),
 ]
+_MemoryBudget = Annotated[
+    str | None,
+    typer.Option(
+        "--memory-budget",
+        help="Memory validate may use (e.g. 4G, 512M); default: 75% of the available memory. "
+        "A model that cannot run within it is refused before it starts (exit 2).",
+    ),
+]
+
+
+_Junit = Annotated[
+    Path | None,
+    typer.Option("--junit", help="Write JUnit XML here (every subject).", show_default=False),
+]
 
 
 def _given(ctx: typer.Context) -> list[str]:
@@ -214,9 +233,11 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
     """``validate``'s arguments as :class:`~tflkit.validation.options.ValidateOptions` (a
     ``.tflite`` or its ``--steps`` program)."""
     from tflkit.compare.groups import parse_output_groups
+    from tflkit.validation.budget import parse_size
     from tflkit.validation.options import ValidateOptions
 
-    _not_the_model(params["model"], params["html"], params["model_explorer"])
+    _not_the_model(params["model"], params["html"], params["model_explorer"], params["junit"])
+    budget = params["memory_budget"]
     return options_from(
         ValidateOptions,
         params,
@@ -234,6 +255,7 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
             "json_output",
             "prompt",
             "prompts",
+            "junit",
         ),
         runners=params["runner"],
         pairs=_pairs(params["pair"]),
@@ -244,6 +266,7 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
         calibrate=not params["fixed_tolerances"],
         output_groups=parse_output_groups(params["output_groups"]),
         repro_command=_command_line(ctx),
+        memory_budget=None if budget is None else parse_size(budget),
     )
 
 
@@ -256,12 +279,13 @@ def _bundle(ctx: typer.Context, params: dict[str, Any]) -> None:
     """A ``.litertlm`` bundle: the LiteRT-LM engine's runners on its prompts."""
     from tflkit.cli.bundle_cmd import read_prompts, validate_bundle_cmd
 
-    _not_the_model(params["model"], params["html"])
+    _not_the_model(params["model"], params["html"], params["junit"])
     with _progress() as progress:
         texts = read_prompts(params["prompt"], params["prompts"])
         validate_bundle_cmd(
             params["model"], texts, params["steps"], params["json_output"], params["timeout"],
             progress, params["repro"], _command_line(ctx), params["html"],
+            params["junit"],
         )  # fmt: skip
 
 
@@ -293,6 +317,8 @@ def validate(
     prompt: _Prompt = [],  # noqa: B006
     prompts: _Prompts = None,
     timeout: RunnerTimeoutOption = 300.0,
+    junit: _Junit = None,
+    memory_budget: _MemoryBudget = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run the model with and without the GPU delegate, compare, and find where they part (a
@@ -301,7 +327,7 @@ def validate(
     refuse_inapplicable(kind, _given(ctx))
     if kind == "bundle":
         return _bundle(ctx, locals())
-    from tflkit.cli.output import show_steps_report, show_validate_report
+    from tflkit.cli.output import show_steps_report, show_validate_report, write_junit
 
     options = _options(ctx, locals())
     with _progress() as progress:
@@ -310,6 +336,7 @@ def validate(
             from tflkit.validation.steps import validate_steps
 
             report = validate_steps(model, options)
+            write_junit(report, junit)
             return show_steps_report(report, json_output=json_output, html=html)
         from tflkit.validation.run import validate as run_validate
 
@@ -318,4 +345,5 @@ def validate(
         from tflkit.report.validate_report import write_model_explorer
 
         write_model_explorer(report, model_explorer)
+    write_junit(report, junit)
     show_validate_report(report, html=html, json_output=json_output)

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from tflkit.compare.log_scope import judged_in_log_domain, without_log_noise
 from tflkit.compare.metrics import (
     compute,
     error_histogram,
@@ -541,6 +542,8 @@ def compare_pair(
         same_grid=same_grid,
     )
     half = "fp16" in (precision_of(actual.runner), precision_of(expected.runner))
+    if not judged_in_log_domain(actual.runner, expected.runner):
+        noise = without_log_noise(noise)  # saturated values: judged as values between devices
     for info in outputs:
         a, e = _stack(actual, info.name), _stack(expected, info.name)
         if a is None or e is None:

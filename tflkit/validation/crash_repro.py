@@ -34,13 +34,16 @@ from ai_edge_litert.compiled_model import CompiledModel
 from ai_edge_litert.hardware_accelerator import HardwareAccelerator as HA
 from ai_edge_litert.options import GpuOptions, Options
 
+OK = ("float32", "float16", "int32", "int8", "uint8", "bool")  # what TensorBuffer.write takes
+
 gpu = Options(hardware_accelerators=HA.GPU | HA.CPU, gpu_options=GpuOptions(enforce_f32={f32}))
 cm = CompiledModel.from_file("model.tflite", options=gpu)  # expected: {message}
 key = next(iter(cm.get_signature_list()))
 names, details = cm.get_signature_by_index(0), cm.get_input_tensor_details(key)
 ins, outs = cm.create_input_buffers(0), cm.create_output_buffers(0)
-for buf, name in zip(ins, names["inputs"]):
-    buf.write(np.zeros(details[name]["shape"], details[name]["dtype"]))
+for buf, name in zip(ins, names["inputs"]):  # int64, int16...: the binding takes their bytes
+    a = np.zeros(details[name]["shape"], details[name]["dtype"])
+    buf.write(a if a.dtype.name in OK else a.reshape(-1).view(np.uint8))
 cm.run_by_index(0, ins, outs)
 print("not reproduced: compiled and ran without a crash")
 """

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from tflkit import ir
 from tflkit.compare.comparator import OutputInfo
 from tflkit.compare.sensitivity import EPS, FLIPS, SAME_GRID, OutputNoise, measure, perturb
@@ -16,6 +18,7 @@ from tflkit.delegates.base import BuildRequest, RunResult, execute, find_spec
 from tflkit.delegates.registry import build
 from tflkit.delegates.step_flips import StepFlipRunner
 from tflkit.validation.inputs import InputSets, is_quantized, quantize_step
+from tflkit.validation.inputs.indices import INDEX_KINDS
 from tflkit.validation.options import ValidateOptions, say
 from tflkit.validation.runners import Entry, reference_runner
 from tflkit.validation.tflite_reference import TfliteReference
@@ -115,8 +118,9 @@ def sensitivity(
             base.outputs, [base.outputs], SAME_GRID, dequantize=steps, labels=[label]
         )
     for seed_offset, precision in enumerate(sorted(precisions - {FLIPS, SAME_GRID})):
-        moved = perturb(
-            sets.feeds, EPS[precision], options.seed + 1 + seed_offset, quant, grid_steps
+        moved = _held(
+            sets,
+            perturb(sets.feeds, EPS[precision], options.seed + 1 + seed_offset, quant, grid_steps),
         )
         trial = execute(build(_CPU, BuildRequest(data, key)), moved)
         if not trial.ok:
@@ -133,6 +137,13 @@ def sensitivity(
             if flips is not None:
                 noise[FLIPS] = flips
     return noise
+
+
+def _held(sets: InputSets, moved: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    """``moved`` with the index-like inputs (ids, lengths: :mod:`~tflkit.validation.inputs.
+    indices`) as they were: a relative perturbation would move an id to another row."""
+    held = [name for name, kind in sets.kinds.items() if kind in INDEX_KINDS]
+    return [{**m, **{n: feed[n] for n in held}} for m, feed in zip(moved, sets.feeds, strict=True)]
 
 
 def _flip_noise(

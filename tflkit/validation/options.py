@@ -88,6 +88,9 @@ class ValidateOptions(InputSetOptions):
     #: a KV-cache LLM graph: prefill, then this many decode steps with the cache fed back
     #: (:mod:`tflkit.validation.steps`); None runs the model once per input set
     steps: int | None = None
+    #: bytes validate may use (``--memory-budget``); None: a share of the available memory
+    #: (:mod:`tflkit.validation.budget`)
+    memory_budget: int | None = None
 
 
 def say(options: ValidateOptions, line: str) -> None:

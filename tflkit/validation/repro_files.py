@@ -43,13 +43,17 @@ from ai_edge_litert.hardware_accelerator import HardwareAccelerator as HA
 from ai_edge_litert.interpreter import Interpreter
 from ai_edge_litert.options import GpuOptions, Options
 
+OK = ("float32", "float16", "int32", "int8", "uint8", "bool")  # what TensorBuffer.write takes
+
 x, rtol, bad = dict(np.load("inputs.npz")), {rtol!r}, []  # bound: rtol * max|cpu|, no new inf/nan
 cpu = Interpreter(model_path="model.tflite").get_signature_runner()(**x)
 gpu = Options(hardware_accelerators=HA.GPU | HA.CPU, gpu_options=GpuOptions(enforce_f32={f32}))
 cm = CompiledModel.from_file("model.tflite", options=gpu)
 names = cm.get_signature_by_index(0)
 ins, outs = cm.create_input_buffers(0), cm.create_output_buffers(0)
-for buf, name in zip(ins, names["inputs"]): buf.write(np.ascontiguousarray(x[name]))
+for buf, name in zip(ins, names["inputs"]):  # int64, int16...: the binding takes their bytes
+    a = np.ascontiguousarray(x[name])
+    buf.write(a if a.dtype.name in OK else a.reshape(-1).view(np.uint8))
 cm.run_by_index(0, ins, outs)
 for buf, name in zip(outs, names["outputs"]):
     c = cpu[name].astype(np.float64)

@@ -68,6 +68,8 @@ def validate(
     start = time.perf_counter()
     data, label, file_sha256, model = _load(model_path, options)
     names = runner_names(options)
+    options, fitted = _fit_memory(data, model, options, len(names))  # before any inference
+    data, model = _fix_shapes(data, model, options)
     tflite = TfliteReference.load(options.reference) if is_tflite(options.reference) else None
     extra = {r.name: r for r in options.extra_runners}
     names += [n for n in extra if n not in names]
@@ -80,6 +82,7 @@ def validate(
     entry = resolve_entry(model, options.signature)
     key, ins, outs = entry.key, entry.inputs, entry.outputs
     sets = _inputs(model, entry, options, tflite)
+    sets.notes += fitted
     outputs = _output_infos(outs, list(ins.values()))
     outputs = _given_groups(outputs, options.output_groups)  # a usage error before running
     grading = Grading.of(model, tflite, options.signature)
@@ -135,19 +138,47 @@ def validate(
 def _load(
     model_path: str | os.PathLike[str], options: ValidateOptions
 ) -> tuple[bytes, str, str, ir.Model]:
-    """The model's bytes, label, file hash and graph; with ``input_shapes`` its inputs fixed to
-    them (every runner, the GPU's included, then runs the model at that shape)."""
+    """The model's bytes, label, file hash and graph."""
     data, label = ir.serde.read_model_bytes(model_path)
     file_sha256 = hashlib.sha256(data).hexdigest()
     model = ir.load(data, label=label)
     refuse_edgetpu(model, label)
+    return data, label, file_sha256, model
+
+
+def _fix_shapes(data: bytes, model: ir.Model, options: ValidateOptions) -> tuple[bytes, ir.Model]:
+    """With ``input_shapes``: the model's inputs fixed to them (every runner, the GPU's
+    included, then runs the model at that shape)."""
     if options.input_shapes:
         from tflkit.delegates.litert_cpu import computed_shapes
         from tflkit.ir.shapes import fix_input_shapes
 
         fix_input_shapes(model, options.input_shapes, infer=computed_shapes)
         data = ir.dumps(model)
-    return data, label, file_sha256, model
+    return data, model
+
+
+def _fit_memory(
+    data: bytes, model: ir.Model, options: ValidateOptions, runners: int
+) -> tuple[ValidateOptions, list[str]]:
+    """The options with as many generated input sets as fit the memory budget, and the notes
+    (:mod:`tflkit.validation.budget`; raises ``OverBudget`` when one inference does not fit)."""
+    from tflkit.validation.budget import fit_input_sets, input_specs
+
+    count, notes = fit_input_sets(
+        data,
+        model,
+        input_specs(model, options),
+        options.num_inputs if options.inputs is None else 1,
+        signature=options.signature,
+        runners=runners,
+        budget=options.memory_budget,
+        timeout=options.timeout,
+        say=lambda line: say(options, line),
+    )
+    if options.inputs is None and count != options.num_inputs:
+        options = replace(options, num_inputs=count)
+    return options, notes
 
 
 def _save_reference(

@@ -104,9 +104,9 @@ def _require_extras(names: Sequence[str], options: ValidateOptions) -> None:
     if any(getattr(runner_spec(n), "device", None) == "browser" for n in names):
         require_extra("browser", "a browser runner (LiteRT.js in Chromium)", "playwright")
     ref = options.reference
-    recorded = ref is not None and (is_reference_file(ref) or ref.suffix == ".litertlm")
-    if ref is not None and not (is_tflite(ref) or recorded):
-        require_extra("convert", f"the TensorFlow reference {ref.name}", "tensorflow")
+    if ref is None or is_tflite(ref) or is_reference_file(ref) or ref.suffix == ".litertlm":
+        return
+    require_extra("convert", f"the TensorFlow reference {ref.name}", "tensorflow")
 
 
 def check_pairs(pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> None:

@@ -13,6 +13,7 @@ from tflkit.delegates.base import RunnerPair, RunResult, find_spec, on_gpu, runn
 from tflkit.delegates.fp16_emulation import Fp16EmulationRunner
 from tflkit.gpu.buffers import BINDING_REFUSED
 from tflkit.report.validate_report import ValidateReport
+from tflkit.validation.inconclusive import inconclusive_reason
 from tflkit.validation.inputs import InputSets
 from tflkit.validation.options import ValidateOptions, say
 
@@ -289,9 +290,6 @@ def verdict(
         )
     elif all(p.verdict == "not-meaningful" for p in counted):
         report.verdict = "inconclusive"
-        report.findings.append(
-            "every output is constant or ~0 on these inputs: give inputs that exercise the "
-            "model (--inputs)"
-        )
+        report.findings.append(inconclusive_reason(counted, report.inputs))
     else:
         report.verdict = "pass"

@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from tflkit.ir.entry import IoSpec
-from tflkit.ir.feeds import index_limit, random_array
+from tflkit.ir.feeds import random_array
+from tflkit.validation.inputs.indices import index_span, index_values
 from tflkit.validation.inputs.specs import audio_shaped
 from tflkit.validation.samples import (
     InputMetadata,
@@ -81,6 +82,12 @@ def spectrogram_note(front: FrontEnd, low: float, high: float) -> str:
     )
 
 
+def _why(kind: str, spec: IoSpec) -> str:
+    if kind == "length":
+        return "a length: at least 1, at most the longest sequence axis of the other inputs"
+    return f"{spec.dtype} ids the model casts to integers"
+
+
 def realistic_feeds(
     specs: Sequence[IoSpec],
     metas: Sequence[InputMetadata],
@@ -132,10 +139,16 @@ def realistic_feeds(
             kinds[spec.name] = "audio"
             notes.append(f"input {spec.name}: a speech-like 16 kHz signal, peak 0.5 full scale")
             continue
-        if spec.dtype.kind in "iu" and spec.quant is None and index_limit(spec.tensor):
-            kinds[spec.name] = "index"
-        else:
-            kinds[spec.name] = "random"
+        found = index_span(spec, specs)
+        if found is not None:
+            span = (int(ranges[spec.name][0]), int(ranges[spec.name][1]))
+            columns[spec.name] = [index_values(spec, span, rng) for _ in range(count)]
+            kinds[spec.name] = found[0]
+            if found[0] == "length" or spec.dtype.kind == "f":
+                why = _why(found[0], spec)
+                notes.append(f"input {spec.name}: whole numbers in [{span[0]}, {span[1]}] ({why})")
+            continue
+        kinds[spec.name] = "random"
         columns[spec.name] = [
             random_array(spec.shape, spec.dtype, rng, ranges[spec.name]) for _ in range(count)
         ]

@@ -16,6 +16,7 @@ from tflkit.ir.feeds import random_array
 from tflkit.ir.shapes import by_feed_name
 from tflkit.jsonable import plain
 from tflkit.validation.inputs.files import from_file, from_images, nonfinite_notes
+from tflkit.validation.inputs.indices import index_span
 from tflkit.validation.inputs.ranges import real_range, value_range
 from tflkit.validation.inputs.realistic import realistic_feeds
 from tflkit.validation.inputs.specs import input_metadata_of, resolve_specs
@@ -105,6 +106,10 @@ def make_input_sets(
                 "quantization covers (this model states none)"
             )
     if source is None and kind == "realistic":
+        for spec in specs:  # ids and lengths of any dtype: whole numbers in their span
+            found = index_span(spec, specs)
+            if found is not None:
+                ranges[spec.name] = found[1]
         entry = model.metadata_entry(METADATA_NAME)
         front = front_end(bytes(entry.buffer.data) if entry is not None else None)
         feeds, kinds = realistic_feeds(specs, metas, ranges, count, seed, notes, front)

@@ -13,7 +13,14 @@ from tflkit.errors import UsageError
 from tflkit.ir.entry import IoSpec
 from tflkit.validation.samples import InputMetadata, input_metadata
 
-__all__ = ["AUDIO_SAMPLES", "audio_shaped", "input_metadata_of", "resolve_specs", "samples_axis"]
+__all__ = [
+    "AUDIO_SAMPLES",
+    "audio_shaped",
+    "input_metadata_of",
+    "resolve_specs",
+    "samples_axis",
+    "waveform_input",
+]
 
 _AUDIO_HINT = re.compile(r"audio|wav|pcm|signal|speech|waveform", re.IGNORECASE)
 #: samples of an audio input whose length is dynamic (one second at 16 kHz)
@@ -24,11 +31,14 @@ def resolve_specs(
     tensors: Mapping[str, ir.Tensor], overrides: Mapping[str, tuple[int, ...]], notes: list[str]
 ) -> list[IoSpec]:
     """The entry point's inputs (by feed name) at concrete shapes: ``overrides``
-    (``--input-shape``) checked against the model's, else dynamic dimensions set to 1 (a
-    waveform's samples axis to a second of audio), each such choice noted in ``notes``."""
+    (``--input-shape``) checked against the model's, else each dynamic dimension at the stored
+    shape's value (``shape_signature`` -1, ``shape`` 1: 1, as ``check`` and ``rewrite`` take it),
+    or 1 where none is stored; the samples axis of the model's one waveform input (see
+    :func:`waveform_input`) at a second of audio. Each such choice is noted in ``notes``."""
     unknown = set(overrides) - set(tensors)
     if unknown:
         raise UsageError(f"--input-shape names {sorted(unknown)}; inputs are {sorted(tensors)}")
+    waveform = waveform_input(tensors)
     specs = []
     for name, tensor in tensors.items():
         signature = tensor.shape_signature or tensor.shape
@@ -42,9 +52,9 @@ def resolve_specs(
                     f"model's shape {tensor.display_shape}"
                 )
         elif tensor.is_dynamic:
-            shape = tuple(d if d >= 0 else 1 for d in signature)
+            shape = _stored(signature, tensor.shape)
             axis = samples_axis(signature)
-            if audio_shaped(name, tensor, signature) and axis is not None and signature[axis] < 0:
+            if name == waveform and axis is not None and signature[axis] < 0:
                 shape = (*shape[:axis], AUDIO_SAMPLES, *shape[axis + 1 :])
             notes.append(
                 f"input {name} has dynamic shape {tensor.display_shape}; using {shape} "
@@ -54,6 +64,29 @@ def resolve_specs(
             shape = tensor.shape
         specs.append(IoSpec(name, tensor, tuple(shape)))
     return specs
+
+
+def _stored(signature: Sequence[int], stored: Sequence[int]) -> tuple[int, ...]:
+    """Each dynamic dimension of ``signature`` at the stored shape's value (>= 1), else 1."""
+    if len(stored) != len(signature):
+        return tuple(d if d >= 0 else 1 for d in signature)
+    return tuple(d if d >= 0 else max(int(s), 1) for d, s in zip(signature, stored, strict=True))
+
+
+def waveform_input(tensors: Mapping[str, ir.Tensor]) -> str | None:
+    """The input whose dynamic samples axis gets a second of audio: one whose name says audio,
+    else the model's only input when it is waveform-shaped ([N], [B, N], [B, N, 1], float or
+    int16). A model of many rank-1 inputs (per-utterance features stored as [1]) has none."""
+    candidates = []
+    for name, tensor in tensors.items():
+        signature = tensor.shape_signature or tensor.shape
+        axis = samples_axis(signature)
+        if axis is None or signature[axis] >= 0 or not audio_shaped(name, tensor, signature):
+            continue
+        if _AUDIO_HINT.search(name) or _AUDIO_HINT.search(tensor.name):
+            return name
+        candidates.append(name)
+    return candidates[0] if len(candidates) == 1 and len(tensors) == 1 else None
 
 
 def samples_axis(signature: Sequence[int]) -> int | None:
