@@ -40,6 +40,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "images": (("PIL", "skimage"), "image folders as inputs; sample photographs for validate"),
     "llm": (("litert_lm",), "the LiteRT-LM engine: .litertlm bundles on CPU and GPU"),
     "browser": (("playwright", "segno"), "the browser harness (LiteRT.js in Chromium)"),
+    "ray": (("ray",), "regress --suite --cluster: the suite's models as Ray tasks"),
 }
 
 
