@@ -5,9 +5,9 @@ Run from the repo root: ``PYTHONPATH=. python bench/validate_quantized.py [--ker
 random-weight classifier is a poor subject: its softmax barely follows its input, so even a
 model whose inputs all clip matches it). It converts the
 Keras model with ``--quantize dynamic``, ``--quantize int8`` (calibrated on uniform [0, 1]
-data, the range the reference bundle's photographs are mapped to) and ``--quantize int8``
+data, the range the reference file's photographs are mapped to) and ``--quantize int8``
 calibrated on data 50 times narrower (a broken contract: activations clip), validates each
-against the Keras reference bundle, and prints per output the error, the noise the bound scales
+against the Keras reference file, and prints per output the error, the noise the bound scales
 with, and their ratio: the measurement behind ``NOISE_FACTOR["int8"]``.
 """
 

@@ -4,7 +4,8 @@ Loaded by the ONNX workers from their own folder (standard library, numpy, onnx,
 onnxoptimizer, all in the ONNX converter's environment). Each step reports one line:
 
 1. **pins**: ``--input-value NAME=V[,V...]`` turns an input into a constant (a sample rate, a
-   mode flag), so what depends on it only can fold;
+   mode flag), so what depends on it only can fold; then ONNX Runtime's integer and QDQ ops
+   become float ops (``_onnx_dequantize``);
 2. **static shapes**: every remaining input gets its static shape (``--input-shape``, else a
    dynamic batch becomes ``--batch``); ``value_info`` and the outputs' symbolic dimensions are
    dropped, to be inferred again at those shapes (a ``-1`` kept in ``value_info`` made onnx2tf
@@ -22,6 +23,11 @@ import re
 import time
 
 import numpy as np
+
+from tflkit.proc.result_file import load_sibling
+
+_SHAPES = load_sibling(__file__, "_input_shapes")
+_DEQUANTIZE = load_sibling(__file__, "_onnx_dequantize")
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")
 
@@ -65,7 +71,7 @@ def _pin(model, pins, say):
 
 def static_shapes(model, options):
     """``(shapes, source)``: each runtime input's static shape and the shape the file declares."""
-    given = {k: [int(d) for d in v] for k, v in options["input_shapes"].items()}
+    given, fill = _SHAPES.given_shapes(options)
     init = {i.name for i in model.graph.initializer}
     shapes, source = {}, {}
     for inp in model.graph.input:
@@ -77,6 +83,7 @@ def static_shapes(model, options):
             dims = given.pop(inp.name)
         elif dims and dims[0] is None:
             dims[0] = int(options["batch"])
+        dims = _SHAPES.filled(dims, fill)
         if any(d is None for d in dims):
             raise ValueError(
                 f"usage: input {inp.name} has dynamic dimensions {dims}: pass "
@@ -345,6 +352,7 @@ def prepare(source, target, options, say):
     pins = {k: list(v) for k, v in (options.get("input_values") or {}).items()}
     if pins:
         _pin(model, pins, say)
+    _DEQUANTIZE.dequantize(model, say)
     shapes, declared = static_shapes(model, options)
     _fix_shapes(model, shapes, declared, say)
     ifs = _if_count(model.graph)

@@ -43,6 +43,7 @@ import numpy as np  # noqa: E402
 from tflkit.proc.result_file import RESULT_FILE, load_sibling, write_result  # noqa: E402
 
 _PREPARE = load_sibling(__file__, "_onnx_prepare")
+_SHAPES = load_sibling(__file__, "_input_shapes")
 
 _OPS = load_sibling(__file__, "_onnx_torch_ops")
 _FREEZE = load_sibling(__file__, "_onnx_torch_freeze")
@@ -56,7 +57,7 @@ _TORCHVISION_OPS = _OPS.TORCHVISION_OPS
 def static_inputs(model, options):
     """Fix the inputs of ``model`` (in memory) to static shapes; ``[{"name", "source_shape",
     "onnx_shape"}]`` as the onnx2tf worker reports them."""
-    given = {k: [int(d) for d in v] for k, v in (options.get("input_shapes") or {}).items()}
+    given, fill = _SHAPES.given_shapes(options)
     init = {i.name for i in model.graph.initializer}
     inputs = []
     for inp in model.graph.input:
@@ -69,6 +70,7 @@ def static_inputs(model, options):
             shape = given.pop(inp.name)
         elif shape and shape[0] is None:
             shape[0] = int(options.get("batch") or 1)
+        shape = _SHAPES.filled(shape, fill)
         if any(d is None for d in shape) or len(shape) != len(source):
             raise ValueError(
                 f"usage: input {inp.name} has dynamic dimensions {shape}: pass "

@@ -1,24 +1,57 @@
-"""Progress of a converter environment build on stderr (it takes minutes on first use)."""
+"""Progress of a converter environment build on stderr (it takes minutes on first use), and
+the one cleaning of text foreign tools print (pip, onnx2tf) before tflkit shows it."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from typing import Any
 
-__all__ = ["BuildProgress"]
+__all__ = ["BuildProgress", "pip_step", "plain"]
 
-#: pip and build lines worth a plain line of their own when stderr is not a terminal.
-_MILESTONES = ("creating", "waiting", "Installing collected packages", "Successfully installed")
+#: ANSI escape sequences (colours, cursor moves) that converters and pip print.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+#: pip lines a person follows a build by, and what the progress says for each.
+_PIP_STEPS = (
+    (re.compile(r"Collecting (\S+)"), "resolving {0}"),
+    (re.compile(r"Downloading (?:\S+/)?(\S+?)(?: \((.+)\))?$"), "downloading {0}"),
+    (re.compile(r"Using cached (?:\S+/)?(\S+)"), "cached {0}"),
+    (re.compile(r"Building wheels? for (\S+)"), "building {0}"),
+    (re.compile(r"Installing build dependencies"), "installing build dependencies"),
+    (re.compile(r"Installing collected packages: (.+)"), "installing {count} packages"),
+)
+
+
+def plain(text: str | None) -> str:
+    """``text`` without escape codes, on one line (what an error message or a spinner shows)."""
+    return " ".join(_ANSI.sub("", text or "").split())
+
+
+def pip_step(line: str) -> str | None:
+    """What a build step line says in tflkit's words, or None for a line that is not a step
+    (pip's warnings and notices, "Successfully installed ...", "Requirement already ...").
+    tflkit's own lines ("creating ...", "waiting ...") pass as they are."""
+    text = plain(line)
+    if text.startswith(("creating", "waiting")):
+        return text
+    for pattern, words in _PIP_STEPS:
+        found = pattern.match(text)
+        if found:
+            names = found.group(1).split(", ")
+            return words.format(*found.groups(), count=len(names))
+    return None
 
 
 class BuildProgress:
-    """A spinner with pip's latest line on a terminal; the main steps as plain lines otherwise."""
+    """A spinner with the build's current step on a terminal; the main steps as plain lines
+    otherwise (the steps come through :func:`pip_step`)."""
 
     def __init__(self, title: str) -> None:
         self.title = title
         self._status: Any = None
         self._start = 0.0
+        self._last = ""
 
     def __enter__(self) -> BuildProgress:
         self._start = time.perf_counter()
@@ -32,11 +65,15 @@ class BuildProgress:
         return self
 
     def __call__(self, line: str) -> None:
+        step = plain(line)
         if self._status is not None:
             elapsed = time.perf_counter() - self._start
-            self._status.update(f"{self.title} [{elapsed:.0f} s] {line[:100]}")
-        elif line.startswith(_MILESTONES):
-            print(f"tflkit: {line[:160]}", file=sys.stderr, flush=True)
+            from rich.text import Text
+
+            self._status.update(Text(f"{self.title} [{elapsed:.0f} s] {step[:100]}"))
+        elif step != self._last and step.startswith(("creating", "waiting", "installing")):
+            print(f"tflkit: {step[:160]}", file=sys.stderr, flush=True)
+        self._last = step
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         if self._status is not None:

@@ -1,4 +1,4 @@
-"""While a converter runs: a progress line every 15 s, and the time budget of a route ``auto``
+"""While a converter runs: a progress line every 10 s, and the time budget of a route ``auto``
 may give up on for the next one.
 
 The budget is measured: on the ONNX corpus (``bench/onnx_corpus_runs.jsonl``,
@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tflkit.report.progress import TICK_S
+
 from .base import ConversionError
 
 __all__ = [
@@ -28,7 +30,7 @@ __all__ = [
 ]
 
 #: Seconds between two progress lines.
-PROGRESS_S = 15.0
+PROGRESS_S = TICK_S  # under the 15 s a user waits without a word
 FLOOR_S = 300.0
 BASE_S = 60.0
 PER_MB_S = 25.0
@@ -69,7 +71,7 @@ def budget_for(source: Path) -> Budget:
 
 
 def progress_line(label: str, budget: Budget | None = None) -> Callable[[float], None]:
-    """The ``on_wait`` of a converter worker: one stderr line per call (every 15 s), and
+    """The ``on_wait`` of a converter worker: one stderr line per call (every ``PROGRESS_S``), and
     :class:`RouteCut` once ``budget`` is spent."""
 
     def tick(elapsed: float) -> None:

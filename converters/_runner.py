@@ -15,6 +15,7 @@ from tflkit.errors import UsageError
 from tflkit.proc.result_file import RESULT_FILE, read_result
 from tflkit.proc.worker import run_worker as run_child
 
+from ._progress import plain
 from .base import ConversionError
 
 __all__ = ["WorkerOutcome", "raise_for", "run_worker", "scratch_dir"]
@@ -36,7 +37,7 @@ def run_worker(
     *,
     timeout: float,
     on_wait: Callable[[float], None] | None = None,
-    every: float = 15.0,
+    every: float = 10.0,
 ) -> WorkerOutcome:
     """Run ``cmd`` in ``workdir`` (:func:`tflkit.proc.worker.run_worker`, ``on_wait`` every
     ``every`` seconds while it runs); read its result.json."""
@@ -83,6 +84,8 @@ def raise_for(outcome: WorkerOutcome) -> None:
     state = outcome.state
     if state.get("stage") == "done":
         return
+    if state.get("error") is not None:  # a converter's own text: no colour codes, one line
+        state = {**state, "error": plain(str(state["error"]))}
     kind = state.get("error_kind")
     if kind == "usage":
         raise UsageError(state.get("error", "bad options"))

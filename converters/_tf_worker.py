@@ -2,7 +2,7 @@
 
 Arguments: ``JOB.json``. The job names the source, its kind
 (``keras`` or ``saved_model``), the options (:class:`ConvertOptions` as JSON) and a work dir.
-The worker writes ``model.tflite``, ``reference.npz`` (a reference bundle: seeded inputs and the
+The worker writes ``model.tflite``, ``reference.npz`` (a reference file: seeded inputs and the
 framework's float32 outputs) and ``result.json`` there. TensorFlow lives only in this process:
 the parent may hold the GPU accelerator.
 """
@@ -24,6 +24,7 @@ from tflkit.delegates.reference_io import real_values
 from tflkit.errors import UsageError
 from tflkit.proc.result_file import RESULT_FILE, write_result
 
+from ._input_shapes import filled, given_shapes
 from .calibration import InputSpec, calibration_feeds
 
 Call = Callable[[dict[str, Any]], dict[str, Any]]
@@ -109,7 +110,8 @@ def _saved_model_source(
 
 def _static_specs(specs: list[tuple[str, Any]], options: dict[str, Any]) -> list[InputSpec]:
     """Static shapes: ``input_shapes`` by name, else the unknown batch becomes ``batch``."""
-    given = {k: tuple(int(d) for d in v) for k, v in options["input_shapes"].items()}
+    named, fill = given_shapes(options)
+    given = {k: tuple(v) for k, v in named.items()}
     unknown = sorted(set(given) - {n for n, _ in specs})
     if unknown:
         raise UsageError(
@@ -132,6 +134,7 @@ def _static_specs(specs: list[tuple[str, Any]], options: dict[str, Any]) -> list
         else:
             if dims and dims[0] is None:
                 dims[0] = int(options["batch"])
+            dims = filled(dims, fill)
             if any(d is None for d in dims):
                 shown = ",".join("?" if d is None else str(d) for d in dims)
                 raise UsageError(
@@ -326,12 +329,12 @@ def _convert(job: dict[str, Any], state: dict[str, Any]) -> tuple[bytes, Any]:
 
 
 def _reference(job: dict[str, Any], data: bytes, ref: Any, state: dict[str, Any]) -> None:
-    """Run the source on the inputs validate will feed the .tflite and save the bundle; without
-    flex ops, also measure the CPU interpreter against it."""
+    """Run the source on the inputs validate will feed the .tflite and save the reference file;
+    without flex ops, also measure the CPU interpreter against it."""
     import tensorflow as tf
 
     from tflkit import ir
-    from tflkit.delegates.tf_reference import save_bundle
+    from tflkit.delegates.tf_reference import save_reference
     from tflkit.ir.entry import IoSpec, entry_point
     from tflkit.validation.inputs import make_input_sets
 
@@ -360,7 +363,7 @@ def _reference(job: dict[str, Any], data: bytes, ref: Any, state: dict[str, Any]
                 for k, v in out.items()
             }
         )
-    save_bundle(
+    save_reference(
         work / "reference.npz",
         sets.feeds,
         refs,

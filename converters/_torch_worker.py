@@ -19,7 +19,9 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 
 # tflkit's root is on PYTHONPATH (child_env); result_file needs nothing but the standard library
-from tflkit.proc.result_file import RESULT_FILE, write_result  # noqa: E402
+from tflkit.proc.result_file import RESULT_FILE, load_sibling, write_result  # noqa: E402
+
+_SHAPES = load_sibling(__file__, "_input_shapes")
 
 
 def _samples(program, options):
@@ -28,11 +30,11 @@ def _samples(program, options):
     args, kwargs = program.example_inputs
     if kwargs:
         raise ValueError("usage: keyword inputs of an exported program are not supported")
-    given = {k: tuple(int(d) for d in v) for k, v in options["input_shapes"].items()}
+    given, _fill = _SHAPES.given_shapes(options)  # an exported program's shapes are static
     samples, inputs = [], []
     for i, arg in enumerate(args):
         name = f"args_{i}"
-        shape = given.pop(name, tuple(arg.shape))
+        shape = tuple(given.pop(name, tuple(arg.shape)))
         samples.append(torch.zeros(shape, dtype=arg.dtype))
         inputs.append({"name": name, "source_shape": list(arg.shape)})
     if given:

@@ -88,12 +88,12 @@ def convert(
             work = Path(tmp).resolve()
             state = convert_with_tensorflow(kind, src, options, work)
             _fill_from_state(report, state, converter="tf.lite.TFLiteConverter (MLIR)")
-            bundle = work / "reference.npz"
+            reference = work / "reference.npz"
             finalize(
                 (work / "model.tflite").read_bytes(),
                 report,
                 out,
-                bundle_tmp=bundle if bundle.is_file() else None,
+                reference_tmp=reference if reference.is_file() else None,
                 extra_notes=state.get("notes", []),
             )
     else:

@@ -27,7 +27,7 @@ from typing import Any
 from tflkit.fsio import exclusive_lock, write_atomic
 from tflkit.report.progress import Progress
 
-from ._progress import BuildProgress
+from ._progress import BuildProgress, pip_step
 from .base import MissingExtraError
 
 __all__ = [
@@ -263,8 +263,9 @@ def _run_logged(cmd: list[str], log: Path, progress: Progress) -> tuple[int, lis
             for line in proc.stdout:
                 out.write(line)
                 lines.append(line.rstrip())
-                if line.strip():
-                    progress(line.strip())
+                step = pip_step(line)  # pip's warnings and summaries stay in the log
+                if step is not None:
+                    progress(step)
             return proc.wait(), lines
 
 

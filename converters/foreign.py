@@ -3,7 +3,7 @@
 Both run the same two steps as a plain script under the route's interpreter (the environment
 tflkit provisions, or the user's ``--python``): ``convert`` writes ``model.tflite``; this process
 then makes the seeded reference inputs from that model; ``reference`` runs the source framework
-(ONNX Runtime, torch) on them. The reference bundle, the CPU-vs-source figures and the provenance
+(ONNX Runtime, torch) on them. The reference file, the CPU-vs-source figures and the provenance
 are made here.
 """
 
@@ -380,6 +380,39 @@ def _check_against_source(
     return _Checked(data, sets, refs, ref, list(outs), worst)
 
 
+#: How the preparation's line on ONNX Runtime's quantization starts (``_onnx_dequantize``).
+DEQUANTIZED = "dequantized ONNX Runtime's quantization"
+
+
+def _round_trip(
+    python: str,
+    source: Path,
+    options: ConvertOptions,
+    work: Path,
+    data: bytes,
+    report: ConvertReport,
+    held: _Checked,
+) -> _Checked:
+    """The check against ONNX Runtime's outputs of the quantized original (what validation then
+    compares with), and a note of what the round trip through float costs; ``held`` (the
+    dequantized model's) when ONNX Runtime cannot run the original."""
+    try:
+        original = _check_against_source(python, ONNX, source, options, work, data)
+    except ConversionError as exc:
+        report.notes.append(
+            f"ONNX Runtime cannot run the quantized original ({exc}): the reference is the "
+            "dequantized float model"
+        )
+        return held
+    cost = ", ".join(f"{name} {diff:.3g}" for name, diff in original.worst.items())
+    report.notes.append(
+        f"round trip: the dequantized model differs from ONNX Runtime's quantized original by "
+        f"max abs {cost} (activations no longer rounded to int8); validate's cpu:reference "
+        "compares with the quantized original"
+    )
+    return original
+
+
 def _convert_onnx(
     source: Path, options: ConvertOptions, report: ConvertReport, work: Path
 ) -> tuple[str, dict[str, Any], _Checked]:
@@ -395,6 +428,9 @@ def _convert_onnx(
     python = _interpreter(ONNX, options, report)
     prepared = _step(python, ONNX, "prepare", source, options, work)
     report.preparation = list(prepared.get("preparation", []))
+    # a dequantized model is held to the float model the converters saw; the quantized
+    # original then gives the reference (validation says what the round trip costs)
+    dequantized = any(line.startswith(DEQUANTIZED) for line in report.preparation)
     reasons, failures = [], []
     kept: tuple[dict[str, Any], _Checked, dict[str, Any] | None] | None = None
     routes = _ONNX_ROUTES[options.route]
@@ -418,8 +454,11 @@ def _convert_onnx(
             reasons.append(f"{route.name}: {exc}")
             failures.append(exc)
             continue
-        checked = _check_against_source(python, ONNX, source, options, work, data)
+        held_to = Path(prepared["prepared"]) if dequantized else source
+        checked = _check_against_source(python, ONNX, held_to, options, work, data)
         wrong = checked.wrong()
+        if wrong is None and dequantized:
+            checked = _round_trip(python, source, options, work, data, report, checked)
         seconds = round(time.perf_counter() - start, 1)
         report.attempts.append({"route": route.name, "error": wrong, "seconds": seconds})
         state["inputs"] = prepared.get("inputs", [])
@@ -455,8 +494,8 @@ def convert_foreign(
     options: ConvertOptions,
     report: ConvertReport,
 ) -> ConvertReport:
-    """Convert ``source`` through ``route`` and write ``output``, its provenance and bundle."""
-    from tflkit.delegates.tf_reference import save_bundle
+    """Convert ``source`` through ``route``; write ``output``, its provenance and reference file."""
+    from tflkit.delegates.tf_reference import save_reference
 
     _refuse_options(route, options)
     with scratch_dir(output) as tmp:
@@ -476,7 +515,7 @@ def convert_foreign(
             checked = _check_against_source(python, route, source, options, work, data)
         ref = checked.reference
         framework = str(ref.get("framework", ""))
-        save_bundle(
+        save_reference(
             work / "reference.npz",
             checked.sets.feeds,
             checked.refs,
@@ -495,5 +534,5 @@ def convert_foreign(
         report.outputs = checked.outputs
         report.convert_seconds = state.get("convert_seconds")
         report.cpu_vs_reference_max_abs = checked.worst
-        finalize(checked.data, report, output, bundle_tmp=work / "reference.npz")
+        finalize(checked.data, report, output, reference_tmp=work / "reference.npz")
     return report

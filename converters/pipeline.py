@@ -20,6 +20,8 @@ from tflkit.fsio import write_atomic
 from tflkit.gpu.buffers import BINDING_REFUSED
 from tflkit.report.check_report import CheckReport
 from tflkit.report.convert_report import ConvertReport, PipelineStage, write_json
+from tflkit.report.progress import Progress, quiet, ticking
+from tflkit.report.validate_report import ValidateReport
 from tflkit.rewriter.advice import Advisor
 from tflkit.rewriter.run import rewrite_model
 from tflkit.validation.run import ValidateOptions, validate
@@ -92,6 +94,30 @@ def _rewrite(report: ConvertReport, output: Path, data: bytes) -> tuple[bytes, P
     return output.read_bytes(), PipelineStage("rewrite", "ok", summary, details)
 
 
+def _validate_line(checked: ValidateReport) -> str:
+    """The validate stage's figures beside its verdict (the status): the comparisons that
+    failed, with their bounds, when any did; the findings when nothing was compared; else
+    each pair's largest difference."""
+    failed = [
+        f"{pair.key} {o.name}: max abs {o.metrics.max_abs:.3g} over its bound {o.bound:.3g}"
+        if o.metrics is not None and o.bound is not None
+        else f"{pair.key} {o.name}: {'; '.join(o.reasons) or 'fail'}"
+        for pair in checked.pairs
+        for o in pair.outputs
+        if o.verdict == "fail"
+    ]
+    if failed:
+        return "; ".join(failed)
+    if checked.verdict != "pass" and checked.findings:
+        return "; ".join(checked.findings[:2])
+    largest = {
+        pair.key: max((o.metrics.max_abs if o.metrics else 0.0) for o in pair.outputs)
+        for pair in checked.pairs
+        if pair.outputs
+    }
+    return "; ".join(f"{key} max abs {value:.3g}" for key, value in largest.items())
+
+
 def convert_gpu_ready(
     source: str | os.PathLike[str],
     output: str | os.PathLike[str],
@@ -99,23 +125,31 @@ def convert_gpu_ready(
     *,
     timeout: float = 300.0,
     report_path: str | os.PathLike[str] | None = None,
+    progress: Progress = quiet,
 ) -> ConvertReport:
-    """Convert, then make and prove the model GPU-ready; writes the JSON report."""
+    """Convert, then make and prove the model GPU-ready; writes the JSON report. Each step
+    after the conversion says it started and, every few seconds, that it still runs."""
     out = Path(output)
+    progress(f"converting {Path(source).name}")
     report = convert(source, out, options)
     data = out.read_bytes()
-    before = _check(data, out)
+    with ticking(f"checking {out.name} for the GPU", progress):
+        before = _check(data, out)
     report.stages.append(_check_stage("check", before))
     if not before.gpu_ready:
-        data, stage = _rewrite(report, out, data)
+        with ticking("rewriting what the GPU rejects (verified on the CPU)", progress):
+            data, stage = _rewrite(report, out, data)
         report.stages.append(stage)
         if stage.status == "ok":
             after = _check(data, out)
             report.stages.append(_check_stage("check after rewrite", after))
             before = after
     runners = list(RECORD_DEFAULT)  # the CPU and the GPU in both precisions
-    bundle = Path(report.reference_bundle) if report.reference_bundle else None
-    checked = validate(out, ValidateOptions(runners=runners, reference=bundle, timeout=timeout))
+    reference = Path(report.reference_bundle) if report.reference_bundle else None
+    with ticking(f"validating on {', '.join(runners)} against the source", progress):
+        checked = validate(
+            out, ValidateOptions(runners=runners, reference=reference, timeout=timeout)
+        )
     gpu = find_spec(device="gpu", precision="fp16").name
     fp16 = next((r for r in checked.runners if r.runner == gpu), None)
     accelerated = bool(fp16 and fp16.ok and fp16.executed.get("fully_accelerated"))
@@ -126,17 +160,12 @@ def convert_gpu_ready(
         }
         for p in checked.pairs
     }
-    # the stage's status is the verdict already: the line holds only the figures
-    line = "; ".join(
-        f"{key} max abs {max((v['max_abs'] or 0.0) for v in outs.values()):.3g}"
-        for key, outs in pairs.items()
-        if outs
-    )
-    if checked.verdict in ("inconclusive", "incomplete") and checked.findings:
-        line = "; ".join([checked.findings[-1], *([line] if line else [])])  # say why
     report.stages.append(
         PipelineStage(
-            "validate", checked.verdict, line, {"pairs": pairs, "findings": checked.findings}
+            "validate",
+            checked.verdict,
+            _validate_line(checked),
+            {"pairs": pairs, "findings": checked.findings},
         )
     )
     if before.compiles:
@@ -148,9 +177,7 @@ def convert_gpu_ready(
             f"{r['op']} (accelerator): {r['reason']}" for r in fp16.executed.get("cpu_fallback", [])
         ]
     refused = [r for r in checked.runners if r.status == BINDING_REFUSED]  # not the GPU's doing
-    gpu_failed = [
-        r for r in checked.runners if on_gpu(r.runner) and not r.ok and r not in refused
-    ]
+    gpu_failed = [r for r in checked.runners if on_gpu(r.runner) and not r.ok and r not in refused]
     still += [f"{r.runner} {r.status}: {r.error}" for r in gpu_failed]
     report.still_on_cpu = list(dict.fromkeys(still))
     numbers_fail = any(o["verdict"] == "fail" for outs in pairs.values() for o in outs.values())

@@ -34,7 +34,7 @@ def tool_version(dist: str) -> str | None:
 
 
 def output_paths(output: Path) -> tuple[Path, Path, Path]:
-    """(model, sidecar, reference bundle) for ``output``."""
+    """(model, sidecar, reference file) for ``output``."""
     stem = output.with_suffix("")
     return output, Path(f"{stem}.provenance.json"), Path(f"{stem}.reference.npz")
 
@@ -65,13 +65,14 @@ def finalize(
     report: ConvertReport,
     output: Path,
     *,
-    bundle_tmp: Path | None,
+    reference_tmp: Path | None,
     extra_notes: list[str] | None = None,
 ) -> ConvertReport:
-    """Stamp provenance into the model, write model, sidecar and bundle atomically; fill report."""
+    """Stamp provenance into the model, write model, sidecar and reference file atomically; fill
+    report."""
     model = ir.load(data)
     report.cpu_only_ops = cpu_only_ops(model)
-    _, sidecar, bundle = output_paths(output)
+    _, sidecar, reference = output_paths(output)
     record = {
         "format": FORMAT,
         "source": {"path": report.source, "kind": report.kind, "sha256": report.source_sha256},
@@ -82,7 +83,7 @@ def finalize(
         "inputs": report.inputs,
         "outputs": report.outputs,
         "cpu_only_ops": [op.op for op in report.cpu_only_ops],
-        "reference_bundle": bundle.name if bundle_tmp is not None else None,
+        "reference_bundle": reference.name if reference_tmp is not None else None,
         "reference_inputs": report.reference_inputs,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -93,8 +94,8 @@ def finalize(
     write_atomic(sidecar, json.dumps(record, indent=2, sort_keys=True) + "\n")
     report.output_sha256 = record["output_sha256"]
     report.sidecar = str(sidecar)
-    if bundle_tmp is not None:
-        os.replace(bundle_tmp, bundle)
-        report.reference_bundle = str(bundle)
+    if reference_tmp is not None:
+        os.replace(reference_tmp, reference)
+        report.reference_bundle = str(reference)
     report.notes += extra_notes or []
     return report

@@ -5,7 +5,8 @@ backend.
 :func:`tflkit.proc.worker.spawn_python`): reads ``FOLDER/plan.json`` (``bundle``,
 ``backend`` ``cpu``/``gpu``, ``activation`` ``fp16``/``fp32``/null, ``prompts``,
 ``max_output_tokens``, ``cache_dir`` (where the engine may cache), ``cpus`` (the CPUs to run
-on, or null for all), ``score``: per prompt a list of texts to score after that prompt, or null)
+on, or null for all), ``score``: per prompt a list of texts to score after that prompt, or null,
+``context``: the bundle's context length in tokens, or null)
 and writes ``FOLDER/result.json`` after every stage, so a process the engine aborts still says
 how far it got. Per prompt: the prompt's token ids, the greedy continuation (text and ids, the
 engine's own tokenizer), the per-token scores of that continuation and of each text to score
@@ -41,14 +42,43 @@ def _engine(plan: dict[str, Any]) -> Any:
     return litert_lm.Engine(plan["bundle"], backend=backend, enable_benchmark=True, **kwargs)
 
 
-def _session(engine: Any, plan: dict[str, Any]) -> Any:
+def _session(engine: Any, plan: dict[str, Any], max_output_tokens: int | None = None) -> Any:
     from litert_lm import interfaces
 
     return engine.create_session(
         apply_prompt_template=False,
         sampler_config=interfaces.SamplerConfig(top_k=1),
-        max_output_tokens=plan.get("max_output_tokens"),
+        max_output_tokens=max_output_tokens or plan.get("max_output_tokens"),
     )
+
+
+def continuation_tokens(plan: dict[str, Any], prompt_ids: list[int]) -> int | None:
+    """Tokens to decode after a prompt: ``max_output_tokens``, no more than the context leaves
+    after the prompt and its start token (None: the engine's default)."""
+    wanted, context = plan.get("max_output_tokens"), plan.get("context")
+    if context is None:
+        return wanted
+    room = max(1, int(context) - len(prompt_ids) - 2)
+    return room if wanted is None else min(int(wanted), room)
+
+
+def fit_text(engine: Any, text: str, context: int | None) -> tuple[str, int | None]:
+    """``text`` cut to fewer tokens than ``context``, and how many it had when cut (None when
+    it fits). The engine refuses to score a text of ``context`` tokens or more ("Input token ids
+    are too long ... 48 >= 48"; measured on a 32-token bundle: 31 scored, 32 refused, whatever
+    the prompt's length), and a continuation's text may take more tokens than were decoded
+    (``<unk>`` tokens decode to the five characters, which tokenize to more)."""
+    ids = list(engine.tokenize(text))
+    if context is None or len(ids) < context:
+        return text, None
+    keep = context - 1
+    for _ in range(8):  # detokenized ids may tokenize to more again
+        cut = engine.detokenize(ids[:keep]) if keep > 0 else ""
+        over = len(engine.tokenize(cut)) - (context - 1)
+        if over <= 0:
+            return cut, len(ids)
+        keep -= over
+    return "", len(ids)
 
 
 def _score(engine: Any, plan: dict[str, Any], prompt: str, text: str) -> list[float]:
@@ -62,10 +92,12 @@ def _score(engine: Any, plan: dict[str, Any], prompt: str, text: str) -> list[fl
 def _prompt(engine: Any, plan: dict[str, Any], index: int, state: dict[str, Any], result: Path):
     prompt = plan["prompts"][index]
     record: dict[str, Any] = {"prompt": prompt, "prompt_ids": list(engine.tokenize(prompt))}
+    # what the ids read back as: words the tokenizer does not know come back as <unk> / ⁇
+    record["prompt_back"] = str(engine.detokenize(record["prompt_ids"]))
     state["prompts"].append(record)
     state["stage"] = f"prefill and decode prompt {index}"
     write_result(result, state)
-    session = _session(engine, plan)
+    session = _session(engine, plan, continuation_tokens(plan, record["prompt_ids"]))
     start = time.perf_counter()
     session.run_prefill([prompt])
     text = session.run_decode().texts[0]
@@ -80,9 +112,18 @@ def _prompt(engine: Any, plan: dict[str, Any], index: int, state: dict[str, Any]
     record["text"], record["ids"] = text, list(engine.tokenize(text))
     state["stage"] = f"score prompt {index}"
     write_result(result, state)
-    record["scores"] = _score(engine, plan, prompt, text)
-    targets = (plan.get("score") or {}).get(str(index)) or []
-    record["scored"] = [{"text": t, "scores": _score(engine, plan, prompt, t)} for t in targets]
+    context = plan.get("context")
+    own, cut = fit_text(engine, text, context)
+    if cut is not None:
+        record["scored_cut"] = {"tokens": cut, "context": context}
+    record["scores"] = _score(engine, plan, prompt, own)
+    record["scored"] = []
+    for target in (plan.get("score") or {}).get(str(index)) or []:
+        fitted, cut = fit_text(engine, target, context)
+        entry: dict[str, Any] = {"text": fitted, "scores": _score(engine, plan, prompt, fitted)}
+        if cut is not None:
+            entry["cut_from_tokens"] = cut
+        record["scored"].append(entry)
     write_result(result, state)
 
 

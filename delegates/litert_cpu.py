@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 KERNELS = ("xnnpack", "reference", "builtin")
+#: a runner's name on these kernels when none is given (the registry's cpu and cpu-ref; cpu-builtin)
+_VARIANT = {"xnnpack": None, "reference": "ref"}
 _RESOLVERS = {
     "xnnpack": "BUILTIN",
     "reference": "BUILTIN_REF",
@@ -266,7 +268,7 @@ class LiteRTCpuRunner:
         self.kernels = kernels
         self.signature = signature
         self.num_threads = num_threads
-        self.name = name or RunnerId("cpu", None if kernels == "xnnpack" else "ref").name
+        self.name = name or RunnerId("cpu", _VARIANT.get(kernels, kernels)).name
         self._interpreter: Any = None
         self._compile_seconds: float | None = None
         self._signatures: dict[str, Any] = {}

@@ -102,12 +102,16 @@ def _output(record: dict[str, Any]) -> dict[str, np.ndarray]:
     out = {
         "prompt": np.array(record["prompt"]),
         "prompt_ids": np.asarray(record["prompt_ids"], np.int64),
+        "prompt_back": np.array(record.get("prompt_back", record["prompt"])),
         "text": np.array(record["text"]),
         "ids": np.asarray(record["ids"], np.int64),
         "scores": np.asarray(record["scores"], np.float64),
     }
     if record.get("scored"):
         out["scored"] = np.asarray(record["scored"][0]["scores"], np.float64)
+        cut = record["scored"][0].get("cut_from_tokens")
+        if cut is not None:  # the text to score was cut to the context (tokens it had)
+            out["scored_cut_from"] = np.asarray(cut, np.int64)
     return out
 
 
@@ -125,6 +129,7 @@ class LiteRtLmRunner:
         max_output_tokens: int | None = 16,
         timeout: float = 900.0,
         one_cpu: bool | None = None,
+        context: int | None = None,
     ) -> None:
         if spec.device != "engine" or spec.engine_backend is None:
             raise ValueError(f"{spec.name} is not a LiteRT-LM engine runner")
@@ -137,6 +142,8 @@ class LiteRtLmRunner:
         self.max_output_tokens = max_output_tokens
         self.timeout = timeout
         self.one_cpu = one_cpu
+        #: The bundle's context length in tokens: texts to score are cut to fit it.
+        self.context = context
         self._cpus: list[int] | None = None
 
     def activate(self) -> None:
@@ -164,6 +171,7 @@ class LiteRtLmRunner:
                 "prompts": prompts,
                 "max_output_tokens": self.max_output_tokens,
                 "score": score,
+                "context": self.context,
                 # the engine caches compiled programs and weights beside the model unless told
                 # otherwise, keyed without the activation type: a later fp16 run read an fp32
                 # run's cache and computed off by up to 0.59 (measured on a healthy bundle in a

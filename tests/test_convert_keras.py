@@ -146,7 +146,7 @@ def _assert_provenance(source: Path, output: Path) -> dict:
 @pytest.mark.parametrize("name", ARCHITECTURES)
 def test_architecture_gpu_ready(models, gpu, tmp_path, name):
     from tflkit.converters.pipeline import convert_gpu_ready
-    from tflkit.delegates.tf_reference import load_bundle
+    from tflkit.delegates.tf_reference import load_reference
 
     source = models / f"{name}.keras"
     output = tmp_path / f"{name}.tflite"
@@ -161,18 +161,18 @@ def test_architecture_gpu_ready(models, gpu, tmp_path, name):
     saved = json.loads(Path(report.report_path).read_text())
     assert saved["verdict"] == "gpu-ready"
 
-    # The reference bundle holds Keras' float32 outputs; our own CPU run must match them.
-    bundle = load_bundle(report.reference_bundle)
-    assert bundle.manifest["framework"].startswith("keras")
-    # the bundle holds what validate feeds the model (photographs for an image model), and says so
-    kinds = bundle.manifest["input_sets"]
+    # The reference file holds Keras' float32 outputs; our own CPU run must match them.
+    recorded = load_reference(report.reference_bundle)
+    assert recorded.manifest["framework"].startswith("keras")
+    # the recorded holds what validate feeds the model (photographs for an image model), and says so
+    kinds = recorded.manifest["input_sets"]
     assert report.reference_inputs == kinds and kinds["source"].startswith("realistic")
     if name != "transformer":
         assert kinds["source"] == "realistic" and set(kinds["data"].values()) == {"photo"}
-    cpu = _cpu_outputs(output, bundle.feeds)
+    cpu = _cpu_outputs(output, recorded.feeds)
     worst = max(
         float(np.abs(c[k].astype(np.float64) - b[k]).max())
-        for c, b in zip(cpu, bundle.outputs, strict=True)
+        for c, b in zip(cpu, recorded.outputs, strict=True)
         for k in b
     )
     assert worst < CPU_VS_KERAS

@@ -215,3 +215,15 @@ def test_debug_shows_traceback(tmp_path: Path) -> None:
 def test_usage_error_exit_code() -> None:
     assert run_cli("inspect").returncode == EXIT_USAGE
     assert run_cli("no-such-command").returncode == EXIT_USAGE
+
+
+def test_warnings_name_inputs_as_the_table_does(
+    corpus: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The dynamic input of ``dynamic_audio`` is ``waveform`` in the signature table, tensor
+    ``serving_default_waveform:0``: the warning says ``waveform`` too."""
+    report = inspect_json(corpus.path("dynamic_audio"), capsys)
+    (entry,) = io_entries(report, "inputs")
+    assert (entry["name"], entry["tensor"]) == ("waveform", "serving_default_waveform:0")
+    (dynamic,) = [w for w in report["warnings"] if w["code"] == "DYNAMIC_SHAPE"]
+    assert dynamic["items"] == ["waveform"]

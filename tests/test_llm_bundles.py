@@ -117,6 +117,12 @@ def test_check_reports_each_tflite_section(llm_bundles):
     assert section["check"]["sha256"]  # of the section's bytes, a view of the bundle
     names = [s["name"] for s in section["check"]["subgraphs"]]
     assert names[0] == "decode"  # decode first, as for a .tflite
+    # one GPU statement: the table's crash verdict is the accelerator's, the engine is another path
+    from tflkit.bundle.describe import ACCELERATOR_SCOPE, ENGINE_NOTE
+
+    assert not section["check"]["compiles"]
+    assert section["check"]["summary"].startswith(ACCELERATOR_SCOPE)
+    assert ENGINE_NOTE in section["warnings"]
 
 
 def test_backend_constraint_is_honoured(llm_bundles, tmp_path):

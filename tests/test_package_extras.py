@@ -51,6 +51,11 @@ def test_each_extra_installs_on_its_own(extra, tmp_path_factory, tmp_path):
     assert all(missing[other] for other in EXTRAS if other != extra), missing
 
 
+def test_all_brings_every_extra(tmp_path_factory, tmp_path):
+    missing = _missing(venv_python(tmp_path_factory, extras=("all",)), tmp_path)
+    assert missing == {extra: [] for extra in EXTRAS}
+
+
 def _one_line(python: Path, args: list[str], cwd: Path) -> str:
     done = subprocess.run(
         [str(python.parent / "tflkit"), *args], cwd=cwd, capture_output=True, text=True,

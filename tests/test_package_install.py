@@ -123,3 +123,24 @@ def test_every_command_works_on_the_bundled_example(
         env=package_env.isolated_env(python.parent.parent),
     )  # fmt: skip
     assert module.returncode == 0 and "Usage: tflkit" in module.stdout, module.stderr
+
+
+@pytest.mark.gpu
+def test_the_demo_conversion_runs_from_the_wheel(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+):
+    """The demo's first step: the bundled ONNX twin to a GPU-ready .tflite (the ONNX converter's
+    own environment, in the test cache as ./dev.sh test builds it; built here if missing)."""
+    from tests.conftest_corpus import cache_root
+
+    python = venv_python(tmp_path_factory)
+    onnx = package_env.example_path(python, tmp_path).with_suffix(".onnx")
+    out = tmp_path / "tiny_classifier_onnx.tflite"
+    done = subprocess.run(
+        [str(python.parent / "tflkit"), "convert", "--gpu-ready", str(onnx), "-o", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=1800,
+        env={**package_env.isolated_env(python.parent.parent),
+             "TFLKIT_CONVERTERS_DIR": str(cache_root() / "converters")},
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout[-1500:], done.stderr[-1500:])
+    assert "gpu-ready" in done.stdout and out.is_file()

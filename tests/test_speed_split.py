@@ -88,3 +88,27 @@ def test_gpu_speedup_over_the_cpu_is_labelled_software(
     assert gpu_row["status"] == "ok" and gpu_row["software_gpu"] is True
     assert gpu_row["gpu_speedup"] == pytest.approx(rows["cpu"]["p50_s"] / gpu_row["p50_s"])
     assert gpu_row["compile_s"] > 0 and gpu_row["first_s"] > 0
+
+
+def test_an_80_column_table_keeps_webdriver_devices_apart() -> None:
+    """Two WebDriver devices differ only past the width an 80-column table gives a name: the
+    names fold onto a second line instead of both ending ``webgpu-fp32@w...``."""
+    import io
+
+    from rich.console import Console
+
+    from tflkit.report.speed_report import render_speed
+
+    devices = ["webdriver:http://127.0.0.1:9515", "webdriver:http://127.0.0.1:9516"]
+    runners = [
+        RunResult(f"{backend}@{device}", "ok", compile_seconds=0.2, run_seconds=[0.02, 0.01, 0.011])
+        for device in devices
+        for backend in ("webgpu-fp32", "wasm")
+    ]
+    out = io.StringIO()
+    render_speed(runners, Console(file=out, width=80, color_system=None))
+    text = out.getvalue()
+    assert "…" not in text and max(map(len, text.splitlines())) <= 80
+    flat = "".join(line.split("│")[0].strip() for line in text.splitlines() if "│" in line)
+    for device in devices:
+        assert f"webgpu-fp32@{device}" in flat, text

@@ -1,5 +1,5 @@
 """tflkit.validation.inputs and the runners that need no GPU: ranges per dtype, files, images,
-shapes, reference bundles, the external delegate runner's failures. Real LiteRT on the CPU."""
+shapes, reference files, the external delegate runner's failures. Real LiteRT on the CPU."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tflkit import ir
 from tflkit.delegates.base import execute
 from tflkit.delegates.external import ExternalDelegateRunner
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
-from tflkit.delegates.tf_reference import ReferenceRunner, load_bundle, save_bundle
+from tflkit.delegates.tf_reference import ReferenceRunner, load_reference, save_reference
 from tflkit.errors import UsageError
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.shapes import parse_input_shapes
@@ -142,10 +142,10 @@ def test_cpu_runners_agree_with_an_independent_interpreter(corpus):
 def test_reference_bundle_round_trip_and_failures(tmp_path):
     feeds = [{"x": np.arange(4, dtype=np.float32)}]
     outs = [{"y": np.ones((1, 2), np.float32)}]
-    path = save_bundle(tmp_path / "ref.npz", feeds, outs, source="m.keras", framework="keras 3")
-    bundle = load_bundle(path)
-    assert bundle.manifest["format"] == "tflkit.reference/1" and bundle.manifest["sets"] == 1
-    assert np.array_equal(bundle.feeds[0]["x"], feeds[0]["x"])
+    path = save_reference(tmp_path / "ref.npz", feeds, outs, source="m.keras", framework="keras 3")
+    recorded = load_reference(path)
+    assert recorded.manifest["format"] == "tflkit.reference/1" and recorded.manifest["sets"] == 1
+    assert np.array_equal(recorded.feeds[0]["x"], feeds[0]["x"])
     runner = ReferenceRunner(path, outputs={"y": (1, 2)})
     assert execute(runner, feeds).outputs[0]["y"].shape == (1, 2)
     other = [{"x": np.zeros(4, np.float32)}]
@@ -153,8 +153,8 @@ def test_reference_bundle_round_trip_and_failures(tmp_path):
     missing = execute(ReferenceRunner(tmp_path / "nope.keras", outputs={}), feeds)
     assert missing.status == "unavailable" and "does not exist" in missing.error
     np.savez(tmp_path / "plain.npz", x=np.zeros(3))
-    with pytest.raises(UsageError, match="not a tflkit reference bundle"):
-        load_bundle(tmp_path / "plain.npz")
+    with pytest.raises(UsageError, match="not a tflkit reference file"):
+        load_reference(tmp_path / "plain.npz")
 
 
 def test_external_delegate_failures_are_reported(tmp_path, corpus):

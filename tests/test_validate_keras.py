@@ -78,13 +78,13 @@ def test_mobilenet_v2_against_keras(mobilenet, gpu, tmp_path):
     model = mobilenet / "mobilenet_v2.tflite"
     images = np.load(mobilenet / "inputs.npz")["image"]
     keras_out = np.load(mobilenet / "keras_outputs.npy")
-    bundle = tmp_path / "reference.npz"
+    saved = tmp_path / "reference.npz"
     report = validate(
         model,
         ValidateOptions(
             runners=["cpu", "gpu-fp16", "gpu-fp32"],
             reference=mobilenet / "mobilenet_v2.keras",
-            save_reference=bundle,
+            save_reference=saved,
             inputs=mobilenet / "inputs.npz",
         ),
     )
@@ -124,9 +124,9 @@ def test_mobilenet_v2_against_keras(mobilenet, gpu, tmp_path):
     f16 = report.pair("gpu-fp16:cpu").outputs[0].metrics
     assert f32.max_abs < f16.max_abs
 
-    # The bundle replays the reference without TensorFlow: same figures.
-    replay = validate(model, ValidateOptions(runners=["cpu"], reference=bundle))
-    assert replay.runner("reference").executed["runtime"] == "reference bundle"
+    # The saved replays the reference without TensorFlow: same figures.
+    replay = validate(model, ValidateOptions(runners=["cpu"], reference=saved))
+    assert replay.runner("reference").executed["runtime"] == "reference file"
     again = replay.pair("cpu:reference").outputs[0].metrics
     assert again.max_abs == m.max_abs and again.cosine == m.cosine
 

@@ -5,7 +5,7 @@ calibrated on data 50 times narrower than what it meets: its first activations c
 The source is a small conv net with seeded weights whose outputs follow its inputs (a regression
 head, no softmax to flatten them); it is built once with TensorFlow in a child process and
 cached. Conversions and the Keras reference run TensorFlow in child processes. The inputs are
-the data the model meets (uniform [0, 1]): the reference bundle ``convert`` writes draws its
+the data the model meets (uniform [0, 1]): the reference file ``convert`` writes draws its
 inputs from the range the model's own input QUANTIZE covers, which for a model calibrated too
 narrowly is the narrow range, where nothing clips. Run as a script to generate: ``python
 tests/test_validate_quantized.py OUTDIR``.
@@ -114,10 +114,10 @@ def test_int8_inputs_and_outputs_against_the_float_source(regressor, tmp_path):
     assert output.tolerance.precision == "int8" and output.dequantized
     assert output.verdict == "pass", output.reasons
     assert output.steps is not None and 0 < output.steps <= output.bound_steps
-    # convert recorded its reference bundle the same way: the source fed the real values
-    bundle = out.with_suffix(".reference.npz")
-    assert bundle.is_file()
-    recorded = validate(out, ValidateOptions(runners=["cpu"], reference=bundle))
+    # convert recorded its reference file the same way: the source fed the real values
+    saved = out.with_suffix(".reference.npz")
+    assert saved.is_file()
+    recorded = validate(out, ValidateOptions(runners=["cpu"], reference=saved))
     assert recorded.pair("cpu:reference").verdict == "pass", recorded.findings
 
 

@@ -151,26 +151,31 @@ def _warnings(
         return [ModelWarning("EMPTY_MODEL", "the model has no subgraphs")]
     main = model.main
     tensors = [t for sg in model.subgraphs for t in sg.tensors]
+    shown = _shown_names(model)
+
+    def name(t: ir.Tensor) -> str:
+        return shown.get(id(t), t.name)
+
     variables = sorted(set(histogram) & VARIABLE_OPS) + [t.name for t in tensors if t.is_variable]
     quantized_io = [
-        t.name for t in (*main.inputs, *main.outputs) if t.type_name in ("INT8", "UINT8", "INT16")
+        name(t) for t in (*main.inputs, *main.outputs) if t.type_name in ("INT8", "UINT8", "INT16")
     ]
     found = [
         _warning(
             "DYNAMIC_SHAPE",
             "inputs with dynamic dimensions; the GPU delegate needs static shapes "
             "(fix them with --input-shape)",
-            [t.name for t in main.inputs if t.is_dynamic],
+            [name(t) for t in main.inputs if t.is_dynamic],
         ),
         _warning(
             "INT64",
             "int64 tensors; the GPU delegate does not take int64",
-            [t.name for t in tensors if t.type_name == "INT64" and not t.is_constant],
+            [name(t) for t in tensors if t.type_name == "INT64" and not t.is_constant],
         ),
         _warning(
             "RANK_GT_4",
             f"tensors of rank > {GPU_MAX_RANK}; the GPU delegate handles at most 4-D",
-            [t.name for t in tensors if t.rank > GPU_MAX_RANK],
+            [name(t) for t in tensors if t.rank > GPU_MAX_RANK],
         ),
         _control_flow_warning(model, histogram),
         _warning(
@@ -205,6 +210,17 @@ def _warnings(
         ),
     ]
     return [w for w in found if w is not None]
+
+
+def _shown_names(model: ir.Model) -> dict[int, str]:
+    """The name the signature table shows for each signature input and output tensor (its
+    signature name), by tensor identity; other tensors go by their own names."""
+    shown: dict[int, str] = {}
+    for signature in model.signatures:
+        for mapping in (signature.inputs, signature.outputs):
+            for key, tensor in dict(mapping).items():
+                shown.setdefault(id(tensor), key)
+    return shown
 
 
 def _wrong_on_gpu(model: ir.Model) -> list[str]:

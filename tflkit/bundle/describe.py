@@ -58,8 +58,8 @@ def _metadata(bundle: Bundle) -> dict[str, Any] | None:
 
 #: Said when the probe (LiteRT's GPU accelerator, ``CompiledModel``) fails on a section.
 ENGINE_NOTE = (
-    "the probe compiles the section with LiteRT's GPU accelerator; LiteRT-LM builds its own GPU "
-    "graph (it ran the corpus's bundles on the GPU, odml composites and all, where the "
+    "this section's verdict is LiteRT's GPU accelerator's (CompiledModel); LiteRT-LM builds its "
+    "own GPU graph (it ran the corpus's bundles on the GPU, odml composites and all, where the "
     "accelerator crashed on them): `tflkit validate` on the bundle runs the engine itself"
 )
 
@@ -153,46 +153,6 @@ class BundleInspect:
             }
         )
 
-    def lines(self) -> list[str]:
-        out = [f"{self.path}: LiteRT-LM bundle v{self.version}, {self.size_bytes:,} bytes"]
-        for s in self.sections:
-            extra = "".join(
-                f", {k} {s.items[k]}" for k in ("backend_constraint", "prefer_activation_type")
-                if k in s.items
-            )  # fmt: skip
-            what = f" {s.model_type}" if s.model_type else ""
-            out.append(f"  section {s.index}: {s.kind}{what}, {s.size:,} bytes at {s.begin}{extra}")
-        if self.tokenizer:
-            t = self.tokenizer
-            out.append(f"tokenizer: {t['kind']} ({t.get('model')}), {t['vocab_size']} tokens")
-        if self.metadata:
-            out += [f"metadata: {_meta_line(self.metadata)}"]
-        for index, warnings in self.warnings.items():
-            out += [f"warning (section {index}): {w}" for w in warnings]
-        return out
-
-
-def _token_text(token: dict[str, Any]) -> str:
-    return str(token["ids"]) if "ids" in token else repr(token.get("text"))
-
-
-def _meta_line(meta: dict[str, Any]) -> str:
-    parts = []
-    if "start_token" in meta:
-        parts.append(f"start {_token_text(meta['start_token'])}")
-    if meta.get("stop_tokens"):
-        parts.append("stop " + ", ".join(_token_text(t) for t in meta["stop_tokens"]))
-    for key in ("max_num_tokens", "llm_model_type"):
-        if key in meta:
-            parts.append(f"{key} {meta[key]}")
-    if meta.get("prompt_templates"):
-        parts.append(f"templates {meta['prompt_templates']}")
-    if meta.get("jinja_prompt_template"):
-        parts.append(f"jinja template ({len(meta['jinja_prompt_template'])} chars)")
-    if meta.get("sampler_params"):
-        parts.append(f"sampler {meta['sampler_params']}")
-    return "; ".join(parts) or "(empty)"
-
 
 def inspect_bundle(path: str | Path) -> BundleInspect:
     """Read ``path``'s header, metadata and tokenizer, and inspect each TFLite section."""
@@ -274,8 +234,21 @@ def check_bundle(path: str | Path, **check_options: Any) -> BundleCheck:
         report.path = f"{bundle.label}#{section.index}"
         out.sections.append((section, report, None))
         found = _warnings(model, meta, tok)
-        if report.probe is not None and not report.probe.compiled:
+        if _accelerator_fails(report):
+            report.summary = f"{ACCELERATOR_SCOPE}: {report.summary}"
             found.append(ENGINE_NOTE)
         if found:
             out.warnings[section.index] = found
     return out
+
+
+#: How a bundle section's verdict is scoped when LiteRT's accelerator fails on it: the engine
+#: is another GPU path, so the section's summary speaks of the accelerator only.
+ACCELERATOR_SCOPE = "LiteRT's GPU accelerator, compiling this section alone"
+
+
+def _accelerator_fails(report: Any) -> bool:
+    """The static table or the probe says LiteRT's accelerator does not compile the section
+    (a whole-model crash or failure), which says nothing of LiteRT-LM's own GPU graph."""
+    probed = report.probe is not None and report.probe.compiled is False
+    return probed or (report.probe is None and not report.compiles)

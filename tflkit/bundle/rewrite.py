@@ -66,20 +66,6 @@ class BundleRewrite:
             }
         )
 
-    def lines(self) -> list[str]:
-        out = []
-        for item in self.to_json()["sections"]:
-            rules = ", ".join(item["rules_fired"]) or "no rule fired"
-            verdict = {True: "verified", False: f"NOT verified: {item['problem']}", None: ""}
-            out.append(f"section {item['section']}: {rules} {verdict[item['verified']]}".rstrip())
-        out.append(f"sections kept byte-identical: {self.untouched}")
-        for name, p in self.proof.items():
-            out.append(f"engine {name}: {p['summary']}")
-        if self.problem:
-            out.append(f"not proven: {self.problem}")
-        out.append(f"written: {self.output}" if self.written else "not written")
-        return out
-
 
 def _scored(run: RunResult) -> list[list[float]]:
     return [p["scored"] if p["scored"] is not None else p["scores"] for p in records(run)]

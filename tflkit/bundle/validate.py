@@ -33,6 +33,7 @@ from tflkit.bundle.engine import (
     records,
     run_engine,
     run_json,
+    unreadable_prompts,
 )
 from tflkit.bundle.litertlm import Bundle, load_bundle
 from tflkit.bundle.llm_metadata import decode_llm_metadata
@@ -353,9 +354,11 @@ def validate_bundle(
     else:
         _gpu_passes(v, path, cpu, texts, kw, say)
     v.notes += _unstable_notes(v)
-    v.findings = _findings(v) + [
-        f"section {i}: {w}" for i, found in static_warnings(bundle).items() for w in found
-    ]
+    v.findings = (
+        unreadable_prompts(cpu)
+        + _findings(v)
+        + [f"section {i}: {w}" for i, found in static_warnings(bundle).items() for w in found]
+    )
     has_section = any(s.model_type == "prefill_decode" for s in bundle.of_kind("TFLiteModel"))
     faulty = any(c.fault for c in v.comparisons.get(GPU, []))
     if has_section and (steps is not None or faulty):

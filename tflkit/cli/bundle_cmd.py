@@ -25,13 +25,14 @@ def _print(lines: list[str]) -> None:
 def inspect_bundle_cmd(model: Path, json_output: bool) -> None:
     from tflkit.bundle.describe import inspect_bundle
     from tflkit.cli.output import console, print_json
+    from tflkit.report.bundle_report import inspect_lines
     from tflkit.report.terminal import render_inspect
 
     report = inspect_bundle(model)
     if json_output:
         print_json(report)
         return
-    _print(report.lines())
+    _print(inspect_lines(report))
     for index, section in report.models.items():
         _print(["", f"section {index} (TFLiteModel):"])
         render_inspect(section, console())
@@ -83,9 +84,11 @@ def validate_bundle_cmd(
     progress: Any,
     repro: Path | None = None,
     command: str = "tflkit validate",
+    html: Path | None = None,
+    junit: Path | None = None,
 ) -> None:
     from tflkit.bundle.validate import validate_bundle
-    from tflkit.cli.output import print_json
+    from tflkit.cli.output import print_json, write_junit
 
     report = validate_bundle(model, prompts, steps=steps, timeout=timeout, progress=progress)
     if repro is not None:
@@ -101,6 +104,11 @@ def validate_bundle_cmd(
             one_cpu=pinned_by_default("gpu"),
             timeout=timeout,
         )
+    if html is not None:
+        from tflkit.report.html import write_html
+
+        write_html(report, html)
+    write_junit(report, junit)
     if json_output:
         print_json(report)
     else:
@@ -116,12 +124,13 @@ def rewrite_bundle_cmd(
 ) -> None:
     from tflkit.bundle.rewrite import rewrite_bundle
     from tflkit.cli.output import print_json
+    from tflkit.report.bundle_report import rewrite_lines
     from tflkit.rewriter.run import RewriteRefused
 
     report = rewrite_bundle(model, output, rule_names=rules, force=force)
     if json_output:
         print_json(report)
     else:
-        _print(report.lines())
+        _print(rewrite_lines(report))
     if not report.written and report.problem != "no rule fired":
         raise RewriteRefused(f"not written: {report.problem} (use --force to write anyway)")

@@ -15,58 +15,67 @@ DEFAULT_TARGET = "litert-gpu"
 EXIT_NOT_GPU_READY = 1
 
 
+TargetOption = Annotated[str, typer.Option(help="GPU target: litert-gpu or tflite-gpu.")]
+ProbeOption = Annotated[
+    bool,
+    typer.Option(
+        "--probe",
+        help="Also compile on the real GPU accelerator (a model with several signatures: "
+        "each alone too, decode first).",
+    ),
+]
+StrictOption = Annotated[
+    bool, typer.Option("--strict", help="Exit 1 unless every op runs on the GPU.")
+]
+MaxPartitionsOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Partitions the delegate takes per subgraph (0: all). Default: the target's "
+        "own (1, the largest, for both litert-gpu and tflite-gpu).",
+    ),
+]
+ModelExplorerOption = Annotated[
+    Path | None,
+    typer.Option(help="Write per-op verdicts as Model Explorer node data (JSON) here."),
+]
+TimeoutOption = Annotated[float, typer.Option(help="Probe timeout in seconds.")]
+AllOpsOption = Annotated[
+    bool, typer.Option("--all", help="List every op (default: groups, at most 40 lines).")
+]
+ProbeBrowserOption = Annotated[
+    str | None,
+    typer.Option(
+        "--probe-browser",
+        help="Also run it in LiteRT.js (WebGPU) in headless Chromium on this adapter "
+        "(swiftshader or lavapipe) and say which ops it leaves to the CPU, and where that "
+        "differs from the native accelerator (with --probe).",
+    ),
+]
+ReproOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--repro",
+        help="When the probe pins a crash on an op (implies --probe): write that op alone "
+        "(else the ops up to it) and repro.py, which compiles it on the GPU and dies the "
+        "same way, with README.md, to this directory.",
+    ),
+]
+
+
 def check(
     model: ModelArgument,
     json_output: JsonOption = False,
-    target: Annotated[
-        str, typer.Option(help="GPU target: litert-gpu or tflite-gpu.")
-    ] = DEFAULT_TARGET,
-    probe: Annotated[
-        bool,
-        typer.Option(
-            "--probe",
-            help="Also compile on the real GPU accelerator (a model with several signatures: "
-            "each alone too, decode first).",
-        ),
-    ] = False,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 1 unless every op runs on the GPU.")
-    ] = False,
-    max_partitions: Annotated[
-        int | None,
-        typer.Option(
-            help="Partitions the delegate takes per subgraph (0: all). Default: the target's "
-            "own (1, the largest, for both litert-gpu and tflite-gpu).",
-        ),
-    ] = None,
-    model_explorer: Annotated[
-        Path | None,
-        typer.Option(help="Write per-op verdicts as Model Explorer node data (JSON) here."),
-    ] = None,
-    timeout: Annotated[float, typer.Option(help="Probe timeout in seconds.")] = 120.0,
+    target: TargetOption = DEFAULT_TARGET,
+    probe: ProbeOption = False,
+    strict: StrictOption = False,
+    max_partitions: MaxPartitionsOption = None,
+    model_explorer: ModelExplorerOption = None,
+    timeout: TimeoutOption = 120.0,
     input_shape: InputShapeOption = None,
-    all_ops: Annotated[
-        bool, typer.Option("--all", help="List every op (default: groups, at most 40 lines).")
-    ] = False,
+    all_ops: AllOpsOption = False,
     html: HtmlOption = None,
-    probe_browser: Annotated[
-        str | None,
-        typer.Option(
-            "--probe-browser",
-            help="Also run it in LiteRT.js (WebGPU) in headless Chromium on this adapter "
-            "(swiftshader or lavapipe) and say which ops it leaves to the CPU, and where that "
-            "differs from the native accelerator (with --probe).",
-        ),
-    ] = None,
-    repro: Annotated[
-        Path | None,
-        typer.Option(
-            "--repro",
-            help="When the probe pins a crash on an op (implies --probe): write that op alone "
-            "(else the ops up to it) and repro.py, which compiles it on the GPU and dies the "
-            "same way, with README.md, to this directory.",
-        ),
-    ] = None,
+    probe_browser: ProbeBrowserOption = None,
+    repro: ReproOption = None,
 ) -> None:
     """Per-op GPU verdicts with reasons and fixes, partitions, CPU<->GPU copies, FLOP share."""
     from tflkit.bundle.magic import is_bundle

@@ -102,7 +102,7 @@ _ConverterOption = Annotated[
 ]
 
 _ReferenceSets = Annotated[
-    int, typer.Option("--reference-sets", help="Seeded input sets in the reference bundle.")
+    int, typer.Option("--reference-sets", help="Seeded input sets in the reference file (.npz).")
 ]
 
 _Seed = Annotated[int, typer.Option("--seed", help="Seed of the reference inputs.")]
@@ -155,7 +155,7 @@ def convert(
     unsafe_deserialization: _UnsafeDeserialization = False,
     json_output: JsonOption = False,
 ) -> None:
-    """Convert a model to a GPU-ready .tflite with provenance and a reference bundle."""
+    """Convert a model to a GPU-ready .tflite with provenance and a reference file (.npz)."""
     from tflkit.cli.output import console, print_json
     from tflkit.converters.base import (
         ConvertOptions,
@@ -189,7 +189,12 @@ def convert(
     if gpu_ready:
         from tflkit.converters.pipeline import convert_gpu_ready
 
-        report = convert_gpu_ready(model, target, options, timeout=min(timeout, 600.0))
+        def say(line: str) -> None:
+            typer.echo(f"tflkit: {line}", err=True)
+
+        report = convert_gpu_ready(
+            model, target, options, timeout=min(timeout, 600.0), progress=say
+        )
     else:
         from tflkit.converters.api import convert as run_convert
 

@@ -23,6 +23,7 @@ from tflkit.cli.options import (
     NumInputsOption,
     ReferenceOption,
     RunsOption,
+    RuntimeOption,
     SeedOption,
     SignatureOption,
     SshConfigOption,
@@ -86,6 +87,18 @@ PublicUrlOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def _runtime_devices(specs: list[str]) -> list:
+    """This machine once per ``--runtime``: the Linux harness with that runtime's venv Python
+    (built on first use), named ``runtime:DIST==VERSION``."""
+    from tflkit.harness.transport import LocalDevice
+    from tflkit.regress.runtimes import ensure_runtime, parse_runtime
+
+    for spec in specs:
+        parse_runtime(spec)
+    envs = [ensure_runtime(spec) for spec in specs]
+    return [LocalDevice(str(env.python), spec=f"runtime:{env.label}") for env in envs]
 
 
 def _devices(
@@ -349,6 +362,7 @@ def validate(
     host: HostOption = None,
     capabilities: CapabilitiesOption = None,
     public_url: PublicUrlOption = None,
+    runtime: RuntimeOption = [],  # noqa: B006
     timeout: BackendTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
@@ -357,9 +371,12 @@ def validate(
 
     if html is not None and html.resolve() == model.resolve():
         raise UsageError("refusing to overwrite the input model with a report")
-    devices = _devices(
-        device, identity, ssh_config, device_python, via, host, capabilities, public_url
+    devices = (
+        _devices(device, identity, ssh_config, device_python, via, host, capabilities, public_url)
+        if device
+        else []
     )
+    devices += _runtime_devices(runtime)
     options = options_from(
         DeviceValidateOptions,
         locals(),
@@ -378,6 +395,7 @@ def validate(
             "host",
             "capabilities",
             "public_url",
+            "runtime",
             "json_output",
         ),
         backends=tuple(backend),

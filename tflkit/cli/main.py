@@ -25,6 +25,7 @@ from tflkit.cli import (
     convert_cmd,
     converters_cmd,
     device_cmd,
+    doctor_cmd,
     harness_cmd,
     inspect_cmd,
     regress_cmd,
@@ -85,6 +86,7 @@ COMMANDS = {
     "validate": validate_cmd.validate,
     "rewrite": rewrite_cmd.rewrite,
     "rules": rules_cmd.rules,
+    "doctor": doctor_cmd.doctor,
 }
 GROUPS = {
     "converters": converters_cmd.app,

@@ -91,7 +91,10 @@ InputShapeOption = Annotated[
     list[str] | None,
     typer.Option(
         "--input-shape",
-        help="Fix a dynamic input: NAME=D1,D2,... by signature or tensor name (repeatable).",
+        help=(
+            "Fix a dynamic input: NAME=D1,D2,... by signature or tensor name (repeatable); "
+            "'*=N' sets every other dynamic dimension to N."
+        ),
         metavar="NAME=D1,D2",
     ),
 ]
@@ -120,7 +123,7 @@ ReferenceOption = Annotated[
     Path | None,
     typer.Option(
         "--reference",
-        help="Keras file, SavedModel dir, reference bundle (.npz) or the .tflite this model "
+        help="Keras file, SavedModel dir, reference file (.npz) or the .tflite this model "
         "replaces.",
     ),
 ]
@@ -198,6 +201,21 @@ RuntimeOption = Annotated[
         "(ai-edge-litert==2.2.0, ai-edge-litert-nightly, tflite-runtime==2.14.0); repeat it for "
         "a matrix of runtimes.",
         show_default=False,
+    ),
+]
+ClusterOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="Run the suite's items as Ray tasks on this cluster: ray://HOST:PORT, HOST:PORT or "
+        "auto (pip install 'tflkit[ray]').",
+        show_default=False,
+    ),
+]
+TriesOption = Annotated[
+    int,
+    typer.Option(
+        "--tries", min=1, help="With --cluster: runs of an item whose node dies before it is lost."
     ),
 ]
 FreshOption = Annotated[

@@ -152,11 +152,23 @@ def show_report(
         render(report, console())
 
 
-def show_steps_report(report: Any, *, json_output: bool) -> None:
-    """The end of ``validate --steps``: JSON or the short terminal section, then exit 1 unless
-    every runner ran every step and none parted from the CPU."""
+def write_junit(report: Any, path: Path | None) -> None:
+    """``validate --junit FILE``: the report of any subject as JUnit XML."""
+    if path is not None:
+        from tflkit.report.validate_junit import write_validate_junit
+
+        write_validate_junit(report, path)
+
+
+def show_steps_report(report: Any, *, json_output: bool, html: Path | None = None) -> None:
+    """The end of ``validate --steps``: the HTML page if asked, JSON or the short terminal
+    section, then exit 1 unless every runner ran every step and none parted from the CPU."""
     import typer
 
+    if html is not None:
+        from tflkit.report.html import write_html
+
+        write_html(report, html)
     if json_output:
         print_json(report)
     else:

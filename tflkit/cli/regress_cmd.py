@@ -13,6 +13,7 @@ from tflkit.cli.options import (
     BaselineProbeOption,
     BaselineRunnerOption,
     BaselineToleranceOption,
+    ClusterOption,
     DelegateOption,
     FreshOption,
     HtmlOption,
@@ -30,6 +31,7 @@ from tflkit.cli.options import (
     ShardOption,
     SignatureOption,
     SuiteOption,
+    TriesOption,
     options_from,
 )
 from tflkit.errors import UsageError
@@ -40,6 +42,50 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+OutputDirOption = Annotated[
+    Path | None,
+    typer.Option("--output", "-o", help="Baseline directory to write.", show_default=False),
+]
+LatencyOption = Annotated[
+    bool, typer.Option("--latency", help="Also keep timings (latency.json) for a budget.")
+]
+ForceOption = Annotated[bool, typer.Option("--force", help="Replace an existing baseline.")]
+RecordRuntimeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--runtime",
+        help="Record with this runtime (its own venv, built on first use), e.g. "
+        "ai-edge-litert==2.2.0; the baseline names it.",
+        show_default=False,
+    ),
+]
+BaselineDirOption = Annotated[
+    Path | None,
+    typer.Option("--baseline", "-b", help="Baseline directory.", show_default=False),
+]
+LatencyBudgetOption = Annotated[
+    float | None,
+    typer.Option(
+        "--latency-budget",
+        help="Fail when slower than this x the recorded median "
+        "on the same device (1.2 = 20% slower).",
+    ),
+]
+JunitOption = Annotated[
+    Path | None, typer.Option("--junit", help="Write JUnit XML here.", show_default=False)
+]
+MarkdownOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--markdown", help="Write a Markdown summary (PR comment) here.", show_default=False
+    ),
+]
+
+
+#: the arguments of a suite run (``--suite`` and what goes with it), not options of one model
+_SUITE_ARGS = ("suite", "jobs", "shard", "results", "fresh", "cluster", "tries")
 
 
 def _progress(message: str) -> None:
@@ -103,6 +149,8 @@ def _run_suite(
     results: Path | None,
     fresh: bool,
     runtimes: list[str] = [],  # noqa: B006
+    *,
+    cluster: tuple[str | None, int] = (None, 3),
 ):
     """Run a suite's items (or one shard of them) with a progress line per finished item."""
     from tflkit.regress.items import parse_shard
@@ -113,6 +161,7 @@ def _run_suite(
     def progress(item, result) -> None:
         count["done"] += 1
         where = f", {item.runtime}" if item.runtime_spec else ""
+        where += f", node {result.nodes[0]}" if result.nodes else ""
         _progress(f"{result.verdict:5} {item.entry} ({item.runner}{where}) [{count['done']} done]")
 
     return run_suite(
@@ -124,16 +173,29 @@ def _run_suite(
         fresh=fresh,
         progress=progress,
         runtimes=[env for env in _envs(runtimes) if env is not None],
+        cluster=cluster[0],
+        tries=cluster[1],
     )
+
+
+def _show_suite_record(report, json_output: bool) -> None:
+    """A suite's record: JSON or a line per model; exits with the report's code."""
+    if json_output:
+        from tflkit.cli.output import print_json
+
+        print_json(report)
+    else:
+        from tflkit.report.regress_report import suite_record_lines
+
+        for line in suite_record_lines(report):
+            print(line)
+    raise typer.Exit(report.exit_code)
 
 
 @app.command("record")
 def record(
     model: OptionalModelArgument = None,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", "-o", help="Baseline directory to write.", show_default=False),
-    ] = None,
+    output: OutputDirOption = None,
     runner: BaselineRunnerOption = [],  # noqa: B006
     inputs: InputsOption = None,
     num_inputs: NumInputsOption = 4,
@@ -142,25 +204,17 @@ def record(
     signature: SignatureOption = None,
     tolerance: BaselineToleranceOption = [],  # noqa: B006
     probe: BaselineProbeOption = None,
-    latency: Annotated[
-        bool, typer.Option("--latency", help="Also keep timings (latency.json) for a budget.")
-    ] = False,
+    latency: LatencyOption = False,
     delegate: DelegateOption = None,
-    runtime: Annotated[
-        str | None,
-        typer.Option(
-            "--runtime",
-            help="Record with this runtime (its own venv, built on first use), e.g. "
-            "ai-edge-litert==2.2.0; the baseline names it.",
-            show_default=False,
-        ),
-    ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing baseline.")] = False,
+    runtime: RecordRuntimeOption = None,
+    force: ForceOption = False,
     suite: SuiteOption = None,
     jobs: JobsOption = None,
     shard: ShardOption = None,
     results: ResultsOption = None,
     fresh: FreshOption = False,
+    cluster: ClusterOption = None,
+    tries: TriesOption = 3,
     timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
 ) -> None:
@@ -171,26 +225,12 @@ def record(
         if runtime is not None:
             raise UsageError("--runtime with --suite: record each model with `regress record`")
         mode = "record-force" if force else "record"
-        report = _run_suite(suite, mode, jobs, shard, results, fresh)
-        if json_output:
-            from tflkit.cli.output import print_json
-
-            print_json(report)
-        else:
-            from tflkit.report.regress_report import suite_record_lines
-
-            for line in suite_record_lines(report):
-                print(line)
-        raise typer.Exit(report.exit_code)
+        report = _run_suite(suite, mode, jobs, shard, results, fresh, cluster=(cluster, tries))
+        _show_suite_record(report, json_output)
     assert model is not None and output is not None
-    if (output / "manifest.json").is_file() and not force:
-        raise UsageError(
-            f"{output} already holds a baseline: use `tflkit regress update` or "
-            "--force to replace it"
-        )
-    if output.resolve() == model.resolve():
-        raise UsageError("refusing to overwrite the input model with a baseline")
-    from tflkit.regress.baseline import write_baseline
+    from tflkit.regress.baseline import check_target, write_baseline
+
+    check_target(output, model, force=force)
     from tflkit.regress.record import RecordOptions
     from tflkit.regress.record import record as run_record
 
@@ -198,18 +238,7 @@ def record(
         RecordOptions,
         locals(),
         command=record,
-        elsewhere=(
-            "model",
-            "output",
-            "runner",
-            "force",
-            "suite",
-            "jobs",
-            "shard",
-            "results",
-            "fresh",
-            "json_output",
-        ),
+        elsewhere=("model", "output", "runner", "force", *_SUITE_ARGS, "json_output"),
         runners=runner,
         probe=True if probe is None else probe,
         runtime=_envs([runtime])[0] if runtime else None,
@@ -232,21 +261,11 @@ def record(
 @app.command("check")
 def check(
     model: OptionalModelArgument = None,
-    baseline: Annotated[
-        Path | None,
-        typer.Option("--baseline", "-b", help="Baseline directory.", show_default=False),
-    ] = None,
+    baseline: BaselineDirOption = None,
     runner: BaselineRunnerOption = [],  # noqa: B006
     tolerance: BaselineToleranceOption = [],  # noqa: B006
     probe: BaselineProbeOption = None,
-    latency_budget: Annotated[
-        float | None,
-        typer.Option(
-            "--latency-budget",
-            help="Fail when slower than this x the recorded median "
-            "on the same device (1.2 = 20% slower).",
-        ),
-    ] = None,
+    latency_budget: LatencyBudgetOption = None,
     delegate: DelegateOption = None,
     runtime: RuntimeOption = [],  # noqa: B006
     suite: SuiteOption = None,
@@ -254,15 +273,10 @@ def check(
     shard: ShardOption = None,
     results: ResultsOption = None,
     fresh: FreshOption = False,
-    junit: Annotated[
-        Path | None, typer.Option("--junit", help="Write JUnit XML here.", show_default=False)
-    ] = None,
-    markdown: Annotated[
-        Path | None,
-        typer.Option(
-            "--markdown", help="Write a Markdown summary (PR comment) here.", show_default=False
-        ),
-    ] = None,
+    cluster: ClusterOption = None,
+    tries: TriesOption = 3,
+    junit: JunitOption = None,
+    markdown: MarkdownOption = None,
     timeout: RunnerTimeoutOption = 300.0,
     json_output: JsonOption = False,
     html: HtmlOption = None,
@@ -286,7 +300,9 @@ def check(
         ]
         if given:
             raise UsageError(f"{', '.join(given)}: set these per model in the suite file")
-        report = _run_suite(suite, "check", jobs, shard, results, fresh, runtime)
+        report = _run_suite(
+            suite, "check", jobs, shard, results, fresh, runtime, cluster=(cluster, tries)
+        )
     else:
         from tflkit.regress.check import CheckOptions
         from tflkit.regress.check import check as run_check
@@ -300,11 +316,7 @@ def check(
                 "model",
                 "baseline",
                 "runner",
-                "suite",
-                "jobs",
-                "shard",
-                "results",
-                "fresh",
+                *_SUITE_ARGS,
                 "junit",
                 "markdown",
                 "json_output",

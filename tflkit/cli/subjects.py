@@ -23,14 +23,15 @@ KINDS = {"tflite": "a .tflite", "steps": "--steps", "bundle": "a .litertlm bundl
 _TFLITE_ONLY = (
     "--pair", "--reference", "--save-reference", "--delegate", "--delegate-option", "--inputs",
     "--num-inputs", "--input-shape", "--signature", "--tolerance", "--input-kind",
-    "--output-groups", "--fixed-tolerances", "--html", "--model-explorer", "--browser-adapter",
+    "--output-groups", "--fixed-tolerances", "--model-explorer", "--browser-adapter",
     "--memory-budget",
 )  # fmt: skip
 _PROMPTS = ("--prompt", "--prompts")
 
 #: Per kind, the options of ``validate`` it does not take. ``--steps`` prompts are seeded token
 #: ids (``--seed``); a bundle's runners, prompts, comparison and localization are the engine's.
-#: ``--html`` and ``--model-explorer`` render a ``.tflite``'s comparisons only so far.
+#: ``--model-explorer`` places a ``.tflite``'s per-op errors on its graph; ``--html`` and ``--json``
+#: apply to every kind.
 NOT_TAKEN: dict[str, frozenset[str]] = {
     "tflite": frozenset(_PROMPTS),
     "steps": frozenset((*_TFLITE_ONLY, *_PROMPTS, "--repro")),

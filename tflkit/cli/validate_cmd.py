@@ -212,6 +212,12 @@ _MemoryBudget = Annotated[
 ]
 
 
+_Junit = Annotated[
+    Path | None,
+    typer.Option("--junit", help="Write JUnit XML here (every subject).", show_default=False),
+]
+
+
 def _given(ctx: typer.Context) -> list[str]:
     """The options given on the command line (as spelled there: ``--html``), in order (a
     default's source is ``DEFAULT``; the command line's ``COMMANDLINE``)."""
@@ -230,10 +236,8 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
     from tflkit.validation.budget import parse_size
     from tflkit.validation.options import ValidateOptions
 
+    _not_the_model(params["model"], params["html"], params["model_explorer"], params["junit"])
     budget = params["memory_budget"]
-    model, reports = params["model"], (params["html"], params["model_explorer"])
-    if model.resolve() in {p.resolve() for p in reports if p is not None}:
-        raise UsageError("refusing to overwrite the input model with a report")
     return options_from(
         ValidateOptions,
         params,
@@ -251,6 +255,7 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
             "json_output",
             "prompt",
             "prompts",
+            "junit",
         ),
         runners=params["runner"],
         pairs=_pairs(params["pair"]),
@@ -265,15 +270,22 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
     )
 
 
+def _not_the_model(model: Path, *reports: Path | None) -> None:
+    if model.resolve() in {p.resolve() for p in reports if p is not None}:
+        raise UsageError("refusing to overwrite the input model with a report")
+
+
 def _bundle(ctx: typer.Context, params: dict[str, Any]) -> None:
     """A ``.litertlm`` bundle: the LiteRT-LM engine's runners on its prompts."""
     from tflkit.cli.bundle_cmd import read_prompts, validate_bundle_cmd
 
+    _not_the_model(params["model"], params["html"], params["junit"])
     with _progress() as progress:
         texts = read_prompts(params["prompt"], params["prompts"])
         validate_bundle_cmd(
             params["model"], texts, params["steps"], params["json_output"], params["timeout"],
-            progress, params["repro"], _command_line(ctx),
+            progress, params["repro"], _command_line(ctx), params["html"],
+            params["junit"],
         )  # fmt: skip
 
 
@@ -305,6 +317,7 @@ def validate(
     prompt: _Prompt = [],  # noqa: B006
     prompts: _Prompts = None,
     timeout: RunnerTimeoutOption = 300.0,
+    junit: _Junit = None,
     memory_budget: _MemoryBudget = None,
     json_output: JsonOption = False,
 ) -> None:
@@ -314,7 +327,7 @@ def validate(
     refuse_inapplicable(kind, _given(ctx))
     if kind == "bundle":
         return _bundle(ctx, locals())
-    from tflkit.cli.output import show_steps_report, show_validate_report
+    from tflkit.cli.output import show_steps_report, show_validate_report, write_junit
 
     options = _options(ctx, locals())
     with _progress() as progress:
@@ -322,7 +335,9 @@ def validate(
         if kind == "steps":
             from tflkit.validation.steps import validate_steps
 
-            return show_steps_report(validate_steps(model, options), json_output=json_output)
+            report = validate_steps(model, options)
+            write_junit(report, junit)
+            return show_steps_report(report, json_output=json_output, html=html)
         from tflkit.validation.run import validate as run_validate
 
         report = run_validate(model, options)
@@ -330,4 +345,5 @@ def validate(
         from tflkit.report.validate_report import write_model_explorer
 
         write_model_explorer(report, model_explorer)
+    write_junit(report, junit)
     show_validate_report(report, html=html, json_output=json_output)

@@ -142,10 +142,11 @@ def probe_op_verdicts(
     delegates only the largest partition of what it took (``in_gpu_partition``); the CPU ops
     this gives are checked against the block's summary. When they are too many and a line
     naming no tensor matched several ops, those ops get ``on_gpu=None`` (the log does not say
-    which of them it rejected), unless ``static`` (the static verdicts) names the ones it
-    keeps off the GPU and they give the count: then those are the rejected ones and the others
-    ran on the GPU. A line is never applied to every op of its type against the summary's
-    count. Every unexplained difference is recorded in ``count_mismatches``.
+    which of them it rejected), unless the log's unlaid constants (``GpuLog.unconvertible``)
+    or ``static`` (the static verdicts) name the ones it kept off the GPU and they give the
+    count: then those are the rejected ones and the others ran on the GPU. A line is never
+    applied to every op of its type against the summary's count. Every unexplained difference
+    is recorded in ``count_mismatches``.
     Subgraphs without a block were taken whole. Decomposition subgraphs (StableHLO
     composites) are not delegated on their own, so their ops get None.
     """
@@ -183,7 +184,10 @@ def probe_op_verdicts(
             verdicts.update({(sg.index, op.index): ProbeOpVerdict(None, [note]) for op in sg.ops})
             continue
         sg_blocks = by_subgraph.get(sg.index, [])
-        unknown, placed = _place(sg, sg_blocks, aliases.get(sg.index), rejected, verdicts, claims)
+        unlaid = getattr(result.log, "unconvertible", [])
+        unknown, placed = _place(
+            sg, sg_blocks, aliases.get(sg.index), rejected, verdicts, claims, unlaid
+        )
         for op in sg.ops:
             key = (sg.index, op.index)
             if op.index in unknown:
@@ -299,6 +303,7 @@ def _place(
     rejected: dict[tuple[int, int], list[str]],
     verdicts: ProbeVerdicts,
     static: dict[tuple[int, int], bool] | None = None,
+    shapes: Sequence[Sequence[Any]] = (),
 ) -> tuple[dict[int, str], dict[int, bool] | None]:
     """Ops whose verdict the log leaves open, and where each op runs (None: unknown).
 
@@ -306,8 +311,9 @@ def _place(
     do not reject are partitioned and the largest group is taken; the result must give the
     summary's CPU count (ops folded at load are in neither count). A line that names no tensor
     stands for every op of its type, though the delegate may have refused only some: when
-    rejecting all of them does not give the summary's count, only the ones the static table
-    also keeps off the GPU (``static``: (subgraph, op) -> placed) are taken as rejected, if that
+    rejecting all of them does not give the summary's count, only the ones reading a constant
+    the log says the delegate cannot lay out (``shapes``), else the ones the static table also
+    keeps off the GPU (``static``: (subgraph, op) -> placed), are taken as rejected, if that
     gives the count (see :func:`_attribute`); otherwise those ops are left unknown, never
     called rejected (``rejected`` is updated in place).
     """
@@ -316,15 +322,15 @@ def _place(
     if all(c == cpu for c in counts):
         return {}, placed
     shared = _shared_lines(sg, blocks, aliases)
-    chosen = _attribute(sg, shared, rejected, static, counts)
-    if chosen is not None:
+    found = _attribute(sg, shared, rejected, static, counts, shapes)
+    if found is not None:
+        chosen, why = found
         for op in shared:
             if op.index not in chosen:
                 rejected.pop((sg.index, op.index), None)
         verdicts.notes.append(
             f"subgraph {sg.index}: a line naming no tensor stands for {len(shared)} ops; the "
-            f"summary's {counts[0]} CPU ops are given by the {len(chosen)} of them the static "
-            "table also keeps off the GPU"
+            f"summary's {counts[0]} CPU ops are given by the {len(chosen)} of them that {why}"
         )
         return {}, _count_cpu(sg, rejected)[1]
     unknown: dict[int, str] = {}
@@ -371,18 +377,41 @@ def _attribute(
     rejected: dict[tuple[int, int], list[str]],
     static: dict[tuple[int, int], bool] | None,
     counts: list[int],
-) -> set[int] | None:
-    """The ops a line naming no tensor was about, chosen by the static reason: of the ops it
-    stands for, those the static table keeps off the GPU, when rejecting just them (and every
-    op other lines name) gives the summary's one CPU count; None when they do not."""
-    if static is None or not shared or len(counts) != 1:
+    shapes: Sequence[Sequence[Any]] = (),
+) -> tuple[set[int], str] | None:
+    """The ops a line naming no tensor was about, and how they were told: of the ops it stands
+    for, those reading a constant the log says the delegate cannot lay out (``shapes``: its
+    [type, dims]), else those the static table keeps off the GPU, when rejecting just them (and
+    every op other lines name) gives the summary's one CPU count; None when neither does."""
+    if not shared or len(counts) != 1:
         return None
-    chosen = {op.index for op in shared if static.get((sg.index, op.index)) is False}
-    if not chosen or {op.type for op in shared} - {op.type for op in shared if op.index in chosen}:
-        return None  # every line stands for at least one op
-    dropped = {(sg.index, op.index) for op in shared if op.index not in chosen}
-    trial = {k: v for k, v in rejected.items() if k not in dropped}
-    return chosen if _count_cpu(sg, trial)[0] == counts[0] else None
+    unlaid = [[str(kind), list(dims)] for kind, dims in shapes]
+
+    def reads_unlaid(op: ir.Op) -> bool:
+        return any(
+            t is not None and t.is_constant and [t.type_name, list(t.shape)] in unlaid
+            for t in op.inputs
+        )
+
+    choosers: list[tuple[str, Any]] = []
+    if unlaid:
+        choosers.append(("read a constant the log says it cannot lay out as BHWC", reads_unlaid))
+    if static is not None:
+        choosers.append(
+            (
+                "the static table also keeps off the GPU",
+                lambda op: static.get((sg.index, op.index)) is False,
+            )
+        )
+    for why, pick in choosers:
+        chosen = {op.index for op in shared if pick(op)}
+        if not chosen or {op.type for op in shared} - {o.type for o in shared if o.index in chosen}:
+            continue  # every line stands for at least one op
+        dropped = {(sg.index, op.index) for op in shared if op.index not in chosen}
+        trial = {k: v for k, v in rejected.items() if k not in dropped}
+        if _count_cpu(sg, trial)[0] == counts[0]:
+            return chosen, why
+    return None
 
 
 def _types(ops: Sequence[ir.Op]) -> str:

@@ -75,7 +75,7 @@ def check_report(
     result = static.analyze(model, spec)
     verdicts = {(v.subgraph_index, v.op_index): v for v in result.verdicts}
     found = dynamic_inputs(model)
-    dynamic = " ".join(d.hint for d in found)
+    dynamic = " ".join(d.hint for d in found) if len(found) <= _NAMED else wildcard_hint(found)
     placeholders = any(  # a dynamic batch stored as 1 is a real batch; other dims may not be
         d < 0 for t in model.main.inputs for d in (t.shape_signature or ())[1:]
     )
@@ -330,12 +330,32 @@ def dynamic_inputs(model: ir.Model) -> list[DynamicInput]:
 
 def _issue_advice(message: str, found: Sequence[DynamicInput]) -> str:
     """The advice for the input a DYNAMIC_INPUT issue names (all of them if it names none)."""
+    if len(found) > _NAMED:  # one issue per input, shown as one line: one flag for them all
+        return wildcard_hint(found)
     named = [d for d in found if f"'{d.tensor.name}'" in message]
     return dynamic_input_advice(named or found)
 
 
+#: Up to this many dynamic inputs a hint names each; more get one ``--input-shape '*=N'``.
+_NAMED = 2
+
+
+def wildcard_hint(found: Sequence[DynamicInput]) -> str:
+    """``--input-shape '*=N'`` for every dynamic input at once: N the size they all store, or
+    ``N`` when they store different sizes."""
+    sizes = sorted({d.stored[i] for d in found for i in d.dynamic_dims})
+    size = str(sizes[0]) if len(sizes) == 1 else "N"
+    what = f"to {size}, the size they store" if len(sizes) == 1 else "to N, what the app feeds"
+    return (
+        f"--input-shape '*={size}' (every dynamic dimension of the {len(found)} dynamic inputs "
+        f"{what}; NAME=D1,D2,... sets one input apart, e.g. {found[0].flag})"
+    )
+
+
 def dynamic_input_advice(found: Sequence[DynamicInput]) -> str:
     """One sentence on what ``--input-shape`` to pass, with real numbers."""
+    if len(found) > _NAMED:
+        return wildcard_hint(found)
     parts = []
     for d in found:
         if d.batch_only:

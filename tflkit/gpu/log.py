@@ -35,6 +35,12 @@ Facts measured on ai-edge-litert 2.3.0 (WebGPU over Vulkan, Mesa lavapipe):
   CONV_2D with int8 weights, a SAME TRANSPOSE_CONV padded otherwise, ``bench/int8_weights.py``;
   it also shows for forms that come out right). ``GpuLog.shape_mismatches`` keeps each such
   line.
+* A constant the delegate cannot lay out as BHWC logs its description over several lines
+  before the rejection block (``E... model_builder.cc:2678] {`` / ``type: FLOAT32`` / ``data:
+  {...}`` / ``dims: [1,1,4,4,8]`` / ``} isn't ::ml_drift::BHWC-convertible.``): measured with
+  ``MUL: Can't parse inputs with const tensors.``, a line that names no tensor, for a MUL by a
+  5-D constant (``tests/test_probe_attribution.py``). ``GpuLog.unconvertible`` keeps each
+  (type, dims): the constants, hence the ops, the line is about.
 * A crash prints a glog fatal line (``F0000 ... model.cc:218] Check failed: !IsInput(consumer,
   value) Node 0 is already a consumer of the value 0``) and the process exits with status 1.
   ``Node``/``value`` are ids in the delegate's own graph, not TFLite op or tensor indices.
@@ -79,6 +85,9 @@ _SUMMARY_NONE = re.compile(r"No operations will run on the GPU, and all (\d+) op
 _REJECTION = re.compile(r"^(?P<op>[A-Za-z][\w.\-/]*):(?: (?P<msg>.*))?$")
 _KERNEL = re.compile(r"Initializing [\w-]+-based API from graph")
 _NODE = re.compile(r"\bNode (\d+)\b")
+_UNCONVERTIBLE = re.compile(
+    r"type: (\w+)\s+data: \{[^}]*\}\s+dims: \[([\d,\s]*)\]\s*\} isn't [\w:]*BHWC-convertible"
+)
 _LOG_WORDS = frozenset({"INFO", "WARNING", "ERROR", "VERBOSE", "DEBUG", "FATAL", "Warning"})
 
 #: Known ways the accelerator gives up, most telling first: (kind, substring).
@@ -148,6 +157,8 @@ class GpuLog:
     errors: list[str] = field(default_factory=list)
     #: ``Shape mismatch in GpuModelBuilder`` warnings: a sign of wrong values.
     shape_mismatches: list[str] = field(default_factory=list)
+    #: Constants the delegate could not lay out as BHWC: [type, dims] each.
+    unconvertible: list[list[Any]] = field(default_factory=list)
 
     @property
     def invalid_program(self) -> str | None:
@@ -233,6 +244,10 @@ def parse_gpu_log(text: str) -> GpuLog:
         _scan_line(log, severity, msg)
     if log.summaries:
         log.ops_on_gpu, log.ops_on_cpu = log.summaries[0]
+    for kind, dims in _UNCONVERTIBLE.findall(text):
+        found = [kind, [int(d) for d in dims.replace(" ", "").split(",") if d]]
+        if found not in log.unconvertible:
+            log.unconvertible.append(found)
     if log.fatal and log.fatal_kind == "check_failed":
         node = _NODE.search(log.fatal)
         log.fatal_node = int(node.group(1)) if node else None

@@ -43,6 +43,8 @@ HARNESS_VERSION = "1"
 JOB_SCHEMA = "tflkit.device-job/1"
 RESULT_SCHEMA = "tflkit.device-result/1"
 BACKENDS = ("cpu", "gpu_fp16", "gpu_fp32", "gpu_delegate")
+#: the backends that need the GPU API (every one but the CPU's)
+GPU_BACKENDS = BACKENDS[1:]
 DTYPES = ("int8", "uint8", "int16", "int32", "int64", "bool", "float16", "float32")
 EXIT_BAD_JOB = 2
 EXIT_HOST_GONE = 4
@@ -182,21 +184,18 @@ def _interpreter_class() -> Any:
 
 def runtime_name() -> str:
     """The runtime this Python has: ``ai-edge-litert 2.3.0``, ``tflite-runtime 2.14.0``."""
-    for dist in ("ai-edge-litert", "ai-edge-litert-nightly", "tflite-runtime"):
-        version = _version(dist)
-        if version:
-            return f"{dist} {version}"
-    return "no LiteRT runtime"
+    found = [
+        (d, _version(d)) for d in ("ai-edge-litert", "ai-edge-litert-nightly", "tflite-runtime")
+    ]
+    return next((f"{d} {v}" for d, v in found if v), "no LiteRT runtime")
 
 
 def has_gpu_api() -> bool:
     """Whether the runtime has the GPU accelerator API (LiteRT's CompiledModel)."""
     import importlib.util
 
-    try:
-        return importlib.util.find_spec("ai_edge_litert.compiled_model") is not None
-    except ImportError:
-        return False
+    find = importlib.util.find_spec  # the parent first: tflite-runtime has no ai_edge_litert
+    return find("ai_edge_litert") is not None and find("ai_edge_litert.compiled_model") is not None
 
 
 def _cpu(model: Path, job: dict[str, Any], feeds: list[dict[str, np.ndarray]], state: dict) -> Any:
@@ -545,7 +544,7 @@ def run(job_dir: Path, result_dir: Path, python: str) -> int:
                     }
                 )
                 continue
-            if backend.startswith("gpu") and not has_gpu_api():
+            if backend in GPU_BACKENDS and not has_gpu_api():
                 records.append(
                     {
                         "backend": backend,

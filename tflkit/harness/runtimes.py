@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from tflkit.delegates.base import runner_id
+
 __all__ = ["RuntimeEnv", "run_in_runtime"]
 
 
@@ -62,7 +64,9 @@ def run_in_runtime(
                 job, Path(tmp) / "result", timeout=timeout * len(backends) + 60
             )
             for run in device_run_results(done, "local"):
-                name = run.runner.partition("@")[0]
+                rid = runner_id(run.runner)  # named from the registry by device_run_results
+                assert rid is not None
+                name = rid.local_name
                 executed = {**run.executed, "runtime": runtime.label}
                 results[name] = replace(run, runner=name, executed=executed)
     return [results[r] for r in runners]

@@ -179,9 +179,8 @@ def _staging(dest: Path):  # type: ignore[no-untyped-def]
 class LocalDevice(Device):
     """This machine, running the Linux harness with a given Python (default: this one)."""
 
-    def __init__(self, python: str | None = None) -> None:
-
-        self.spec = "local"
+    def __init__(self, python: str | None = None, spec: str = "local") -> None:
+        self.spec = spec  # "runtime:DIST==VERSION" for a runtime venv (``--runtime``)
         self.python = python or sys.executable
 
     def describe(self) -> str:

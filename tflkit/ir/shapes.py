@@ -4,7 +4,11 @@ Every command that takes ``--input-shape`` (``check``, ``rewrite``, ``validate``
 parses it with :func:`parse_input_shapes`. For a ``.tflite`` model, :func:`resolve_input_shapes`
 accepts both names a user sees for an input: the signature's input name (``input``) and the
 tensor name (``serving_default_input:0``), and checks that the shape fits the input's rank and
-fixed dimensions. ``convert`` resolves names against the source framework's inputs instead.
+fixed dimensions. ``convert`` resolves names against the source framework's inputs instead
+(``converters/_input_shapes.py``, the same rules in the converters' workers).
+
+``--input-shape '*=N'`` (:data:`WILDCARD`) fixes every dynamic dimension of every input that no
+other ``--input-shape`` names to ``N`` at once (a model with 85 dynamic inputs takes one flag).
 
 :func:`fix_input_shapes` gives the named inputs those shapes and propagates them through the graph
 (the GPU delegate needs static shapes). The propagation is the runtime's own shape inference,
@@ -22,6 +26,7 @@ from tflkit import ir
 from tflkit.errors import UsageError
 
 __all__ = [
+    "WILDCARD",
     "ResolvedShape",
     "ShapeInference",
     "by_feed_name",
@@ -33,12 +38,15 @@ __all__ = [
 ]
 
 Shapes = Mapping[str, Sequence[int]]
+#: ``--input-shape '*=N'``: every dynamic dimension the other entries leave open becomes N.
+WILDCARD = "*"
 
 
 def parse_input_shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
     """``["input=1,1280"]`` -> ``{"input": (1, 1280)}``; every dimension a positive integer.
 
-    The name is everything before the last ``=`` (tensor names may hold ``:`` or ``/``).
+    The name is everything before the last ``=`` (tensor names may hold ``:`` or ``/``);
+    ``*=N`` (one number) stands for every dynamic dimension the other entries leave open.
     """
     shapes: dict[str, tuple[int, ...]] = {}
     for item in items or ():
@@ -54,6 +62,11 @@ def parse_input_shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]
         if any(d < 1 for d in shape):
             raise UsageError(f"--input-shape {item!r}: every dimension must be at least 1")
         name = name.strip()
+        if name == WILDCARD and len(shape) != 1:
+            raise UsageError(
+                f"--input-shape {item!r}: '*=N' takes one number, the size of every dynamic "
+                "dimension (e.g. '*=1')"
+            )
         if name in shapes:
             raise UsageError(f"--input-shape gives {name!r} twice")
         shapes[name] = shape
@@ -94,7 +107,8 @@ def resolve_input_shapes(
     by_tensor = {tensor.name: feed for feed, tensor in inputs.items()}
     resolved: list[ResolvedShape] = []
     seen: dict[int, str] = {}
-    for name, dims in (shapes or {}).items():
+    named = {k: v for k, v in (shapes or {}).items() if k != WILDCARD}
+    for name, dims in named.items():
         feed = name if name in inputs else by_tensor.get(name)
         if feed is None:
             names = ", ".join(
@@ -119,7 +133,19 @@ def resolve_input_shapes(
                 f"shape {shown}"
             )
         resolved.append(ResolvedShape(name, feed, tensor, shape))
+    fill = (shapes or {}).get(WILDCARD)
+    if fill:
+        resolved += [
+            ResolvedShape(WILDCARD, feed, tensor, _filled(tensor, int(fill[0])))
+            for feed, tensor in inputs.items()
+            if id(tensor) not in seen and tensor.is_dynamic
+        ]
     return resolved
+
+
+def _filled(tensor: ir.Tensor, size: int) -> tuple[int, ...]:
+    """``tensor``'s shape signature with every dynamic dimension set to ``size``."""
+    return tuple(d if d >= 0 else size for d in (tensor.shape_signature or tensor.shape))
 
 
 def by_tensor_name(

@@ -32,7 +32,7 @@ import numpy as np
 from tflkit.errors import UsageError
 from tflkit.fsio import dir_mode
 
-__all__ = ["BASELINE_SCHEMA", "Baseline", "read_baseline", "write_baseline"]
+__all__ = ["BASELINE_SCHEMA", "Baseline", "check_target", "read_baseline", "write_baseline"]
 
 BASELINE_SCHEMA = "tflkit.baseline/1"
 MANIFEST = "manifest.json"
@@ -58,6 +58,18 @@ class Baseline:
     def runner_output(self, runner: str, name: str) -> np.ndarray | None:
         """The stacked outputs ``name`` of ``runner`` (one row per input set), if recorded."""
         return self.outputs.get(runner, {}).get(name)
+
+
+def check_target(output: Path, model: Path, *, force: bool) -> None:
+    """A usage error, before anything runs, when recording ``model`` into ``output`` would
+    replace a baseline without ``force`` or overwrite the model itself."""
+    if (output / "manifest.json").is_file() and not force:
+        raise UsageError(
+            f"{output} already holds a baseline: use `tflkit regress update` or "
+            "--force to replace it"
+        )
+    if output.resolve() == model.resolve():
+        raise UsageError("refusing to overwrite the input model with a baseline")
 
 
 def dumps_manifest(manifest: Mapping[str, Any]) -> bytes:

@@ -113,6 +113,7 @@ def _merged(model: str, baseline: str, parts: Sequence[ModelResult]) -> ModelRes
     result = ModelResult(model, baseline, verdict, cases, changes, errors[0] if errors else None)
     result.wall_seconds = sum(part.wall_seconds for part in parts)
     result.runtime = parts[0].runtime if parts else None
+    result.nodes = sorted({node for part in parts for node in part.nodes})
     return result
 
 

@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tflkit.delegates.base import on_gpu
 from tflkit.report.regress_report import Case
 
 __all__ = ["runtime_cases"]
@@ -44,10 +45,10 @@ def _case(run: Any, recorded: Mapping[str, Any], unsupported: bool) -> Case:
         case.message = f"{run.runner} {run.status}: {run.error}"
         return case
     before = set(_fallback(recorded.get("executed") or {}))
-    compared = run.runner.startswith("gpu") and recorded.get("status") == "ok"
+    compared = on_gpu(run.runner) and recorded.get("status") == "ok"
     left = sorted(set(details["cpu_fallback"]) - before) if compared else []
     details["left_gpu"] = left
-    if details["ops_on_gpu"] is not None and run.runner.startswith("gpu"):
+    if details["ops_on_gpu"] is not None and on_gpu(run.runner):
         case.message = f"{details['ops_on_gpu']}/{details['ops_total']} ops on the GPU"
     if left:
         case.status = "fail"

@@ -276,13 +276,16 @@ def _runtime_items(entry: SuiteModel, mode: str, runtimes: Sequence[Any]) -> lis
     ]
 
 
-def _in_child(suite: Suite, item: WorkItem, timeout: float) -> tuple[ModelResult, bool]:
-    """Run ``item`` in a child process: (its result, whether the child died without one)."""
+def run_child(
+    suite: str | os.PathLike[str], item: WorkItem, timeout: float
+) -> tuple[ModelResult, bool]:
+    """Run ``item`` of the suite file ``suite`` in a child process: (its result, whether the
+    child died without one)."""
     from tflkit.proc.worker import spawn_python
 
-    where = suite.path.resolve().parent
+    path = Path(suite).resolve()
     raw = dumps(item, indent=None)
-    done = spawn_python(child_main, suite.path, raw, cwd=where, timeout=timeout)
+    done = spawn_python(child_main, path, raw, os.getpid(), cwd=path.parent, timeout=timeout)
     for line in reversed(done.output.splitlines()):
         if line.startswith(_RESULT_PREFIX):
             return ModelResult.from_json(json.loads(line[len(_RESULT_PREFIX) :])), False
@@ -310,11 +313,14 @@ def run_suite(
     results: Path | None = None,
     fresh: bool = False,
     runtimes: Sequence[Any] = (),
+    cluster: str | None = None,
+    tries: int = 3,
 ) -> RegressReport:
     """Check (or record) the suite's items (or shard ``shard`` of them), ``jobs`` child
     processes at a time; finished results go to the results file as they come (``results``, or
     a default one removed once the run is complete). An interrupt kills the running children,
-    keeps the finished results and propagates."""
+    keeps the finished results and propagates. ``cluster``: run the items as Ray tasks there
+    (:mod:`tflkit.regress.ray_pool`), each tried up to ``tries`` times."""
     from tflkit.regress.pool import run_items
 
     every = plan_items(suite, mode, names, runtimes)
@@ -324,14 +330,26 @@ def run_suite(
     todo = [item for item in mine if not journal.finished(item)]
 
     def one(item: WorkItem) -> tuple[ModelResult, bool]:
-        return _in_child(suite, item, timeout)
+        return run_child(suite.path, item, timeout)
 
     def done(item: WorkItem, result: ModelResult, lost: bool) -> None:
         journal.add(item, result, retry=lost)
         if progress is not None:
             progress(item, result)
 
-    run_items(todo, one, done, workers=jobs or suite.jobs)
+    if cluster is not None:
+        from tflkit.regress.ray_pool import connect, run_items_on_ray
+
+        # Ray prints its own lines (a task retried) to stdout: keep stdout for the report
+        with contextlib.redirect_stdout(sys.stderr):
+            ray = connect(cluster)
+            try:
+                where = str(suite.path.resolve())
+                run_items_on_ray(ray, todo, where, run_child, done, timeout=timeout, tries=tries)
+            finally:
+                ray.shutdown()
+    else:
+        run_items(todo, one, done, workers=jobs or suite.jobs)
     report = assemble(mine, journal.results, str(suite.path))
     if results is None and all(journal.finished(item) for item in mine):
         path.unlink(missing_ok=True)
@@ -340,9 +358,27 @@ def run_suite(
     return report
 
 
+def _exit_with(parent: int) -> None:
+    """End this child (and its own workers) when ``parent`` is gone: a Ray worker killed with
+    its node cannot kill its child's session itself."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        from tflkit.proc.worker import kill_sessions
+
+        kill_sessions()
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def child_main(argv: Sequence[str]) -> int:
-    """Child process (:func:`tflkit.proc.worker.spawn_python`): ``SUITE ITEM_JSON``."""
-    suite_path, raw = argv
+    """Child process (:func:`tflkit.proc.worker.spawn_python`): ``SUITE ITEM_JSON PARENT_PID``."""
+    suite_path, raw, parent = argv
+    _exit_with(int(parent))
     item = WorkItem.from_json(json.loads(raw))
     entry = load_suite(suite_path).model(item.entry)
     if item.mode == "check":

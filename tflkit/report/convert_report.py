@@ -12,6 +12,10 @@ from rich.console import Console
 
 from tflkit.fsio import write_atomic
 from tflkit.jsonable import dumps, plain_fields
+from tflkit.report.rewrite_report import still_groups
+
+#: Reasons for ops left on the CPU shown in the ``--gpu-ready`` summary (all in ``--json``).
+_STILL_LINES = 8
 
 __all__ = [
     "SCHEMA",
@@ -63,7 +67,8 @@ class ConvertReport:
     output_sha256: str = ""
     sidecar: str | None = None
     reference_bundle: str | None = None
-    #: what the reference bundle's inputs are (``InputSets.summary()``: source, seed, data)
+    #: the reference file written (.npz; the JSON key keeps its first name)
+    #: what the reference file's inputs are (``InputSets.summary()``: source, seed, data)
     reference_inputs: dict[str, Any] | None = None
     converter: str = ""
     #: ONNX: the preparation pass's steps, one line each (shapes, pins, onnxsim, If, names)
@@ -155,8 +160,7 @@ def render_convert(report: ConvertReport, console: Console) -> None:
     if report.reference_bundle:
         kind = (report.reference_inputs or {}).get("source")
         console.print(
-            f"  reference bundle: {report.reference_bundle}"
-            + (f" (inputs: {kind})" if kind else "")
+            f"  reference file: {report.reference_bundle}" + (f" (inputs: {kind})" if kind else "")
         )
     if report.sidecar:
         console.print(f"  provenance: {report.sidecar}")
@@ -164,8 +168,11 @@ def render_convert(report: ConvertReport, console: Console) -> None:
         color = {"ok": "green", "pass": "green", "skipped": "yellow"}.get(stage.status, "red")
         console.print(f"  [{color}]{stage.name}: {stage.status}[/{color}]  {stage.summary}")
     if report.stages:
-        if report.still_on_cpu:
-            console.print("  still on the CPU: " + "; ".join(report.still_on_cpu))
+        groups = still_groups(report.still_on_cpu)
+        for line in groups[:_STILL_LINES]:
+            console.print(f"  still on the CPU: {line}")
+        if len(groups) > _STILL_LINES:
+            console.print(f"  [dim]... {len(groups) - _STILL_LINES} more reasons: --json[/dim]")
         color = "green" if report.gpu_ready else "red"
         console.print(
             f"[bold {color}]{report.verdict}[/bold {color}]  report: {report.report_path}"

@@ -23,7 +23,7 @@ def render_device_list(
     more (``config``: the devices.toml)."""
     table = Table(show_edge=False)
     for col in ("device", "kind", "state", "detail"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(row["device"], row["kind"] or "-", row["state"], row["detail"])
     console.print(table)
@@ -47,7 +47,7 @@ def render_device_run(
     table ``validate`` shows). True when a backend did not finish ok."""
     table = Table(show_edge=False)
     for col in ("device", "backend", "status", "ops on accelerator"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")  # names fold, never cut to the same prefix
     failed = False
     for d, r in zip(devices, results, strict=True):
         for b in r.backends.values():

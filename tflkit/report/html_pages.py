@@ -45,7 +45,41 @@ def page(report: Any, **extra: Any) -> tuple[str, dict[str, Any]]:
         return "rewrite.html.j2", rewrite_context(report)
     if isinstance(report, RegressReport):
         return "regress.html.j2", regress_context(report)
+    doc = report.to_json() if hasattr(report, "to_json") else {}
+    if doc.get("kind") == "validate_steps":  # validate --steps (StepsReport)
+        return "steps.html.j2", steps_context(report, doc)
+    if doc.get("schema") == "tflkit.validate-litertlm/1":  # validate B.litertlm
+        return "bundle.html.j2", bundle_context(report, doc)
     raise TypeError(f"no HTML page for {type(report).__name__}")
+
+
+# --- validate --steps and a .litertlm bundle: their JSON document and terminal summary --------
+
+
+def steps_context(report: Any, doc: dict[str, Any]) -> dict[str, Any]:
+    from tflkit.report.steps_report import steps_lines
+
+    ok = bool(doc["ok"])
+    return {
+        "title": "tflkit validate --steps",
+        "verdict": "pass" if ok else "fail",
+        "verdict_text": "pass" if ok else "fail: a runner parted from the CPU or did not run",
+        "doc": doc,
+        "lines": steps_lines(report),
+    }
+
+
+def bundle_context(report: Any, doc: dict[str, Any]) -> dict[str, Any]:
+    from tflkit.report.steps_report import steps_lines
+
+    ok = bool(doc["ok"])
+    return {
+        "title": "tflkit validate (LiteRT-LM bundle)",
+        "verdict": "pass" if ok else "fail",
+        "verdict_text": "pass" if ok else "fail: " + "; ".join(doc["findings"][:1]),
+        "doc": doc,
+        "steps_lines": [] if report.steps is None else steps_lines(report.steps),
+    }
 
 
 # --- check ---------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from tflkit.delegates.base import on_gpu
 from tflkit.fsio import write_atomic
 from tflkit.jsonable import plain, plain_fields
 
@@ -75,6 +76,8 @@ class ModelResult:
     wall_seconds: float = 0.0
     #: the runtime it ran with (``ai-edge-litert==2.3.0``); None: the one tflkit runs with
     runtime: str | None = None
+    #: the Ray nodes that ran its items (``--cluster``); empty for a local run
+    nodes: list[str] = field(default_factory=list)
 
     @property
     def failures(self) -> list[Case]:
@@ -314,7 +317,7 @@ def _cell(result: ModelResult) -> Cell:
                 cell.gpu[runner] = str(d.get("status"))
             elif d.get("ops_on_gpu") is not None:
                 cell.gpu[runner] = f"{d['ops_on_gpu']}/{d['ops_total']} ops"
-            if runner.startswith("gpu") and (d.get("status") == "ok" or d.get("cpu_fallback")):
+            if on_gpu(runner) and (d.get("status") == "ok" or d.get("cpu_fallback")):
                 cell.fallback[runner] = list(d.get("cpu_fallback") or [])  # as the log said
             if d.get("infer_median_seconds") is not None:
                 cell.infer_ms[runner] = d["infer_median_seconds"] * 1e3
@@ -373,7 +376,7 @@ def build_matrix(report: RegressReport) -> Matrix | None:
 def cell_text(cell: Cell | None) -> str:
     if cell is None:
         return "-"
-    gpu = ", ".join(f"{r} {v}" for r, v in cell.gpu.items() if r.startswith("gpu"))
+    gpu = ", ".join(f"{r} {v}" for r, v in cell.gpu.items() if on_gpu(r))
     err = max(cell.max_abs.values(), default=None)
     speed = ", ".join(f"{r} {v:.3g} ms" for r, v in cell.infer_ms.items())
     parts = [cell.verdict.upper(), gpu, f"max_abs {err:.3g}" if err is not None else "", speed]

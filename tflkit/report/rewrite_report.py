@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -199,10 +200,16 @@ def _print_static(report: RewriteReport, console: Console) -> None:
                 f"{static.gpu_partitions} GPU partition(s))"
             )
     if report.static_after is not None:
-        still = _grouped(_still_key(line) for line in report.static_after.still_on_cpu)
-        for (reason,), where in still[:_MAX_LINES]:
-            console.print(f"  still on CPU (static): {_ops(where)}: {reason}")
+        still = still_groups(report.static_after.still_on_cpu)
+        for line in still[:_MAX_LINES]:
+            console.print(f"  still on CPU (static): {line}")
         _more(console, still, "groups of ops still on CPU (tflkit check)")
+
+
+def still_groups(lines: Sequence[str]) -> list[str]:
+    """``"TYPE #where: reason"`` lines of ops left on the CPU, one line per reason (its first
+    sentence): ``12 ops (FULLY_CONNECTED x8, MUL x4: #1:9, #1:12 and 10 more): reason``."""
+    return [f"{_ops(where)}: {reason}" for (reason,), where in _grouped(map(_still_key, lines))]
 
 
 def _print_probe(report: RewriteReport, console: Console) -> None:
@@ -254,7 +261,14 @@ def _print_verification(report: RewriteReport, console: Console) -> None:
 
 
 def default_shape_lines(defaults: dict[str, list[int]]) -> list[str]:
-    """One line per input whose dynamic batch ``rewrite`` fixed without being told."""
+    """One line per input whose dynamic batch ``rewrite`` fixed without being told (one line
+    for them all beyond three)."""
+    if len(defaults) > 3:
+        names = list(defaults)
+        return [
+            f"fixed the dynamic batch of {len(names)} inputs ({names[0]}, {names[1]}, ...) to 1, "
+            "the size they store; --input-shape NAME=... (or '*=N' for all) to choose another"
+        ]
     return [
         f"fixed the dynamic batch of input {name} to 1 (stored shape "
         f"{','.join(map(str, dims))}); --input-shape {name}=... to choose another"
@@ -297,9 +311,14 @@ def _grouped(items: Iterable[tuple[Any, str]]) -> list[tuple[Any, list[str]]]:
 
 
 def _ops(where: list[str], shown: int = 4) -> str:
-    """``RESHAPE #1:0, MUL #1:5 and 3 more`` (or ``#16, #1:16``): the first few of a group."""
-    text = ", ".join(where[:shown])
-    return f"{text} and {len(where) - shown} more" if len(where) > shown else text
+    """``RESHAPE #1:0, MUL #1:5`` (or ``#16, #1:16``) for a few; past ``shown`` the count and
+    the op types first: ``7 ops (RESHAPE x4, MUL x3: RESHAPE #1:0, MUL #1:5 and 5 more)``."""
+    if len(where) <= shown:
+        return ", ".join(where)
+    types = Counter(w.split("#", 1)[0].strip() for w in where)
+    kinds = ", ".join(f"{t} x{n}" for t, n in types.most_common())
+    first = ", ".join(where[:2])
+    return f"{len(where)} ops ({kinds}: {first} and {len(where) - 2} more)"
 
 
 def _more(console: Console, items: list[Any], what: str) -> None:

@@ -143,7 +143,10 @@ def render_speed(runners: Sequence[RunResult], console: Console) -> None:
     if not any(r["p50_s"] or r["first_s"] for r in rows):
         return
     table = Table(title="speed", show_edge=False)
-    for col in ("runner", "compile", "first", "p50", "p90", "runs", "GPU speed-up"):
+    # a runner's name folds onto a second line rather than losing its end: at 80 columns two
+    # WebDriver devices both showed as "webgpu-fp32@w..."
+    table.add_column("runner", overflow="fold")
+    for col in ("compile", "first", "p50", "p90", "runs", "GPU speed-up"):
         table.add_column(col)
     for row in rows:
         if row["status"] != "ok":
@@ -180,7 +183,7 @@ def render_speed(runners: Sequence[RunResult], console: Console) -> None:
 
 def _render_fleet(fleet: dict[str, Any], console: Console) -> None:
     table = Table(title="fleet: p50 (GPU speed-up over the device's CPU path)", show_edge=False)
-    table.add_column("device")
+    table.add_column("device", overflow="fold")
     for backend in fleet["backends"]:
         table.add_column(backend)
     for line in fleet["rows"]:

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from tflkit.compare.comparator import PairComparison
 from tflkit.compare.divergence import Localization
-from tflkit.delegates.base import RunResult, runner_spec
+from tflkit.delegates.base import RunnerPair, RunResult, parse_pair, runner_spec
 from tflkit.jsonable import plain
 from tflkit.report.speed_report import render_speed, speed_json
 
@@ -58,8 +58,10 @@ class ValidateReport:
     def runner(self, name: str) -> RunResult:
         return next(r for r in self.runners if r.runner == name)
 
-    def pair(self, key: str) -> PairComparison:
-        return next(p for p in self.pairs if p.key == key)
+    def pair(self, key: str | RunnerPair) -> PairComparison:
+        """The comparison of the pair ``key`` (``"actual:expected"`` is read once, here)."""
+        want = parse_pair(key)
+        return next(p for p in self.pairs if p.pair == want)
 
     def to_json(self) -> dict[str, Any]:
         return plain(

@@ -41,9 +41,12 @@ def build_report(
     after_hist = histogram(outcome.model)
     notes = []
     if outcome.dynamic_advice:
-        names = ", ".join(outcome.dynamic_inputs)
+        left = outcome.dynamic_inputs
+        names = (
+            ", ".join(left) if len(left) <= 3 else f"{', '.join(left[:2])} and {len(left) - 2} more"
+        )
         notes.append(
-            f"dynamic dimensions left in input{'s' if len(outcome.dynamic_inputs) > 1 else ''} "
+            f"dynamic dimensions left in input{'s' if len(left) > 1 else ''} "
             f"{names} (the GPU delegate needs static shapes): pass {outcome.dynamic_advice}"
         )
     if not outcome.gated_by_checker:

@@ -55,7 +55,7 @@ class ValidateOptions(InputSetOptions):
 
     ``input_kind``: "realistic" (photographs, audio, valid indices; random where nothing fits)
     or "random". ``calibrate``: scale verdicts by the model's measured noise (else the fixed
-    tolerances). ``reference``: a Keras file, SavedModel, reference bundle (.npz) or another
+    tolerances). ``reference``: a Keras file, SavedModel, reference file (.npz) or another
     ``.tflite`` (the model this one replaces). ``progress`` is called with a line before each
     slow step.
     """

@@ -29,7 +29,7 @@ from tflkit.compare.sensitivity import OutputNoise
 from tflkit.compare.tolerances import DEFAULTS, tolerance_for
 from tflkit.compat.custom_ops import refuse_edgetpu
 from tflkit.delegates.base import RunResult, find_spec, precision_of, runner_spec, spec_names
-from tflkit.delegates.tf_reference import is_bundle, load_bundle, save_bundle
+from tflkit.delegates.tf_reference import is_reference_file, load_reference, save_reference
 from tflkit.errors import UsageError
 from tflkit.ir.entry import IoSpec
 from tflkit.proc.cpu_smoke import ensure_cpu_safe
@@ -92,7 +92,7 @@ def validate(
     outputs = _with_groups(
         outputs, next((r for r in ground if r and r.ok), None), options.output_groups
     )
-    bundle_path = _save_reference(options, sets, by_name.get("reference"))
+    saved_reference = _save_reference(options, sets, by_name.get("reference"))
     noise: dict[str, dict[str, OutputNoise]] = {}
     if options.calibrate:
         noise = calibrate(data, sets, by_name, entry, outputs, pairs, grading, options, tflite)
@@ -116,7 +116,7 @@ def validate(
         outputs=[_output_json(o) for o in outputs],
         runners=results,
         pairs=comparisons,
-        reference_bundle=bundle_path,
+        reference_bundle=saved_reference,
         sensitivity={p: {n: v.to_json() for n, v in per.items()} for p, per in noise.items()},
     )
     conclude(report, data, sets, results, comparisons, optional, grading.quantized, options)
@@ -184,11 +184,11 @@ def _fit_memory(
 def _save_reference(
     options: ValidateOptions, sets: InputSets, reference: RunResult | None
 ) -> str | None:
-    """With ``--save-reference``: the reference's outputs saved as a bundle; its path."""
+    """With ``--save-reference``: the reference's outputs saved as a reference file; its path."""
     if options.save_reference is None or reference is None or not reference.ok:
         return None
     return str(
-        save_bundle(
+        save_reference(
             options.save_reference,
             sets.feeds,
             reference.outputs,
@@ -223,18 +223,19 @@ def _inputs(
     if tflite is not None:  # a float input this model states no range for: the reference's
         ranges = tflite.ranges_for(entry.inputs)
     sets = options.make_sets(model, fallback_ranges=ranges)
-    if options.reference is not None and is_bundle(options.reference) and options.inputs is None:
-        bundle = load_bundle(options.reference)
+    reference = options.reference
+    if reference is not None and is_reference_file(reference) and options.inputs is None:
+        recorded = load_reference(reference)
         names = [s.name for s in sets.specs]
-        if sorted(bundle.manifest["inputs"]) != sorted(names):
+        if sorted(recorded.manifest["inputs"]) != sorted(names):
             raise UsageError(
-                f"the reference bundle's inputs {bundle.manifest['inputs']} are not the "
+                f"the reference file's inputs {recorded.manifest['inputs']} are not the "
                 f"model's {names}"
             )
         return InputSets(
-            bundle.feeds,
+            recorded.feeds,
             sets.specs,
-            f"reference bundle:{options.reference}",
+            f"reference file:{reference}",
             kinds={n: "file" for n in names},
         )
     return sets

@@ -22,7 +22,7 @@ from tflkit.delegates.base import (
 )
 from tflkit.delegates.reference_io import Port, ReferenceIo
 from tflkit.delegates.registry import browser_session, build
-from tflkit.delegates.tf_reference import is_bundle
+from tflkit.delegates.tf_reference import is_reference_file
 from tflkit.errors import UsageError, require_extra
 from tflkit.ir.entry import entry_point
 from tflkit.validation.inputs import InputSets
@@ -64,7 +64,7 @@ def resolve_entry(model: ir.Model, signature: str | None) -> Entry:
 
 
 def is_tflite(path: Path | None) -> bool:
-    """A ``.tflite`` reference (not a framework model or a bundle)."""
+    """A ``.tflite`` reference (not a framework model or a reference file)."""
     return path is not None and path.suffix == ".tflite"
 
 
@@ -104,8 +104,9 @@ def _require_extras(names: Sequence[str], options: ValidateOptions) -> None:
     if any(getattr(runner_spec(n), "device", None) == "browser" for n in names):
         require_extra("browser", "a browser runner (LiteRT.js in Chromium)", "playwright")
     ref = options.reference
-    if ref is not None and not (is_tflite(ref) or is_bundle(ref) or ref.suffix == ".litertlm"):
-        require_extra("convert", f"the TensorFlow reference {ref.name}", "tensorflow")
+    if ref is None or is_tflite(ref) or is_reference_file(ref) or ref.suffix == ".litertlm":
+        return
+    require_extra("convert", f"the TensorFlow reference {ref.name}", "tensorflow")
 
 
 def check_pairs(pairs: Sequence[tuple[str, str]], names: Sequence[str]) -> None:
@@ -165,8 +166,8 @@ def reference_runner(
     tflite: TfliteReference | None,
     kernels: str = "xnnpack",
 ) -> Runner:
-    """The reference runner (a ``.tflite`` on ``kernels``, a framework model or a bundle), fed
-    and read in its own terms when they differ from the model's."""
+    """The reference runner (a ``.tflite`` on ``kernels``, a framework model or a reference
+    file), fed and read in its own terms when they differ from the model's."""
     assert options.reference is not None
     key = options.signature
     ports_in, ports_out = io_ports(entry.inputs), io_ports(entry.outputs)
@@ -184,7 +185,7 @@ def reference_runner(
                 outputs={o.name: o.shape for o in outputs},
             ),
         )
-        if is_bundle(options.reference):  # recorded on this model's own inputs
+        if is_reference_file(options.reference):  # recorded on this model's own inputs
             return runner
         theirs = (None, None)
     try:

@@ -19,7 +19,6 @@ from tflkit.validation.llm_program import KvProgram
 __all__ = ["PART_FRACTION", "StepsReport", "compare_steps", "fix_for", "num"]
 
 
-
 @dataclass
 class StepsReport:
     """What ``validate --steps`` found: per runner, per step."""

@@ -15,7 +15,6 @@ validate's baseline.
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from tflkit.ir.graph import Op
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.rule import Example, Match, OpRewrite, OwnProof, fb, replace
 from tflkit.rewriter.rules.conv_geometry import HYBRID_ROUNDING
+from tflkit.rewriter.rules.hybrid_meaning import float_meaning
 from tflkit.rewriter.verify import Verification, verify
 
 #: TensorFlow's DEPTHWISE_CONV_2D version for int8 weights with per-channel scales (hybrid).
@@ -106,18 +106,7 @@ def meaning(data: bytes) -> bytes:
     """``data`` with the weights of every op :func:`cpu_kernel_wrong` names dequantized to a
     float32 constant (a float DEPTHWISE_CONV_2D): what the original computes when computed
     right."""
-    model = ir.load(data)
-    for subgraph in model.subgraphs:
-        for op in subgraph.ops:
-            if cpu_kernel_wrong(op) is None:
-                continue
-            weights = op.inputs[1]
-            params = weights.quant_params
-            assert params is not None
-            values = params.dequantize(weights.data).astype(np.float32)
-            op.set_input(1, subgraph.add_constant(values, f"{weights.name}/float32"))
-            op.opcode = dataclasses.replace(op.opcode, version=1)  # the float op
-    return ir.dumps(model)
+    return float_meaning(data, lambda op: cpu_kernel_wrong(op) is not None)
 
 
 def _example() -> ir.Model:

@@ -1,0 +1,263 @@
+"""A suite on a real two-node Ray cluster on loopback (``ray start --head`` and a second ``ray
+start --address``, each in a session of its own): the items spread over both nodes (the report
+names each item's node), the second node is killed mid-suite, its items run again on the head,
+and the verdicts and numbers equal a local run's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_regress_scale import suite_dir, tflkit, untimed  # noqa: F401 (a fixture)
+
+REPO = Path(__file__).resolve().parents[1]
+RAY = str(Path(sys.executable).with_name("ray"))
+ENV = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", XDG_RUNTIME_DIR="/tmp")
+NODES = """
+import json, ray, sys
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+print(json.dumps([[n["NodeID"][:12], "node:__internal_head__" in n["Resources"]]
+                  for n in ray.nodes() if n["Alive"]]))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _node(*args: str) -> subprocess.Popen[bytes]:
+    """``ray start --block ARGS`` in a session of its own (its node's processes with it)."""
+    common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
+    return subprocess.Popen(
+        [RAY, "start", *common, '--resources={"tflkit_gpu": 1}', *args],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _nodes(address: str) -> list[list]:
+    done = subprocess.run(
+        [sys.executable, "-c", NODES, address], capture_output=True, text=True, env=ENV, timeout=120
+    )
+    return json.loads(done.stdout) if done.returncode == 0 else []
+
+
+def _kill(node: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(node.pid, signal.SIGKILL)
+    node.wait()
+
+
+@pytest.fixture
+def cluster() -> Iterator[tuple[str, subprocess.Popen[bytes], str]]:
+    """(address, the second node's process, its node id): a head and a worker node."""
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    head = _node("--head", f"--port={port}", "--include-dashboard=false",
+                 f"--ray-client-server-port={_free_port()}")  # fmt: skip
+    worker = None
+    try:
+        deadline = time.monotonic() + 180
+        while len(_nodes(address)) < 1:
+            assert head.poll() is None and time.monotonic() < deadline, "the head did not start"
+        worker = _node(f"--address={address}")
+        while len(nodes := _nodes(address)) < 2:
+            assert worker.poll() is None and time.monotonic() < deadline, "no second node"
+        second = next(node for node, is_head in nodes if not is_head)
+        yield address, worker, second
+    finally:
+        for node in (worker, head):
+            if node is not None:
+                _kill(node)
+
+
+def test_suite_on_two_nodes_survives_a_killed_node(
+    suite_dir: Path,  # noqa: F811
+    cluster: tuple[str, subprocess.Popen[bytes], str],
+) -> None:
+    address, worker, second = cluster
+    local = tflkit("regress", "check", "--suite", "tflkit.toml", "--json", cwd=suite_dir)
+    assert local.returncode == 1, local.stderr
+    results = suite_dir / "ray.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tflkit", "regress", "check", "--suite", "tflkit.toml",
+         "--cluster", address, "--results", str(results), "--json"],
+        cwd=suite_dir, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while True:  # the second node has finished an item: kill it while it works on the next
+            records = results.read_text().splitlines()[1:] if results.exists() else []
+            ran = [json.loads(r)["result"]["nodes"] for r in records]
+            if [second] in ran:
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.05)
+        killed_after = len(records)
+        _kill(worker)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err.decode()
+    report = json.loads(out)
+    nodes = {node for model in report["models"] for node in model["nodes"]}
+    assert second in nodes and len(nodes) == 2, nodes
+    items = [json.loads(r) for r in results.read_text().splitlines()[1:]]
+    assert killed_after < len(items) and all(not i["retry"] for i in items)
+    for model in report["models"]:
+        model.pop("nodes")
+    expected = json.loads(local.stdout)
+    for model in expected["models"]:
+        model.pop("nodes")
+    assert untimed(report) == untimed(expected)
+
+
+FREE = """
+import json, ray, sys, time
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+deadline = time.monotonic() + 60
+while ray.available_resources().get("CPU", 0) < ray.cluster_resources()["CPU"]:
+    assert time.monotonic() < deadline, ray.available_resources()
+    time.sleep(0.2)
+print(json.dumps(ray.available_resources().get("CPU")))
+"""
+
+
+def _item_children(suite: Path) -> list[str]:
+    """Command lines of live item children of ``suite`` (whichever engine started them)."""
+    from tflkit.proc.worker import target_of
+    from tflkit.regress.suite import child_main
+
+    mark = target_of(child_main).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+            if (
+                mark in cmd
+                and str(suite).encode() in cmd
+                and "\nState:\tZ" not in (entry / "status").read_text()
+            ):
+                found.append(cmd.replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return found
+
+
+def test_ctrl_c_on_the_cluster_cancels_every_task(
+    suite_dir: Path,  # noqa: F811
+    cluster: tuple[str, subprocess.Popen[bytes], str],
+) -> None:
+    from tests.cli import default_sigint
+
+    address = cluster[0]
+    results = suite_dir / "ray-interrupted.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tflkit", "regress", "check", "--suite", "tflkit.toml",
+         "--cluster", address, "--results", str(results)],
+        cwd=suite_dir, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while not (results.exists() and len(results.read_text().splitlines()) >= 2):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err.decode()
+    assert "Traceback" not in err.decode()
+    kept = results.read_text().splitlines()[1:]
+    total = len(json.loads(results.read_text().splitlines()[0])["items"])
+    assert 1 <= len(kept) < total
+    free = subprocess.run(
+        [sys.executable, "-c", FREE, address], capture_output=True, text=True, env=ENV, timeout=120
+    )
+    assert free.returncode == 0, free.stderr  # every CPU of the cluster free: no task left
+    deadline = time.monotonic() + 10
+    while (left := _item_children(suite_dir.resolve())) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, left
+
+
+def _session_of(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[3])  # session id (after state, ppid, pgrp)
+
+
+def _running_on(node: subprocess.Popen[bytes], suite: Path) -> bool:
+    """An item child of ``suite`` runs under a Ray worker of ``node`` (its session)."""
+    from tflkit.proc.worker import target_of
+    from tflkit.regress.suite import child_main
+
+    mark, where = target_of(child_main).encode(), str(suite).encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+            if mark in cmd and where in cmd:
+                status = (entry / "status").read_text()
+                ppid = int(next(ln for ln in status.splitlines() if ln.startswith("PPid:"))[5:])
+                if _session_of(ppid) == node.pid:
+                    return True
+        except (OSError, StopIteration, ValueError):
+            continue
+    return False
+
+
+def test_an_item_on_a_killed_node_is_lost_after_its_tries_and_rerun_next_time(
+    suite_dir: Path,  # noqa: F811
+    cluster: tuple[str, subprocess.Popen[bytes], str],
+) -> None:
+    address, worker, _ = cluster
+    results = suite_dir / "ray-lost.jsonl"
+    args = ["regress", "check", "--suite", "tflkit.toml", "--cluster", address,
+            "--results", str(results), "--json"]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tflkit", *args, "--tries", "1"],
+        cwd=suite_dir, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while not _running_on(worker, suite_dir.resolve()):  # an item at work on the node
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.02)
+        _kill(worker)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2, err.decode()  # an item could not be checked
+    lost = [m for m in json.loads(out)["models"] if m["error"] and "lost" in m["error"]]
+    assert lost and "after 1 tries" in lost[0]["error"], out.decode()[-2000:]
+    records = [json.loads(r) for r in results.read_text().splitlines()[1:]]
+    assert [r["retry"] for r in records].count(True) >= 1
+    deadline = time.monotonic() + 10  # the killed node's item child ends with its worker
+    while (left := _item_children(suite_dir.resolve())) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, left
+
+    again = tflkit(*args, cwd=suite_dir)  # the head alone now: the lost item runs there
+    assert again.returncode == 1, again.stderr
+    assert not any(m["error"] for m in json.loads(again.stdout)["models"])
