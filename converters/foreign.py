@@ -28,7 +28,7 @@ from tflkit.proc.result_file import RESULT_FILE
 from tflkit.report.convert_report import ConvertReport
 
 from . import _route_clock
-from ._route_clock import STAGES, Budget, RouteCut, budget_for, progress_line
+from ._route_clock import STAGES, Budget, budget_for, progress_line
 from ._runner import raise_for, run_worker, scratch_dir
 from .base import ConversionError, ConvertOptions, MissingExtraError
 from .envs import ROUTES, ensure_env
@@ -380,6 +380,23 @@ def _check_against_source(
     return _Checked(data, sets, refs, ref, list(outs), worst)
 
 
+def _lacks(route: ForeignRoute, prepared: dict[str, Any]) -> ConversionError | None:
+    """Why ``route`` cannot convert the prepared model, known from its op table before its
+    environment is built (onnx2torch: ``converters/onnx2torch_ops.json``); None otherwise."""
+    missing = prepared.get("onnx2torch_missing") if route is ONNX_TORCH else None
+    if not missing:
+        return None
+    names = "; ".join(f"{domain} {op} ({count} node{'s' * (count > 1)})"
+                      for domain, op, _opset, count in missing)  # fmt: skip
+    error = ConversionError(
+        f"{names}: onnx2torch has no converter for {'it' if len(missing) == 1 else 'them'} "
+        "(its environment was not built)"
+    )
+    error.unsupported = missing  # type: ignore[attr-defined]
+    error.converter = "onnx2torch"  # type: ignore[attr-defined]
+    return error
+
+
 #: How the preparation's line on ONNX Runtime's quantization starts (``_onnx_dequantize``).
 DEQUANTIZED = "dequantized ONNX Runtime's quantization"
 
@@ -436,6 +453,12 @@ def _convert_onnx(
     routes = _ONNX_ROUTES[options.route]
     for route in routes:
         start = time.perf_counter()
+        lacking = _lacks(route, prepared)
+        if lacking is not None:  # known before its environment is built or its converter runs
+            report.attempts.append({"route": route.name, "error": str(lacking), "seconds": 0.0})
+            reasons.append(f"{route.name}: {lacking}")
+            failures.append(lacking)
+            continue
         # auto: a route with another after it runs on a budget for the model's size
         budget = budget_for(source) if route is not routes[-1] else None
         try:
@@ -447,8 +470,11 @@ def _convert_onnx(
                 names = [i["name"] for i in prepared.get("inputs", [])]
                 data = _onnx_io_names(data, names, prepared.get("outputs", []))
         except (ConversionError, MissingExtraError) as exc:
-            if isinstance(exc, RouteCut):
-                print(f"tflkit: {exc}; trying the next route", file=sys.stderr, flush=True)
+            if route is not routes[-1]:  # the switch is said, whatever stopped the route
+                line = " ".join(str(exc).split())
+                cut = line if len(line) <= 160 else line[:159] + "…"
+                print(f"tflkit: {route.name}: {cut}; trying the next route", file=sys.stderr,
+                      flush=True)  # fmt: skip
             seconds = round(time.perf_counter() - start, 1)
             report.attempts.append({"route": route.name, "error": str(exc), "seconds": seconds})
             reasons.append(f"{route.name}: {exc}")
