@@ -199,3 +199,65 @@ def test_ctrl_c_on_the_cluster_cancels_every_task(
     while (left := _item_children(suite_dir.resolve())) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left, left
+
+
+def _session_of(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[3])  # session id (after state, ppid, pgrp)
+
+
+def _running_on(node: subprocess.Popen[bytes], suite: Path) -> bool:
+    """An item child of ``suite`` runs under a Ray worker of ``node`` (its session)."""
+    from tflkit.proc.worker import target_of
+    from tflkit.regress.suite import child_main
+
+    mark, where = target_of(child_main).encode(), str(suite).encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+            if mark in cmd and where in cmd:
+                status = (entry / "status").read_text()
+                ppid = int(next(ln for ln in status.splitlines() if ln.startswith("PPid:"))[5:])
+                if _session_of(ppid) == node.pid:
+                    return True
+        except (OSError, StopIteration, ValueError):
+            continue
+    return False
+
+
+def test_an_item_on_a_killed_node_is_lost_after_its_tries_and_rerun_next_time(
+    suite_dir: Path,  # noqa: F811
+    cluster: tuple[str, subprocess.Popen[bytes], str],
+) -> None:
+    address, worker, _ = cluster
+    results = suite_dir / "ray-lost.jsonl"
+    args = ["regress", "check", "--suite", "tflkit.toml", "--cluster", address,
+            "--results", str(results), "--json"]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tflkit", *args, "--tries", "1"],
+        cwd=suite_dir, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while not _running_on(worker, suite_dir.resolve()):  # an item at work on the node
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.02)
+        _kill(worker)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2, err.decode()  # an item could not be checked
+    lost = [m for m in json.loads(out)["models"] if m["error"] and "lost" in m["error"]]
+    assert lost and "after 1 tries" in lost[0]["error"], out.decode()[-2000:]
+    records = [json.loads(r) for r in results.read_text().splitlines()[1:]]
+    assert [r["retry"] for r in records].count(True) >= 1
+    deadline = time.monotonic() + 10  # the killed node's item child ends with its worker
+    while (left := _item_children(suite_dir.resolve())) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, left
+
+    again = tflkit(*args, cwd=suite_dir)  # the head alone now: the lost item runs there
+    assert again.returncode == 1, again.stderr
+    assert not any(m["error"] for m in json.loads(again.stdout)["models"])
