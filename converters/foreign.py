@@ -28,6 +28,7 @@ from tflkit.proc.result_file import RESULT_FILE
 from tflkit.report.convert_report import ConvertReport
 
 from . import _route_clock
+from ._progress import without_escapes
 from ._route_clock import STAGES, Budget, budget_for, progress_line
 from ._runner import raise_for, run_worker, scratch_dir
 from .base import ConversionError, ConvertOptions, MissingExtraError
@@ -128,7 +129,12 @@ def _step(
         on_wait=progress_line(f"{route.name} {STAGES.get(step, step)}", budget),
         every=_route_clock.PROGRESS_S,
     )
-    raise_for(outcome)
+    try:
+        raise_for(outcome)
+    except ConversionError as exc:  # the converter's own log, for --verbose
+        tail = without_escapes(outcome.output_tail)
+        exc.log = f"--- {route.name} {step}: the converter's log ---\n{tail}"  # type: ignore[attr-defined]
+        raise
     return outcome.state
 
 
@@ -501,7 +507,7 @@ def _convert_onnx(
         return python, state, checked
     tried = " and ".join(r.name for r in _ONNX_ROUTES[options.route])
     if len(failures) > 1 and all(getattr(e, "unsupported", None) for e in failures):
-        raise ConversionError(_unsupported_everywhere(failures)) from None
+        raise _with_logs(ConversionError(_unsupported_everywhere(failures)), failures) from None
     hint = ""
     branching = prepared.get("branch_inputs") or []
     if branching:
@@ -510,7 +516,15 @@ def _convert_onnx(
             f"; the model branches (If) on {', '.join(branching)}: pin the value the app "
             f"feeds ({pins}) and the branch it takes replaces the If"
         )
-    raise ConversionError(f"no route converted the model ({tried}): {'; '.join(reasons)}{hint}")
+    error = ConversionError(f"no route converted the model ({tried}): {'; '.join(reasons)}{hint}")
+    raise _with_logs(error, failures)
+
+
+def _with_logs(error: ConversionError, failures: list[Exception]) -> ConversionError:
+    """``error`` carrying each failed route's own log (``--verbose`` shows it)."""
+    logs = [getattr(e, "log", "") for e in failures]
+    error.log = "\n".join(log for log in logs if log)  # type: ignore[attr-defined]
+    return error
 
 
 def convert_foreign(
