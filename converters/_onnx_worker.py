@@ -44,8 +44,11 @@ def prepare(job, state):
     state["prepared"] = str(target)
     import onnx
 
-    graph = onnx.load(str(target), load_external_data=False).graph
+    prepared = onnx.load(str(target), load_external_data=False)
+    graph = prepared.graph
     state["outputs"] = [o.name for o in graph.output]
+    # what the onnx2torch route lacks, known before its (2 GB) environment is built
+    state["onnx2torch_missing"] = unsupported_ops(prepared, _onnx2torch_ops())
     types = {i.name: i.type.tensor_type.elem_type for i in graph.input}
     for entry in state["inputs"]:
         elem = types.get(entry["name"])
@@ -118,6 +121,13 @@ def _onnx2tf_ops():
     spec = importlib.util.find_spec("onnx2tf.ops")
     paths = list(spec.submodule_search_locations or []) if spec else []
     return {m.name for m in pkgutil.iter_modules(paths) if not m.name.startswith("_")}
+
+
+def _onnx2torch_ops():
+    """The op types the onnx2torch route converts (``onnx2torch_ops.json`` beside this file,
+    written by ``bench/onnx2torch_ops.py`` from the route's converter registry)."""
+    table = json.loads(Path(__file__).with_name("onnx2torch_ops.json").read_text())
+    return {op for names in table["ops"].values() for op in names}
 
 
 def unsupported_ops(model, known):

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["BuildProgress", "pip_step", "plain"]
+__all__ = ["BuildProgress", "pip_step", "plain", "without_escapes"]
 
 #: ANSI escape sequences (colours, cursor moves) that converters and pip print.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
@@ -21,6 +21,11 @@ _PIP_STEPS = (
     (re.compile(r"Installing build dependencies"), "installing build dependencies"),
     (re.compile(r"Installing collected packages: (.+)"), "installing {count} packages"),
 )
+
+
+def without_escapes(text: str | None) -> str:
+    """``text`` without escape codes, its lines kept (a converter's log)."""
+    return _ANSI.sub("", text or "")
 
 
 def plain(text: str | None) -> str:

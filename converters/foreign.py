@@ -28,7 +28,8 @@ from tflkit.proc.result_file import RESULT_FILE
 from tflkit.report.convert_report import ConvertReport
 
 from . import _route_clock
-from ._route_clock import STAGES, Budget, RouteCut, budget_for, progress_line
+from ._progress import without_escapes
+from ._route_clock import STAGES, Budget, budget_for, progress_line
 from ._runner import raise_for, run_worker, scratch_dir
 from .base import ConversionError, ConvertOptions, MissingExtraError
 from .envs import ROUTES, ensure_env
@@ -128,7 +129,12 @@ def _step(
         on_wait=progress_line(f"{route.name} {STAGES.get(step, step)}", budget),
         every=_route_clock.PROGRESS_S,
     )
-    raise_for(outcome)
+    try:
+        raise_for(outcome)
+    except ConversionError as exc:  # the converter's own log, for --verbose
+        tail = without_escapes(outcome.output_tail)
+        exc.log = f"--- {route.name} {step}: the converter's log ---\n{tail}"  # type: ignore[attr-defined]
+        raise
     return outcome.state
 
 
@@ -380,6 +386,23 @@ def _check_against_source(
     return _Checked(data, sets, refs, ref, list(outs), worst)
 
 
+def _lacks(route: ForeignRoute, prepared: dict[str, Any]) -> ConversionError | None:
+    """Why ``route`` cannot convert the prepared model, known from its op table before its
+    environment is built (onnx2torch: ``converters/onnx2torch_ops.json``); None otherwise."""
+    missing = prepared.get("onnx2torch_missing") if route is ONNX_TORCH else None
+    if not missing:
+        return None
+    names = "; ".join(f"{domain} {op} ({count} node{'s' * (count > 1)})"
+                      for domain, op, _opset, count in missing)  # fmt: skip
+    error = ConversionError(
+        f"{names}: onnx2torch has no converter for {'it' if len(missing) == 1 else 'them'} "
+        "(its environment was not built)"
+    )
+    error.unsupported = missing  # type: ignore[attr-defined]
+    error.converter = "onnx2torch"  # type: ignore[attr-defined]
+    return error
+
+
 #: How the preparation's line on ONNX Runtime's quantization starts (``_onnx_dequantize``).
 DEQUANTIZED = "dequantized ONNX Runtime's quantization"
 
@@ -436,6 +459,12 @@ def _convert_onnx(
     routes = _ONNX_ROUTES[options.route]
     for route in routes:
         start = time.perf_counter()
+        lacking = _lacks(route, prepared)
+        if lacking is not None:  # known before its environment is built or its converter runs
+            report.attempts.append({"route": route.name, "error": str(lacking), "seconds": 0.0})
+            reasons.append(f"{route.name}: {lacking}")
+            failures.append(lacking)
+            continue
         # auto: a route with another after it runs on a budget for the model's size
         budget = budget_for(source) if route is not routes[-1] else None
         try:
@@ -447,8 +476,11 @@ def _convert_onnx(
                 names = [i["name"] for i in prepared.get("inputs", [])]
                 data = _onnx_io_names(data, names, prepared.get("outputs", []))
         except (ConversionError, MissingExtraError) as exc:
-            if isinstance(exc, RouteCut):
-                print(f"tflkit: {exc}; trying the next route", file=sys.stderr, flush=True)
+            if route is not routes[-1]:  # the switch is said, whatever stopped the route
+                line = " ".join(str(exc).split())
+                cut = line if len(line) <= 160 else line[:159] + "…"
+                print(f"tflkit: {route.name}: {cut}; trying the next route", file=sys.stderr,
+                      flush=True)  # fmt: skip
             seconds = round(time.perf_counter() - start, 1)
             report.attempts.append({"route": route.name, "error": str(exc), "seconds": seconds})
             reasons.append(f"{route.name}: {exc}")
@@ -475,7 +507,7 @@ def _convert_onnx(
         return python, state, checked
     tried = " and ".join(r.name for r in _ONNX_ROUTES[options.route])
     if len(failures) > 1 and all(getattr(e, "unsupported", None) for e in failures):
-        raise ConversionError(_unsupported_everywhere(failures)) from None
+        raise _with_logs(ConversionError(_unsupported_everywhere(failures)), failures) from None
     hint = ""
     branching = prepared.get("branch_inputs") or []
     if branching:
@@ -484,7 +516,15 @@ def _convert_onnx(
             f"; the model branches (If) on {', '.join(branching)}: pin the value the app "
             f"feeds ({pins}) and the branch it takes replaces the If"
         )
-    raise ConversionError(f"no route converted the model ({tried}): {'; '.join(reasons)}{hint}")
+    error = ConversionError(f"no route converted the model ({tried}): {'; '.join(reasons)}{hint}")
+    raise _with_logs(error, failures)
+
+
+def _with_logs(error: ConversionError, failures: list[Exception]) -> ConversionError:
+    """``error`` carrying each failed route's own log (``--verbose`` shows it)."""
+    logs = [getattr(e, "log", "") for e in failures]
+    error.log = "\n".join(log for log in logs if log)  # type: ignore[attr-defined]
+    return error
 
 
 def convert_foreign(

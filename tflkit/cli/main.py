@@ -159,6 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TflkitError as exc:
         if options.debug:
             traceback.print_exc()
+        log = getattr(exc, "log", "")  # a converter's own output (kept off the one line)
+        if log and (options.verbose or options.debug):
+            sys.stderr.write(log.rstrip("\n") + "\n")
         _error(str(exc))
         return exc.exit_code
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP through exit_on_signals
