@@ -318,10 +318,14 @@ def test_op_no_route_takes_is_named_before_converting(tmp_path):
         check=False,
     )
     assert done.returncode == 2, done.stderr
-    (line,) = [ln for ln in done.stderr.strip().splitlines() if not is_progress(ln)]
+    # the route switch is announced, then the one error line; onnx2torch is refused by its op
+    # table before its environment is built, so the line names no version of it
+    switch, line = [ln for ln in done.stderr.strip().splitlines() if not is_progress(ln)]
+    assert switch.startswith("tflkit: onnx2tf: com.microsoft QuickGelu (opset 1): onnx2tf")
+    assert switch.endswith("trying the next route"), switch
     assert line.startswith(
         "tflkit: error: com.microsoft QuickGelu (opset 1), not supported by onnx2tf 1.29.24 or "
-        "onnx2torch 1.5.15 + litert-torch 0.10.0: com.microsoft ops are ONNX Runtime's"
+        "onnx2torch: com.microsoft ops are ONNX Runtime's"
     ), line
     assert "export the model again with standard ONNX ops" in line
     assert "onnx2tf.ops" not in line and "No module" not in line
