@@ -100,7 +100,7 @@ def _validate_line(checked: ValidateReport) -> str:
     each pair's largest difference."""
     failed = [
         f"{pair.key} {o.name}: max abs {o.metrics.max_abs:.3g} over its bound {o.bound:.3g}"
-        if o.metrics is not None and o.bound is not None
+        if o.metrics is not None and o.bound is not None and o.metrics.max_abs > o.bound
         else f"{pair.key} {o.name}: {'; '.join(o.reasons) or 'fail'}"
         for pair in checked.pairs
         for o in pair.outputs

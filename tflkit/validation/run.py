@@ -35,6 +35,7 @@ from tflkit.ir.entry import IoSpec
 from tflkit.proc.cpu_smoke import ensure_cpu_safe
 from tflkit.report.validate_report import ValidateReport
 from tflkit.validation.inputs import InputSets
+from tflkit.validation.inputs.indices import INDEX_KINDS
 from tflkit.validation.localize import Localization, localize
 from tflkit.validation.noise import Grading, calibrate
 from tflkit.validation.options import ValidateOptions, say
@@ -232,12 +233,10 @@ def _inputs(
                 f"the reference file's inputs {recorded.manifest['inputs']} are not the "
                 f"model's {names}"
             )
-        return InputSets(
-            recorded.feeds,
-            sets.specs,
-            f"reference file:{reference}",
-            kinds={n: "file" for n in names},
-        )
+        # ids and lengths stay what they were: the noise calibration must not move them
+        recorded_kinds = recorded.manifest.get("input_sets", {}).get("data", {})
+        kinds = {n: k if (k := recorded_kinds.get(n)) in INDEX_KINDS else "file" for n in names}
+        return InputSets(recorded.feeds, sets.specs, f"reference file:{reference}", kinds=kinds)
     return sets
 
 
