@@ -1,7 +1,8 @@
 """Benchmark: how far an fp16 sum moves a quantized dense layer's outputs, against the flip odds.
 
 Run from the repo root: ``PYTHONPATH=. python bench/fp16_accumulation.py [--only NAME]``
-(default: mltk's ``tflite_micro_speech``, whose 4,000-long dense layer motivated the odds).
+(default: ``long_dense_int8`` of ``tests/truth_models.py``, a generated full-int8 net ending in a
+4,000-long dense layer, the length that motivated the odds; ``--only`` a real corpus model).
 
 For every FULLY_CONNECTED op of the model it takes the op's int8 input and weights from one CPU
 run (reference kernels, every tensor kept; the first realistic input set ``validate`` uses),
@@ -29,9 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     from tflkit.validation.localize import capture_cpu
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="mltk/tflite_micro_speech", help="a real model's name")
+    parser.add_argument("--only", default=None, help="a real model's name (default: generated)")
     args = parser.parse_args(argv)
-    path = fetch_world(cache_root() / "real")[args.only]
+    if args.only is None:
+        from tests.truth_models import truth_models
+
+        path = truth_models() / "long_dense_int8.tflite"
+    else:
+        path = fetch_world(cache_root() / "real")[args.only]
     data = path.read_bytes()
     model = ir.load(data)
     _, _, inputs, _ = entry_point(model)

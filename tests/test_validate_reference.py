@@ -64,7 +64,7 @@ def test_a_reference_whose_inputs_cannot_be_matched_is_a_usage_error(world_model
             "--runner",
             "cpu",
             "--reference",
-            str(world_models["mltk/tflite_micro_speech"]),
+            str(world_models["mltk/audio_example1"]),
         ]
     )
     err = capsys.readouterr().err

@@ -12,6 +12,9 @@ Run as ``python tests/truth_models.py DIR`` (the tests do it once through
 - ``pairwise.tflite``: two such inputs whose outer products grow as N^2 (memory budget);
 - ``mask_*.tflite``, ``softmax_*.tflite`` (:data:`MASKS`): sigmoid and softmax segmentation
   heads, saturated and not, portrait and landscape (the log-domain rule's false alarms);
+- ``long_dense_int8.tflite``: a full-int8 keyword-spotter-like net (a 10x8 conv over a 49x40
+  spectrogram, stride 2, then a 4,000-long dense layer and a softmax): fp16 sums that long round
+  ~sqrt(4000) times more than one value does (the int8-fp16 flip witness);
 - ``ids_float.tflite``: token ids that arrive as float32 and are CAST to int32 before an
   embedding, plus an int32 ``length`` that masks the sequence (index-like inputs).
 """
@@ -28,6 +31,9 @@ import numpy as np
 
 VOCAB, TOKENS, WIDTH = 500, 16, 32
 SCALARS = 85
+#: the long dense head's logit spread (std over seeded inputs): at 6, GPU fp16 is 8 softmax
+#: steps off the CPU, fp32 exact, one-step flips move it 4-15 steps over seeds 1-3 (at 2: 2-4)
+LONG_DENSE_LOGIT_STD = 6.0
 CAST_DTYPES = ("int64", "int16", "uint16", "uint32", "float64")
 
 
@@ -168,12 +174,44 @@ def mask_model(height: int, width: int, bias: float, head: str) -> bytes:
     return bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
 
 
+def long_dense_int8() -> bytes:
+    """[1, 49, 40, 1] -> Conv2D(8, 10x8, stride 2, relu) -> 4,000 values -> Dense(4) ->
+    softmax, quantized to int8 inputs, weights and outputs on seeded spectrogram-like data."""
+    tf = _tf()
+    spectrogram = tf.keras.Input((49, 40, 1), batch_size=1, name="spectrogram")
+    x = tf.keras.layers.Conv2D(8, (10, 8), strides=2, padding="same", activation="relu")(
+        spectrogram
+    )
+    x = tf.keras.layers.Flatten()(x)
+    x = tf.keras.layers.Dense(4)(x)
+    model = tf.keras.Model(spectrogram, tf.keras.layers.Softmax(name="labels")(x))
+    rng = np.random.default_rng(0)
+    # logits of a few units, as a trained head gives (not one class saturating the softmax)
+    dense = model.layers[-2]
+    probe = rng.normal(0.0, 1.0, (32, 49, 40, 1)).astype(np.float32)
+    logits = tf.keras.Model(spectrogram, dense.output)(probe).numpy()
+    kernel, bias = dense.get_weights()
+    dense.set_weights([kernel * (LONG_DENSE_LOGIT_STD / float(logits.std())), bias])
+
+    def calibration() -> Any:
+        for _ in range(32):
+            yield [rng.normal(0.0, 1.0, (1, 49, 40, 1)).astype(np.float32)]
+
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = calibration
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = converter.inference_output_type = tf.int8
+    return bytes(converter.convert())
+
+
 def build(out: Path) -> None:
     (out / "text_encoder_int64.tflite").write_bytes(text_encoder_int64())
     for dtype in CAST_DTYPES:
         (out / f"cast_{dtype}.tflite").write_bytes(cast_model(dtype))
     (out / "many_scalars.tflite").write_bytes(many_scalars())
     (out / "ids_float.tflite").write_bytes(ids_float())
+    (out / "long_dense_int8.tflite").write_bytes(long_dense_int8())
     (out / "pairwise.tflite").write_bytes(pairwise())
     for name, height, width, bias, head in MASKS:
         (out / f"{name}.tflite").write_bytes(mask_model(height, width, bias, head))

@@ -185,8 +185,6 @@ SOURCES: tuple[Source, ...] = (
                 "siliconlabs/keyword_spotting_with_transfer_learning": "int8 dynamic-shape",
                 "siliconlabs/rock_paper_scissors": "int8 dynamic-shape",
                 "siliconlabs/rock_paper_scissors.float32": "float dynamic-shape",
-                "tflite_micro/tflite_micro_magic_wand": "int8 dynamic-shape",
-                "tflite_micro/tflite_micro_speech": "int8 dynamic-shape",
                 "tinyml/anomaly_detection": "int8 dynamic-shape",
                 "tinyml/image_classification": "int8 dynamic-shape",
                 "tinyml/keyword_spotting": "int8 dynamic-shape",
