@@ -505,9 +505,17 @@ def _convert_onnx(
         if env is not None:
             report.converter_env = env
         return python, state, checked
-    tried = " and ".join(r.name for r in _ONNX_ROUTES[options.route])
+    raise _no_route(options, prepared, reasons, failures) from None
+
+
+def _no_route(
+    options: ConvertOptions, prepared: dict[str, Any], reasons: list[str], failures: list[Exception]
+) -> ConversionError:
+    """The one error when no route converted: each route's reason (or the op none of them has),
+    with a hint where the model branches on an input, carrying each route's log."""
     if len(failures) > 1 and all(getattr(e, "unsupported", None) for e in failures):
-        raise _with_logs(ConversionError(_unsupported_everywhere(failures)), failures) from None
+        return _with_logs(ConversionError(_unsupported_everywhere(failures)), failures)
+    tried = " and ".join(r.name for r in _ONNX_ROUTES[options.route])
     hint = ""
     branching = prepared.get("branch_inputs") or []
     if branching:
@@ -517,7 +525,7 @@ def _convert_onnx(
             f"feeds ({pins}) and the branch it takes replaces the If"
         )
     error = ConversionError(f"no route converted the model ({tried}): {'; '.join(reasons)}{hint}")
-    raise _with_logs(error, failures)
+    return _with_logs(error, failures)
 
 
 def _with_logs(error: ConversionError, failures: list[Exception]) -> ConversionError:

@@ -9,16 +9,25 @@ import subprocess
 from tests.conftest_corpus import REPO
 
 
-def run_tflkit(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_tflkit(
+    *args: str | os.PathLike[str],
+    timeout: float = 600,
+    cwd: str | os.PathLike[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
     """``tflkit ARGS`` from the project's virtualenv; output captured, never raising on the
-    exit code (``XDG_RUNTIME_DIR`` set, which the GPU accelerator needs)."""
+    exit code (``XDG_RUNTIME_DIR`` set, which the GPU accelerator needs; ``env`` added to the
+    environment)."""
     return subprocess.run(
-        [str(REPO / ".venv/bin/tflkit"), *args],
+        [str(REPO / ".venv/bin/tflkit"), *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
-        env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp")),
+        cwd=cwd,
+        env=dict(
+            os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp"), **(env or {})
+        ),
     )
 
 

@@ -27,3 +27,13 @@ def unavailable(reason: str) -> NoReturn:
     if in_ci():
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason)
+
+
+def require_module(name: str, extra: str) -> None:
+    """Stop the test when ``name`` is not importable (fail in CI, skip elsewhere): the module
+    ``pip install 'tflkit[EXTRA]'`` brings."""
+    import importlib.util
+
+    __tracebackhide__ = True
+    if importlib.util.find_spec(name) is None:
+        unavailable(f"{name} is not importable: pip install 'tflkit[{extra}]'")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.int8_trained_models import build_trained_hybrid
+from tests.needs import require_module
 from tflkit import ir
 from tflkit.cli.main import EXIT_OK, main
 from tflkit.rewriter.rules.conv_geometry import HYBRID_ROUNDING, Int8PointwiseFloatWeights
@@ -25,7 +26,7 @@ SEEDS = (0, 1)
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("tensorflow")
+    require_module("tensorflow", "convert")
     path = tmp_path_factory.mktemp("trained") / "emotion_hybrid.tflite"
     return build_trained_hybrid(path, spread=0.5, head=2.0)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
+from tests.needs import require_module
 from tflkit.bundle.engine import context_length, run_engine, unreadable_prompts
 
 
@@ -21,7 +21,7 @@ def test_the_context_is_where_the_engine_reads_it(llm_bundles: Path) -> None:
 
 
 def test_a_text_longer_than_the_context_is_scored_cut_to_it(llm_bundles: Path) -> None:
-    pytest.importorskip("litert_lm")
+    require_module("litert_lm", "llm")
     text = " ".join(list("abcdefghijklmnopqrstuvwxyz") * 2)
     result = run_engine(
         llm_bundles / "tkv_int8_hf.litertlm",
@@ -40,7 +40,7 @@ def test_a_text_longer_than_the_context_is_scored_cut_to_it(llm_bundles: Path) -
 def test_a_prompt_the_bundles_tokenizer_does_not_know_is_a_finding(llm_bundles: Path) -> None:
     """The corpus's SentencePiece bundle reads English, not Japanese: the Japanese prompt's ids
     read back as unknown pieces and the run says so; the English one is read as it is."""
-    pytest.importorskip("litert_lm")
+    require_module("litert_lm", "llm")
     prompts = ["the weather today is", "日本語のテキスト です"]
     result = run_engine(
         llm_bundles / "tkv_int8_sp_small.litertlm", "cpu", prompts, max_output_tokens=2
@@ -53,7 +53,7 @@ def test_a_prompt_the_bundles_tokenizer_does_not_know_is_a_finding(llm_bundles: 
 def test_the_continuation_leaves_room_in_the_context(llm_bundles: Path) -> None:
     """Asked for more tokens than the 32-token context holds after the prompt, the engine
     decodes what fits (the prompt, its start token and the continuation), and scores it."""
-    pytest.importorskip("litert_lm")
+    require_module("litert_lm", "llm")
     prompt = "once upon a time there was"
     result = run_engine(llm_bundles / "tkv_int8_hf.litertlm", "cpu", [prompt], max_output_tokens=64)
     assert result.status == "ok", (result.status, result.error)

@@ -11,13 +11,12 @@ runner and says the GPU runner needs a newer runtime (no crash, no regression).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import run_tflkit
 from tests.conftest_corpus import cache_root
 from tflkit.regress.runtimes import DIR_ENV, ensure_runtime
 
@@ -41,17 +40,7 @@ def runtimes_dir() -> Path:
 
 
 def tflkit(runtimes: Path, *args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, **{DIR_ENV: str(runtimes)})
-    env.setdefault("XDG_RUNTIME_DIR", "/tmp")
-    return subprocess.run(
-        [sys.executable, "-m", "tflkit", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=cwd,
-        env=env,
-        check=False,
-    )
+    return run_tflkit(*args, cwd=cwd, timeout=900, env={DIR_ENV: str(runtimes)})
 
 
 @pytest.fixture(scope="module")

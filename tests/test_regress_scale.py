@@ -11,7 +11,6 @@ import json
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli import run_tflkit
 from tests.test_interrupts import _check_interrupted, _child_running, _start, _survivors
 from tests.test_regress import perturb_one_buffer
 from tflkit.proc.worker import target_of
@@ -30,14 +30,7 @@ SUITE_CHILD = target_of(suite.child_main)  # the argv of each item's worker
 
 
 def tflkit(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tflkit", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=cwd,
-        check=False,
-    )
+    return run_tflkit(*args, cwd=cwd, timeout=900)
 
 
 def untimed(report: dict[str, Any]) -> dict[str, Any]:

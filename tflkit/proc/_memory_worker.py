@@ -1,7 +1,8 @@
 """Child process: one CPU inference of a model at given input shapes, to measure its memory.
 
-Run as ``python -m tflkit.proc._memory_worker MODEL SHAPES.json [SIGNATURE]``: ``SHAPES`` maps
-feed names (signature input names, or tensor names for a model without signatures) to shapes.
+Started through :func:`tflkit.proc.worker.python_command` as ``main([MODEL, SHAPES.json,
+SIGNATURE?])``: ``SHAPES`` maps feed names (signature input names, or tensor names for a model
+without signatures) to shapes.
 Prints ``base_kb: N`` (the resident set once the runtime is imported, before the model is
 loaded) and ``peak_kb: N`` (the process's peak resident set) after the inference; the parent
 (:mod:`tflkit.validation.budget`) watches the resident set and kills this process at its budget,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +29,7 @@ from tflkit.errors import UsageError
 from tflkit.ir.entry import IoSpec, entry_point
 from tflkit.ir.shapes import by_feed_name
 from tflkit.proc import _memory_worker
-from tflkit.proc.worker import kill_group, own_session
+from tflkit.proc.worker import kill_group, own_session, python_command
 from tflkit.validation.inputs.specs import resolve_specs
 
 if TYPE_CHECKING:
@@ -113,8 +112,8 @@ def measure_inference(
         model, shape_file = Path(tmp) / "model.tflite", Path(tmp) / "shapes.json"
         model.write_bytes(data)
         shape_file.write_text(json.dumps(shapes))
-        cmd = [sys.executable, "-m", _memory_worker.__name__, str(model), str(shape_file)]
-        cmd += [signature] if signature else []
+        named = [signature] if signature else []
+        cmd = python_command(_memory_worker.main, model, shape_file, *named)
         with own_session(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
         ) as proc:
