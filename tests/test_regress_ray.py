@@ -58,8 +58,23 @@ def _nodes(address: str) -> list[list]:
 
 
 def _kill(node: subprocess.Popen[bytes]) -> None:
+    """The node dies: SIGKILL to every process of its session (the raylet's group and the Ray
+    workers, which Ray puts in process groups of their own), except tflkit's item children,
+    which must end with their worker by themselves."""
+    from tflkit.proc.worker import target_of
+    from tflkit.regress.suite import child_main
+
+    mark = target_of(child_main).encode()
     with contextlib.suppress(ProcessLookupError):
         os.killpg(node.pid, signal.SIGKILL)
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or _session_of(int(entry.name)) != node.pid:
+                continue
+            if mark not in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            continue
     node.wait()
 
 
