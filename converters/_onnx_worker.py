@@ -47,8 +47,18 @@ def prepare(job, state):
     prepared = onnx.load(str(target), load_external_data=False)
     graph = prepared.graph
     state["outputs"] = [o.name for o in graph.output]
-    # what the onnx2torch route lacks, known before its (2 GB) environment is built
+    # what each route lacks, known before its converter starts (onnx2tf: before TensorFlow
+    # imports; onnx2torch: before its 2 GB environment is built)
     state["onnx2torch_missing"] = unsupported_ops(prepared, _onnx2torch_ops())
+    missing = unsupported_ops(prepared, _onnx2tf_ops())
+    if missing:
+        converter = _onnx2tf_label()
+        state["onnx2tf_missing"] = {
+            "ops": missing,
+            "converter": converter,
+            "advice": unsupported_advice(missing),
+            "message": _unsupported_message(missing, converter),
+        }
     types = {i.name: i.type.tensor_type.elem_type for i in graph.input}
     for entry in state["inputs"]:
         elem = types.get(entry["name"])
@@ -114,13 +124,21 @@ def recurrent_state_inputs(model):
 
 def _onnx2tf_ops():
     """The op types onnx2tf has a converter for: its ``onnx2tf/ops/*.py`` modules (it imports
-    ``onnx2tf.ops.<op_type>`` for each node, whatever the node's domain)."""
+    ``onnx2tf.ops.<op_type>`` for each node, whatever the node's domain). Listed from the
+    package's folder, not imported: importing onnx2tf imports TensorFlow (seconds)."""
     import importlib.util
     import pkgutil
 
-    spec = importlib.util.find_spec("onnx2tf.ops")
-    paths = list(spec.submodule_search_locations or []) if spec else []
+    spec = importlib.util.find_spec("onnx2tf")  # a top-level spec does not run the package
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    paths = [str(Path(root) / "ops") for root in roots]
     return {m.name for m in pkgutil.iter_modules(paths) if not m.name.startswith("_")}
+
+
+def _onnx2tf_label():
+    from importlib.metadata import version
+
+    return f"onnx2tf {version('onnx2tf')}"
 
 
 def _onnx2torch_ops():
@@ -171,10 +189,6 @@ def _unsupported_message(missing, converter):
     return f"{'; '.join(names)}: {converter} has no converter for {it}; {advice}"
 
 
-class Unsupported(Exception):
-    """The model holds ops onnx2tf has no converter for (the message says which)."""
-
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FAILED_NODE = re.compile(r"onnx_op_name: (\S+)")
 
@@ -214,11 +228,8 @@ def convert(job, state):
     state["versions"] = {"onnx2tf": version("onnx2tf"), "tensorflow": version("tensorflow")}
     state["converter"] = f"onnx2tf {version('onnx2tf')}"
     work = Path(job["workdir"])
-    model = onnx.load(job["source"], load_external_data=False)  # prepared: static shapes
-    missing = unsupported_ops(model, _onnx2tf_ops())
-    if missing:
-        state["unsupported"], state["advice"] = missing, unsupported_advice(missing)
-        raise Unsupported(_unsupported_message(missing, state["converter"]))
+    # prepared (static shapes); the ops onnx2tf lacks were found by ``prepare``
+    model = onnx.load(job["source"], load_external_data=False)
     init = {i.name for i in model.graph.initializer}
     shapes = {
         i.name: [d.dim_value for d in i.type.tensor_type.shape.dim]
@@ -442,8 +453,6 @@ def main():
     try:
         {"prepare": prepare, "convert": convert, "reference": reference}[job["step"]](job, state)
         state["stage"] = "done"
-    except Unsupported as exc:
-        state.update(error=str(exc), error_kind="unsupported")
     except Exception as exc:
         text = str(exc)
         explained = _explained(exc, state) if job["step"] == "convert" else None

@@ -388,18 +388,27 @@ def _check_against_source(
 
 def _lacks(route: ForeignRoute, prepared: dict[str, Any]) -> ConversionError | None:
     """Why ``route`` cannot convert the prepared model, known from its op table before its
+    converter starts (onnx2tf: its ``ops`` modules, listed without importing TensorFlow) or its
     environment is built (onnx2torch: ``converters/onnx2torch_ops.json``); None otherwise."""
-    missing = prepared.get("onnx2torch_missing") if route is ONNX_TORCH else None
-    if not missing:
-        return None
-    names = "; ".join(f"{domain} {op} ({count} node{'s' * (count > 1)})"
-                      for domain, op, _opset, count in missing)  # fmt: skip
-    error = ConversionError(
-        f"{names}: onnx2torch has no converter for {'it' if len(missing) == 1 else 'them'} "
-        "(its environment was not built)"
-    )
-    error.unsupported = missing  # type: ignore[attr-defined]
-    error.converter = "onnx2torch"  # type: ignore[attr-defined]
+    if route is ONNX:
+        found = prepared.get("onnx2tf_missing")
+        if not found:
+            return None
+        error = ConversionError(found["message"])
+        missing, error.converter = found["ops"], found["converter"]  # type: ignore[attr-defined]
+        error.advice = found["advice"]  # type: ignore[attr-defined]
+    else:
+        missing = prepared.get("onnx2torch_missing") if route is ONNX_TORCH else None
+        if not missing:
+            return None
+        names = "; ".join(f"{domain} {op} ({count} node{'s' * (count > 1)})"
+                          for domain, op, _opset, count in missing)  # fmt: skip
+        error = ConversionError(
+            f"{names}: onnx2torch has no converter for {'it' if len(missing) == 1 else 'them'} "
+            "(its environment was not built)"
+        )
+        error.converter = "onnx2torch"  # type: ignore[attr-defined]
+    error.unsupported = [tuple(m) for m in missing]  # type: ignore[attr-defined]
     return error
 
 
@@ -461,6 +470,8 @@ def _convert_onnx(
         start = time.perf_counter()
         lacking = _lacks(route, prepared)
         if lacking is not None:  # known before its environment is built or its converter runs
+            if route is not routes[-1]:
+                _say_switch(route, lacking)
             report.attempts.append({"route": route.name, "error": str(lacking), "seconds": 0.0})
             reasons.append(f"{route.name}: {lacking}")
             failures.append(lacking)
@@ -477,10 +488,7 @@ def _convert_onnx(
                 data = _onnx_io_names(data, names, prepared.get("outputs", []))
         except (ConversionError, MissingExtraError) as exc:
             if route is not routes[-1]:  # the switch is said, whatever stopped the route
-                line = " ".join(str(exc).split())
-                cut = line if len(line) <= 160 else line[:159] + "…"
-                print(f"tflkit: {route.name}: {cut}; trying the next route", file=sys.stderr,
-                      flush=True)  # fmt: skip
+                _say_switch(route, exc)
             seconds = round(time.perf_counter() - start, 1)
             report.attempts.append({"route": route.name, "error": str(exc), "seconds": seconds})
             reasons.append(f"{route.name}: {exc}")
@@ -506,6 +514,13 @@ def _convert_onnx(
             report.converter_env = env
         return python, state, checked
     raise _no_route(options, prepared, reasons, failures) from None
+
+
+def _say_switch(route: ForeignRoute, why: Exception) -> None:
+    """The one stderr line that says ``route`` failed and the next one is tried."""
+    line = " ".join(str(why).split())
+    cut = line if len(line) <= 160 else line[:159] + "…"
+    print(f"tflkit: {route.name}: {cut}; trying the next route", file=sys.stderr, flush=True)
 
 
 def _no_route(

@@ -337,6 +337,40 @@ def test_op_no_route_takes_is_named_before_converting(tmp_path):
     assert not list(out.iterdir()), "something was written"
 
 
+ONNX2TF_OPS = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from tflkit.proc.result_file import load_sibling
+worker = load_sibling(sys.argv[2], "_onnx_worker")
+ops = worker._onnx2tf_ops()
+heavy = sorted(m for m in ("onnx2tf", "tensorflow", "keras") if m in sys.modules)
+print(json.dumps({"ops": sorted(ops), "imported": heavy, "label": worker._onnx2tf_label()}))
+"""
+
+
+def test_onnx2tf_op_table_is_read_without_importing_it():
+    """The ops onnx2tf converts are listed from its package's folder in the preparation, so a
+    model with an op it lacks goes on without TensorFlow's import (seconds) or onnx2tf's
+    start: the modules are onnx2tf's (one per op type), and nothing heavy was imported."""
+    import json
+
+    from tflkit.converters import _onnx_worker
+    from tflkit.converters.envs import ensure_env
+
+    env = ensure_env("onnx", root=cache_root() / "converters")
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [str(env.python), "-c", ONNX2TF_OPS, str(repo), _onnx_worker.__file__],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["imported"] == [], found["imported"]
+    assert {"Conv", "MatMul", "Softmax", "Resize", "Loop"} <= set(found["ops"])
+    assert "QuickGelu" not in found["ops"] and len(found["ops"]) > 150, len(found["ops"])
+    assert found["label"].startswith("onnx2tf 1.")
+
+
 def test_onnx2tf_failures_in_one_line_naming_the_fix():
     """onnx2tf's own texts for a missing op module and a -1 dimension become one line naming the
     op, or the dynamic inputs to pin with --input-shape (the worker's mapping, fed the texts
