@@ -209,6 +209,45 @@ class _Tee(io.TextIOBase):
         self.out.flush()
 
 
+class Onnx2tfExit(Exception):
+    """onnx2tf called ``sys.exit`` (it does so for an op or attribute it refuses); the text is
+    its own reason, when it printed one."""
+
+
+#: onnx2tf's ERROR lines that follow every failure, whatever the cause (hints and context).
+_GENERIC = (
+    "The trace log is below",
+    "input_onnx_file_path:",
+    "onnx_op_name:",
+    "Read this and deal with it",
+    "Alternatively, if the input OP",
+    "If the input OP of ONNX",
+    "Also, for models that include",
+)
+
+
+def _refusal(printed):
+    """onnx2tf's own reason for refusing a node: its first ``ERROR:`` line that is not one of the
+    hints it prints after every failure, with the detail line below it (``graph_node.name: ...
+    reduction: add``); empty when it printed none."""
+    lines = [ln.strip() for ln in printed.splitlines()]
+    for k, line in enumerate(lines):
+        text = line.removeprefix("ERROR:").strip()
+        if line.startswith("ERROR:") and text and not text.startswith(_GENERIC):
+            text = text.replace(" Pull requests are welcome.", "").rstrip(".")
+            detail = lines[k + 1] if k + 1 < len(lines) else ""
+            if detail and not detail.startswith(("ERROR:", "Traceback", "WARNING:")):
+                detail = re.sub(r"^graph_node\.name: \S+\s*", "", detail)  # named apart
+                text += f" ({detail})" if detail else ""
+            return text[:400]
+    return ""
+
+
+def _op_type_of(model, name):
+    """The op type of the node ``name`` (subgraphs too), or None."""
+    return next((n.op_type for n in _PREPARE.nodes(model.graph) if n.name == name), None)
+
+
 def _own_scripts_on_path():
     """Put this environment's ``bin`` first on PATH: onnx2tf runs ``onnxsim`` as a command, and
     without it on PATH it skips the simplification (constant folding of shape arithmetic) with a
@@ -264,11 +303,16 @@ def convert(job, state):
     try:
         with contextlib.redirect_stdout(tee):
             onnx2tf.convert(**arguments)
-    except Exception:
-        # onnx2tf prints the ONNX node it failed on ("onnx_op_name: conv2d_5"), not raises it
-        named = _FAILED_NODE.findall(_ANSI.sub("", "".join(tee.seen)))
+    except (Exception, SystemExit) as exc:
+        # onnx2tf prints the ONNX node it failed on ("onnx_op_name: conv2d_5") and, for an op
+        # it refuses, its reason, then calls sys.exit(1): both are read from what it printed
+        printed = _ANSI.sub("", "".join(tee.seen))
+        named = _FAILED_NODE.findall(printed)
         if named:
             state["failed_node"] = named[-1]
+            state["failed_op"] = _op_type_of(model, named[-1])
+        if isinstance(exc, SystemExit):
+            raise Onnx2tfExit(_refusal(printed)) from None
         raise
     state["convert_seconds"] = time.perf_counter() - start
     (found,) = sorted((work / "onnx2tf").glob("*_float32.tflite"))
@@ -405,6 +449,10 @@ def _explained(exc, state):
     for the others)."""
     text = str(exc)
     converter = state.get("converter", "onnx2tf")
+    if isinstance(exc, Onnx2tfExit):  # its own reason for the node it refused
+        node, op = state.get("failed_node"), state.get("failed_op")
+        where = f" at ONNX node {node}" + (f" ({op})" if op else "") if node else ""
+        return f"{converter} refused the model{where}: {text or 'it printed no reason'}"
     found = _NO_MODULE.search(text)
     if found:  # an op the pre-check did not see (e.g. one onnxsim wrote)
         return (

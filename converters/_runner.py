@@ -52,8 +52,10 @@ def run_worker(
                 "the converter process was killed (SIGKILL), most likely by the system running "
                 "out of memory: close other programs or convert on a machine with more memory"
             ) from None
-        last = done.last_line or "no output"
-        raise ConversionError(f"the converter process died ({done.how}): {last[:300]}") from None
+        last = plain(done.last_line or "no output")
+        error = ConversionError(f"the converter process died ({done.how}): {last[:300]}")
+        error.output_tail = done.output[-4000:]  # type: ignore[attr-defined]
+        raise error from None
     return WorkerOutcome(state, done.returncode, done.output[-4000:], done.seconds)
 
 

@@ -122,18 +122,21 @@ def _step(
     job = {"step": step, "source": str(source), "options": options.to_json(), "workdir": str(work)}
     (work / "job.json").write_text(json.dumps({**job, **extra}))
     (work / RESULT_FILE).unlink(missing_ok=True)
-    outcome = run_worker(
-        [python, str(Path(__file__).with_name(script or route.script)), str(work / "job.json")],
-        work,
-        timeout=options.timeout,
-        on_wait=progress_line(f"{route.name} {STAGES.get(step, step)}", budget),
-        every=_route_clock.PROGRESS_S,
-    )
+    outcome = None
     try:
+        outcome = run_worker(
+            [python, str(Path(__file__).with_name(script or route.script)), str(work / "job.json")],
+            work,
+            timeout=options.timeout,
+            on_wait=progress_line(f"{route.name} {STAGES.get(step, step)}", budget),
+            every=_route_clock.PROGRESS_S,
+        )
         raise_for(outcome)
     except ConversionError as exc:  # the converter's own log, for --verbose
-        tail = without_escapes(outcome.output_tail)
-        exc.log = f"--- {route.name} {step}: the converter's log ---\n{tail}"  # type: ignore[attr-defined]
+        tail = outcome.output_tail if outcome else getattr(exc, "output_tail", "")
+        if tail:
+            log = without_escapes(tail)
+            exc.log = f"--- {route.name} {step}: the converter's log ---\n{log}"  # type: ignore[attr-defined]
         raise
     return outcome.state
 

@@ -337,6 +337,64 @@ def test_op_no_route_takes_is_named_before_converting(tmp_path):
     assert not list(out.iterdir()), "something was written"
 
 
+SCATTER_ADD_MODEL = """
+import sys
+import onnx
+from onnx import TensorProto, helper
+nodes = [
+    helper.make_node("Gather", ["x", "edges"], ["g"], axis=0, name="gather_src"),
+    helper.make_node("ReduceSum", ["g", "axes"], ["msg"], keepdims=0, name="reduce_msg"),
+    helper.make_node("Shape", ["x"], ["shape"]),
+    helper.make_node("ConstantOfShape", ["shape"], ["zeros"],
+                     value=helper.make_tensor("z", TensorProto.FLOAT, [1], [0.0])),
+    helper.make_node("ScatterElements", ["zeros", "edges", "msg"], ["y"], axis=0,
+                     reduction="add", name="scatter_agg"),
+]
+graph = helper.make_graph(
+    nodes, "message_passing",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "d"]),
+     helper.make_tensor_value_info("edges", TensorProto.INT64, ["e", "d"])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    [helper.make_tensor("axes", TensorProto.INT64, [1], [2])],
+)
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+model.ir_version = 8
+onnx.save(model, sys.argv[1])
+"""
+
+
+def test_an_op_onnx2tf_refuses_is_named_with_its_own_reason(tmp_path):
+    """onnx2tf refuses a node by printing why and calling sys.exit (ScatterElements with
+    reduction=add, every dimension dynamic, as graph transformers aggregate messages): the
+    error names the node, its op and onnx2tf's reason, not the hint lines onnx2tf prints after
+    every failure (NonMaxSuppression's), and --verbose shows the converter's log."""
+    from tflkit.converters.envs import ensure_env
+
+    env = ensure_env("onnx", root=cache_root() / "converters")
+    source = tmp_path / "scatter_add.onnx"
+    made = subprocess.run(
+        [str(env.python), "-c", SCATTER_ADD_MODEL, str(source)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr[-2000:]
+    out = tmp_path / "m.tflite"
+    done = subprocess.run(
+        [sys.executable, "-m", "tflkit", "convert", str(source), "-o", str(out), "--route",
+         "onnx2tf", "--input-shape", "x=5,3", "--input-shape", "edges=2,3", "--verbose"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("tflkit: error: no route converted the model (onnx2tf): "), line
+    assert (
+        "refused the model at ONNX node scatter_agg (ScatterElements): ScatterElements "
+        "currently supports only reduction=['none'] (reduction: add)"
+    ) in line, line
+    assert "NonMaxSuppression" not in line and "\x1b[" not in line and "died" not in line
+    assert "the converter's log" in done.stderr  # --verbose: onnx2tf's own lines
+    assert not out.exists()
+
+
 ONNX2TF_OPS = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
