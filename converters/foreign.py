@@ -304,6 +304,9 @@ class _Checked:
     reference: dict[str, Any]  # the reference worker's state
     outputs: list[str]
     worst: dict[str, float]
+    #: the file the source framework ran on: the user's, or the dequantized model when ONNX
+    #: Runtime cannot run the quantized original
+    held_to: Path
 
     def wrong(self) -> str | None:
         """Why the CPU's outputs are not the source's (None when they are)."""
@@ -386,7 +389,7 @@ def _check_against_source(
                 raise ConversionError(str(exc)) from None
     out_quant = {n: q for n, t in outs.items() if (q := IoSpec(n, t, t.shape).quant)}
     worst = cpu_vs_reference(data, sets.feeds, refs, out_quant)
-    return _Checked(data, sets, refs, ref, list(outs), worst)
+    return _Checked(data, sets, refs, ref, list(outs), worst, source)
 
 
 def _lacks(route: ForeignRoute, prepared: dict[str, Any]) -> ConversionError | None:
@@ -578,7 +581,7 @@ def convert_foreign(
             # first QUANTIZE covers, as validate makes them; int8 under --int8-io, the source
             # then fed their real values)
             data = _quantized(checked.data, options, report, work)
-            checked = _check_against_source(python, route, source, options, work, data)
+            checked = _check_against_source(python, route, checked.held_to, options, work, data)
         ref = checked.reference
         framework = str(ref.get("framework", ""))
         save_reference(

@@ -68,6 +68,9 @@ class Reader(CalibrationDataReader):
 
 quantize_dynamic(out / "float.onnx", out / "dynamic.onnx", op_types_to_quantize=["Conv", "MatMul"],
                  weight_type=QuantType.QUInt8)
+# int8 weights: ONNX Runtime's CPU has no ConvInteger kernel for them, it cannot run this one
+quantize_dynamic(out / "float.onnx", out / "dynamic_int8.onnx", op_types_to_quantize=["Conv"],
+                 weight_type=QuantType.QInt8)
 quantize_static(out / "float.onnx", out / "qdq.onnx", Reader(), quant_format=QuantFormat.QDQ)
 quantize_static(out / "float.onnx", out / "qoperator.onnx", Reader(),
                 quant_format=QuantFormat.QOperator)
@@ -123,3 +126,34 @@ def test_ort_quantized_model_converts(quantized: Path, tmp_path: Path, name: str
     assert f"logits {cost:.3g}" in note
     ops = {op.type for op in ir.load(out).main.ops}
     assert not ops & {"QUANTIZE", "DEQUANTIZE"}, ops  # float through and through
+
+
+def test_a_quantized_model_ort_cannot_run_is_held_to_its_float_meaning(
+    quantized: Path, tmp_path: Path
+) -> None:
+    """``quantize_dynamic`` with int8 weights writes a ConvInteger ONNX Runtime's CPU has no
+    kernel for: the conversion says so, is held to the dequantized float model instead, and so
+    is tflkit's own quantization of it (``--quantize dynamic``), whose reference file then
+    validates."""
+    source = quantized / "dynamic_int8.onnx"
+    out = tmp_path / "dynamic_int8.tflite"
+    done = subprocess.run(
+        [sys.executable, "-m", "tflkit", "convert", str(source), "-o", str(out),
+         "--quantize", "dynamic", "--json"],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    (note,) = [n for n in report["notes"] if n.startswith("ONNX Runtime cannot run")]
+    assert "ConvInteger" in note and "the reference is the dequantized float model" in note
+    assert 0 < report["cpu_vs_reference_max_abs"]["logits"] < 0.05
+    reference = tmp_path / "dynamic_int8.reference.npz"
+    checked = subprocess.run(
+        [sys.executable, "-m", "tflkit", "validate", str(out), "-r", "cpu", "--reference",
+         str(reference), "--json"],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    verdict = json.loads(checked.stdout)
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    pairs = {(c["actual"], c["expected"]) for c in verdict["comparisons"]}
+    assert ("cpu", "reference") in pairs, pairs
