@@ -49,16 +49,10 @@ def prepare(job, state):
     state["outputs"] = [o.name for o in graph.output]
     # what each route lacks, known before its converter starts (onnx2tf: before TensorFlow
     # imports; onnx2torch: before its 2 GB environment is built)
-    state["onnx2torch_missing"] = unsupported_ops(prepared, _onnx2torch_ops())
-    missing = unsupported_ops(prepared, _onnx2tf_ops())
-    if missing:
-        converter = _onnx2tf_label()
-        state["onnx2tf_missing"] = {
-            "ops": missing,
-            "converter": converter,
-            "advice": unsupported_advice(missing),
-            "message": _unsupported_message(missing, converter),
-        }
+    state["lacking"] = {
+        "onnx2tf": _lacking(unsupported_ops(prepared, _onnx2tf_ops()), _onnx2tf_label(), True),
+        "onnx2torch": _lacking(unsupported_ops(prepared, _onnx2torch_ops()), "onnx2torch", False),
+    }
     types = {i.name: i.type.tensor_type.elem_type for i in graph.input}
     for entry in state["inputs"]:
         elem = types.get(entry["name"])
@@ -133,6 +127,23 @@ def _onnx2tf_ops():
     roots = list(spec.submodule_search_locations or []) if spec else []
     paths = [str(Path(root) / "ops") for root in roots]
     return {m.name for m in pkgutil.iter_modules(paths) if not m.name.startswith("_")}
+
+
+def _lacking(missing, converter, built):
+    """What a route lacks, for the parent's one line (None when it lacks nothing): the ops, the
+    converter and the message; ``built`` whether the route's environment is (onnx2torch's is
+    not built yet: its message says so and gives no advice)."""
+    if not missing:
+        return None
+    if built:
+        message, advice = _unsupported_message(missing, converter), unsupported_advice(missing)
+    else:
+        names = "; ".join(f"{domain} {op} ({count} node{'s' * (count > 1)})"
+                          for domain, op, _opset, count in missing)  # fmt: skip
+        it = "it" if len(missing) == 1 else "them"
+        message = f"{names}: {converter} has no converter for {it} (its environment was not built)"
+        advice = None
+    return {"ops": missing, "converter": converter, "advice": advice, "message": message}
 
 
 def _onnx2tf_label():

@@ -396,25 +396,13 @@ def _lacks(route: ForeignRoute, prepared: dict[str, Any]) -> ConversionError | N
     """Why ``route`` cannot convert the prepared model, known from its op table before its
     converter starts (onnx2tf: its ``ops`` modules, listed without importing TensorFlow) or its
     environment is built (onnx2torch: ``converters/onnx2torch_ops.json``); None otherwise."""
-    if route is ONNX:
-        found = prepared.get("onnx2tf_missing")
-        if not found:
-            return None
-        error = ConversionError(found["message"])
-        missing, error.converter = found["ops"], found["converter"]  # type: ignore[attr-defined]
-        error.advice = found["advice"]  # type: ignore[attr-defined]
-    else:
-        missing = prepared.get("onnx2torch_missing") if route is ONNX_TORCH else None
-        if not missing:
-            return None
-        names = "; ".join(f"{domain} {op} ({count} node{'s' * (count > 1)})"
-                          for domain, op, _opset, count in missing)  # fmt: skip
-        error = ConversionError(
-            f"{names}: onnx2torch has no converter for {'it' if len(missing) == 1 else 'them'} "
-            "(its environment was not built)"
-        )
-        error.converter = "onnx2torch"  # type: ignore[attr-defined]
-    error.unsupported = [tuple(m) for m in missing]  # type: ignore[attr-defined]
+    found = prepared.get("lacking", {}).get(route.name)
+    if not found:
+        return None
+    error = ConversionError(found["message"])
+    error.unsupported = [tuple(m) for m in found["ops"]]  # type: ignore[attr-defined]
+    error.converter = found["converter"]  # type: ignore[attr-defined]
+    error.advice = found["advice"]  # type: ignore[attr-defined]
     return error
 
 
