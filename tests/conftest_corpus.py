@@ -14,7 +14,6 @@ TensorFlow version so editing a generator regenerates the corpus.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.util
 import os
@@ -22,8 +21,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
@@ -32,6 +29,7 @@ import pytest
 from tests.corpus import generate
 from tests.corpus.fetch import FetchError, fetch_real_float, fetch_world
 from tests.needs import unavailable
+from tflkit.fsio import exclusive_lock
 
 CACHE_ENV = "TFLKIT_TEST_CACHE"
 REPO = Path(__file__).resolve().parents[1]
@@ -62,25 +60,32 @@ def build_with_script(
     """``out``, built once by ``python script DIR`` in a fresh interpreter (TensorFlow stays out
     of the test process): the script writes into a temporary sibling, renamed into place when it
     succeeds. Built already when ``out / done_marker`` exists; a failing script fails the test
-    with the end of its stderr."""
+    with the end of its stderr. Processes that need it at once (xdist workers) build it
+    once: the first holds a lock beside it, the others wait and find it built."""
     if (out / done_marker).is_file():
         return out
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    for sub in subdirs:
-        (tmp / sub).mkdir(exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    done = subprocess.run(
-        [sys.executable, str(script), str(tmp)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"{what} generation failed:\n{done.stderr[-3000:]}", pytrace=False)
-    os.replace(tmp, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(out.with_name(out.name + ".lock")):
+        if (out / done_marker).is_file():
+            return out
+        shutil.rmtree(out, ignore_errors=True)  # a build killed before its marker
+        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for sub in subdirs:
+            (tmp / sub).mkdir(exist_ok=True)
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        done = subprocess.run(
+            [sys.executable, str(script), str(tmp)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+        if done.returncode != 0:
+            pytest.fail(f"{what} generation failed:\n{done.stderr[-3000:]}", pytrace=False)
+        os.replace(tmp, out)
     return out
 
 
@@ -100,17 +105,6 @@ def corpus_key(tf_version: str) -> str:
     source = b"\0".join(path.read_bytes() for path in generate.SOURCE_FILES)
     digest = hashlib.sha256(source + b"\0" + tf_version.encode()).hexdigest()[:16]
     return f"tf{tf_version}-{digest}"
-
-
-@contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    """Serialize generation across pytest processes (e.g. xdist workers)."""
-    with open(lock_path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _run_generator(outdir: Path) -> None:
@@ -140,7 +134,7 @@ def ensure_generated(root: Path, tf_version: str) -> Path:
     parent = root / "generated"
     parent.mkdir(parents=True, exist_ok=True)
     final = parent / corpus_key(tf_version)
-    with _locked(parent / ".lock"):
+    with exclusive_lock(parent / ".lock"):
         if (final / MANIFEST).is_file():
             return final
         tmp = Path(tempfile.mkdtemp(dir=parent, prefix=".tmp-"))

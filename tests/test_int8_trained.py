@@ -65,20 +65,25 @@ def test_trained_hybrid_model_is_rewritten_and_nearer_its_meaning(
     print(
         "\n(|R-H|, |H-M|, |R-M|) / peak per seed:", [tuple(round(s, 4) for s in x) for x in shares]
     )
-    for _moved, own_noise, left in shares:
-        assert left <= own_noise  # the rewrite moves the CPU toward the meaning
-    # the proof against the meaning holds on trained weights, whatever the one-op bound says
     direct = verify(original, rewritten, Int8PointwiseFloatWeights.contract, seeds=SEEDS)
     print("one-op contract:", direct.ok, [round(o.max_abs, 4) for o in direct.outputs])
+    # The trained weights depend on the CPU's float kernels (TensorFlow's differ by CPU): the
+    # rewrite moved the softmax by 0.026 of its peak where the family was built, 0.0079 on
+    # another 2-core machine, same seeds. Where one op's bound holds, the rule proves the
+    # rewrite with it, and the rewritten model (its other hybrid ops untouched) may sit
+    # either side of the meaning by the original's own rounding (0.0021 against 0.0016 of the
+    # peak measured on one CI machine).
+    if direct.ok:
+        assert "meaning" not in report["verification"]["contract"]
+        return
+    # The family's point: one op's bound is not the network's. The rewrite moves the softmax
+    # by more than it (the old proof refused to write), by about the original's own rounding,
+    # and the proof against the meaning holds it: on every seed no farther from the meaning.
+    assert max(s[0] for s in shares) > HYBRID_ROUNDING, direct.outputs
+    assert "meaning" in report["verification"]["contract"]
+    for _moved, own_noise, left in shares:
+        assert left <= own_noise
     assert closer_to_meaning(original, rewritten, SEEDS, direct).ok
-    # the family's point, where this machine's training shows it: one op's bound is not the
-    # network's, the rewrite moves the softmax by more than it (the old proof refused to
-    # write), by about the original's own rounding. The trained weights depend on the CPU's
-    # float kernels: measured 0.026 of the peak where the family was built, 0.0079 (inside the
-    # one-op bound, so the old contract proves it) on another 2-core machine, same seeds.
-    if not direct.ok:
-        assert max(s[0] for s in shares) > HYBRID_ROUNDING, direct.outputs
-        assert "meaning" in report["verification"]["contract"]
 
 
 def test_a_wrong_rewrite_is_still_refused(

@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,17 +34,21 @@ print(json.dumps([[n["NodeID"][:12], "node:__internal_head__" in n["Resources"]]
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports (each held until all are chosen, so none comes twice)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
-def _node(*args: str) -> subprocess.Popen[bytes]:
-    """``ray start --block ARGS`` in a session of its own (its node's processes with it)."""
+def _node(temp_dir: Path, *args: str) -> subprocess.Popen[bytes]:
+    """``ray start --block ARGS`` in a session of its own (its node's processes with it), its
+    sessions and logs under ``temp_dir`` (nothing shared with another Ray on the machine)."""
     common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
     return subprocess.Popen(
-        [RAY, "start", *common, '--resources={"tflkit_gpu": 1}', *args],
+        [RAY, "start", *common, f"--temp-dir={temp_dir}", '--resources={"tflkit_gpu": 1}', *args],
         env=ENV,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -50,11 +56,31 @@ def _node(*args: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _nodes(address: str) -> list[list]:
-    done = subprocess.run(
-        [sys.executable, "-c", NODES, address], capture_output=True, text=True, env=ENV, timeout=120
-    )
-    return json.loads(done.stdout) if done.returncode == 0 else []
+def _nodes(address: str) -> tuple[list[list], str]:
+    """The cluster's live nodes ([node id, is head]) and, when it did not answer, why."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", NODES, address],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        return [], "ray.init did not return in 120 s"
+    if done.returncode != 0:
+        return [], done.stderr.strip()[-1500:]
+    return json.loads(done.stdout), ""
+
+
+def _logs(temp_dir: Path) -> str:
+    """The last lines of the Ray logs under ``temp_dir`` (for a cluster that did not start)."""
+    tails = []
+    for log in sorted(temp_dir.glob("session_*/logs/*")):
+        if log.suffix in (".out", ".err", ".log") and log.is_file() and log.stat().st_size:
+            lines = log.read_text(errors="replace").splitlines()[-5:]
+            tails.append(f"--- {log.name}\n" + "\n".join(lines))
+    return "\n".join(tails)[-6000:]
 
 
 def _kill(node: subprocess.Popen[bytes]) -> None:
@@ -80,25 +106,30 @@ def _kill(node: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture
 def cluster() -> Iterator[tuple[str, subprocess.Popen[bytes], str]]:
-    """(address, the second node's process, its node id): a head and a worker node."""
-    port = _free_port()
+    """(address, the second node's process, its node id): a head and a worker node; when the
+    cluster does not come up, the assertion carries the driver's error and the Ray logs."""
+    port, client_port = _free_ports(2)
     address = f"127.0.0.1:{port}"
-    head = _node("--head", f"--port={port}", "--include-dashboard=false",
-                 f"--ray-client-server-port={_free_port()}")  # fmt: skip
+    temp_dir = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # short: Ray's socket paths
+    head = _node(temp_dir, "--head", f"--port={port}", "--include-dashboard=false",
+                 f"--ray-client-server-port={client_port}")  # fmt: skip
     worker = None
     try:
-        deadline = time.monotonic() + 180
-        while len(_nodes(address)) < 1:
-            assert head.poll() is None and time.monotonic() < deadline, "the head did not start"
-        worker = _node(f"--address={address}")
-        while len(nodes := _nodes(address)) < 2:
-            assert worker.poll() is None and time.monotonic() < deadline, "no second node"
-        second = next(node for node, is_head in nodes if not is_head)
+        deadline = time.monotonic() + 240
+        while len((answer := _nodes(address))[0]) < 1:
+            alive = head.poll() is None and time.monotonic() < deadline
+            assert alive, f"the head did not start: {answer[1]}\n{_logs(temp_dir)}"
+        worker = _node(temp_dir, f"--address={address}")
+        while len((answer := _nodes(address))[0]) < 2:
+            alive = worker.poll() is None and time.monotonic() < deadline
+            assert alive, f"no second node: {answer[1]}\n{_logs(temp_dir)}"
+        second = next(node for node, is_head in answer[0] if not is_head)
         yield address, worker, second
     finally:
         for node in (worker, head):
             if node is not None:
                 _kill(node)
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def test_suite_on_two_nodes_survives_a_killed_node(

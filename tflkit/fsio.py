@@ -136,11 +136,13 @@ def _fsync_dir(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def exclusive_lock(lock: Path, waiting: str, say: Callable[[str], None]) -> Iterator[None]:
+def exclusive_lock(
+    lock: Path, waiting: str = "", say: Callable[[str], None] | None = None
+) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the file ``lock`` (created with its folder) for the block;
-    when another process holds it, ``say(waiting)`` once, then wait for it. Used where a cache
-    is filled once (converter environments, LiteRT.js, device wheels) by whichever process
-    comes first."""
+    when another process holds it, ``say(waiting)`` once (if given), then wait for it. Used
+    where a cache is filled once (converter environments, LiteRT.js, device wheels, the test
+    corpora) by whichever process comes first."""
     import fcntl
 
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -148,7 +150,8 @@ def exclusive_lock(lock: Path, waiting: str, say: Callable[[str], None]) -> Iter
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            say(waiting)
+            if say is not None:
+                say(waiting)
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

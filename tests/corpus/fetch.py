@@ -12,7 +12,6 @@ Run as ``python -m tests.corpus.fetch DIR [NAME_PREFIX ...]``.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import subprocess
@@ -20,12 +19,11 @@ import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.corpus.generate import write_atomic
+from tflkit.fsio import exclusive_lock
 
 MARKER = ".complete"
 DOWNLOAD_TIMEOUT_S = 300.0
@@ -229,16 +227,6 @@ def with_tag(tag: str) -> list[str]:
     return [name for name, tags in world_tags().items() if tag in tags]
 
 
-@contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    with open(lock_path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _run(cmd: list[str], what: str, cwd: Path, timeout: float) -> None:
     try:
         done = subprocess.run(
@@ -323,7 +311,7 @@ def fetch_source(
     if cached is not None:
         return cached
     target.mkdir(parents=True, exist_ok=True)
-    with _locked(target / ".lock"):
+    with exclusive_lock(target / ".lock"):
         cached = _cached(target, stems)
         if cached is not None:
             return cached

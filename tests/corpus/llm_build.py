@@ -76,19 +76,23 @@ def ensure_env(root: Path, base_python: str = sys.executable, timeout_s: int = 1
     python = env / "bin" / "python"
     if (env / "READY").is_file():
         return python
-    root.mkdir(parents=True, exist_ok=True)
+    from tflkit.fsio import exclusive_lock  # the builder env runs this file without tflkit
+
     log = root / f"{env.name}.log"
-    with open(log, "w") as out:
-        for cmd in (
-            [base_python, "-m", "venv", "--clear", str(env)],
-            [str(python), "-m", "pip", "install", "--disable-pip-version-check", *PACKAGES],
-        ):
-            out.write("$ " + " ".join(cmd) + "\n")
-            out.flush()
-            done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
-            if done.returncode != 0:
-                raise RuntimeError(f"{cmd[2]} failed: {log.read_text()[-2000:]}")
-    (env / "READY").write_text("\n".join(PACKAGES) + "\n")
+    with exclusive_lock(root / f"{env.name}.lock"):  # one builder at a time (xdist workers)
+        if (env / "READY").is_file():
+            return python
+        with open(log, "w") as out:
+            for cmd in (
+                [base_python, "-m", "venv", "--clear", str(env)],
+                [str(python), "-m", "pip", "install", "--disable-pip-version-check", *PACKAGES],
+            ):
+                out.write("$ " + " ".join(cmd) + "\n")
+                out.flush()
+                done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
+                if done.returncode != 0:
+                    raise RuntimeError(f"{cmd[2]} failed: {log.read_text()[-2000:]}")
+        (env / "READY").write_text("\n".join(PACKAGES) + "\n")
     return python
 
 

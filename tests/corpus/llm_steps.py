@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tests.conftest_corpus import REPO, cache_root
 from tests.corpus import llm_build
+from tflkit.fsio import exclusive_lock
 
 __all__ = ["build_in_env", "corpus_dir", "inlined"]
 
@@ -42,20 +43,24 @@ def build_in_env(folder: Path, script: str, what: str) -> Path:
     root = folder.parent
     python = llm_build.ensure_env(root)
     root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=root) as tmp:
-        done = subprocess.run(
-            ["nice", "-n", "5", str(python), str(REPO / script), tmp],
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"{what} build failed:\n{done.stderr[-3000:]}")
-        staged = folder.with_name(folder.name + f".tmp{os.getpid()}")
-        shutil.copytree(tmp, staged)
-        os.replace(staged, folder)
+    with exclusive_lock(folder.with_name(folder.name + ".lock")):  # one builder at a time
+        if (folder / "MANIFEST.json").is_file():
+            return folder
+        shutil.rmtree(folder, ignore_errors=True)  # what a killed builder left
+        with tempfile.TemporaryDirectory(dir=root) as tmp:
+            done = subprocess.run(
+                ["nice", "-n", "5", str(python), str(REPO / script), tmp],
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"{what} build failed:\n{done.stderr[-3000:]}")
+            staged = folder.with_name(folder.name + f".tmp{os.getpid()}")
+            shutil.copytree(tmp, staged)
+            os.replace(staged, folder)
     return folder
 
 
