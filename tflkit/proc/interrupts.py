@@ -32,7 +32,9 @@ __all__ = [
     "exit_code",
     "exit_on_signals",
     "interrupted_by",
+    "reinstall_handlers",
     "run_process",
+    "signal_interrupt",
     "signal_received",
 ]
 
@@ -41,6 +43,8 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _EXIT_CODES = frozenset(128 + sig for sig in _SIGNALS)
 #: Every signal the handlers below saw, in order (read by :func:`run_process` on the way out).
 _RECEIVED: list[int] = []
+#: The handler tflkit last installed (empty outside :func:`run_process` / :func:`exit_on_signals`).
+_INSTALLED: list[Callable[[int, FrameType | None], None]] = []
 
 
 class Interrupted(KeyboardInterrupt):
@@ -69,7 +73,24 @@ def signal_received() -> bool:
     return bool(_RECEIVED)
 
 
+def signal_interrupt(exc: KeyboardInterrupt) -> KeyboardInterrupt:
+    """``exc`` as the :class:`Interrupted` of the signal this process received, when a library
+    turned it into a plain ``KeyboardInterrupt`` on the way (Ray's waits do); else ``exc``."""
+    if isinstance(exc, Interrupted) or not _RECEIVED:
+        return exc
+    return Interrupted(_RECEIVED[-1])
+
+
+def reinstall_handlers() -> None:
+    """Put tflkit's handlers back after a library replaced them (``ray.init`` installs its own
+    SIGTERM handler, which would end the process without unwinding); only in the main thread,
+    and only where tflkit had installed them."""
+    if _INSTALLED and threading.current_thread() is threading.main_thread():
+        _install(_INSTALLED[-1])
+
+
 def _install(handler: Callable[[int, FrameType | None], None]) -> None:
+    _INSTALLED[:] = [handler]
     for sig in _SIGNALS:
         if signal.getsignal(sig) != signal.SIG_IGN:  # nohup'd: keep ignoring SIGHUP
             signal.signal(sig, handler)
@@ -108,6 +129,7 @@ def exit_on_signals(function: F) -> F:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            _INSTALLED.clear()
 
     return wrapper  # type: ignore[return-value]
 
