@@ -12,7 +12,7 @@ node dies is retried by Ray on a live node, up to ``tries`` times in all; then t
 path on every node (a shared checkout).
 
 Ctrl-C stops every task through a flag (:class:`CancelFlag`, an actor on the
-driver's node that each task watches), not ``ray.cancel``: Ray 2.x's cancel races the reply of a
+head node that each task watches), not ``ray.cancel``: Ray 2.x's cancel races the reply of a
 task that is just finishing and aborts the driver in its C++ core ("Tried to complete task that
 was not pending"), a silent exit 1 instead of tflkit's 130. A task that sees the flag interrupts
 its own main thread, which kills its item child as it unwinds, and returns; the driver waits for
@@ -88,8 +88,7 @@ RunChild = Callable[[str, WorkItem, float], tuple[ModelResult, bool]]
 def _flag_on_head(ray: Any) -> Any:
     """A :class:`CancelFlag` on the head node, which lives as long as the cluster (a worker
     node may be killed mid-run; on loopback the driver's own node may be any of them)."""
-    head = HEAD_RESOURCE if ray.cluster_resources().get(HEAD_RESOURCE) else None
-    resources = {head: 0.001} if head else {}
+    resources = {HEAD_RESOURCE: 0.001} if ray.cluster_resources().get(HEAD_RESOURCE) else {}
     return ray.remote(CancelFlag).options(num_cpus=0, resources=resources).remote()
 
 
