@@ -21,11 +21,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import run_tflkit
 from tests.test_regress_scale import suite_dir, tflkit, untimed  # noqa: F401 (a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 RAY = str(Path(sys.executable).with_name("ray"))
-ENV = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", XDG_RUNTIME_DIR="/tmp")
+# Ray turns token authentication on for a ``ray start --head`` when ~/.ray/auth_token exists
+# (any local ``ray.init()`` on the machine writes one) while its clients stay off: the mode is
+# set here for the nodes and every client, so the cluster does not depend on the home folder.
+AUTH = {"RAY_AUTH_MODE": "disabled"}
+ENV = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", XDG_RUNTIME_DIR="/tmp", **AUTH)
 NODES = """
 import json, ray, sys
 ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
@@ -306,6 +311,7 @@ def test_an_item_on_a_killed_node_is_lost_after_its_tries_and_rerun_next_time(
         time.sleep(0.2)
     assert not left, left
 
-    again = tflkit(*args, cwd=suite_dir)  # the head alone now: the lost item runs there
+    # the head alone now: the lost item runs there
+    again = run_tflkit(*args, cwd=suite_dir, env=AUTH, timeout=900)
     assert again.returncode == 1, again.stderr
     assert not any(m["error"] for m in json.loads(again.stdout)["models"])
