@@ -56,6 +56,37 @@ m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)]); m.ir_version = 9
 onnx.save(m, sys.argv[1])
 """
 
+#: A text detector's shape: a 1-channel sigmoid map at half the input's size, from a small FPN
+#: (three stride-2 convs, nearest upsampling, skip additions) over an image of any size.
+DETECTOR_MODEL = """
+import sys, numpy as np, onnx
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+rng = np.random.default_rng(0)
+def w(name, co, ci, k):
+    return nh.from_array(rng.normal(0, .2, (co, ci, k, k)).astype(np.float32), name)
+inits = [w("w1", 8, 3, 3), w("w2", 16, 8, 3), w("w3", 16, 16, 3), w("w4", 8, 16, 1),
+         w("w5", 1, 8, 3), nh.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+nodes = [
+  h.make_node("Conv", ["x", "w1"], ["c1"], strides=[2, 2], pads=[1, 1, 1, 1]),
+  h.make_node("Relu", ["c1"], ["r1"]),
+  h.make_node("Conv", ["r1", "w2"], ["c2"], strides=[2, 2], pads=[1, 1, 1, 1]),
+  h.make_node("Relu", ["c2"], ["r2"]),
+  h.make_node("Conv", ["r2", "w3"], ["c3"], strides=[2, 2], pads=[1, 1, 1, 1]),
+  h.make_node("Resize", ["c3", "", "scales"], ["u3"], mode="nearest"),
+  h.make_node("Add", ["u3", "r2"], ["a2"]),
+  h.make_node("Resize", ["a2", "", "scales"], ["u2"], mode="nearest"),
+  h.make_node("Conv", ["u2", "w4"], ["c4"]),
+  h.make_node("Add", ["c4", "r1"], ["a1"]),
+  h.make_node("Conv", ["a1", "w5"], ["c5"], pads=[1, 1, 1, 1]),
+  h.make_node("Sigmoid", ["c5"], ["prob"]),
+]
+g = h.make_graph(nodes, "det", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, "h", "w"])],
+                 [h.make_tensor_value_info("prob", T.FLOAT, [1, 1, "h2", "w2"])], inits)
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]); m.ir_version = 8
+onnx.checker.check_model(m)
+onnx.save(m, sys.argv[1])
+"""
+
 SPACE_TO_DEPTH_MODEL = """
 import sys, numpy as np, onnx
 from onnx import helper as h, TensorProto as T, numpy_helper as nh
@@ -208,3 +239,26 @@ def test_int8_quantization_of_a_signatureless_conversion(tmp_path: Path) -> None
     assert [s.key for s in quantized.signatures] == ["serving_default"]
     assert any(op.type == "QUANTIZE" for op in quantized.main.ops)
     assert any("had no signature" in note for note in report.notes), report.notes
+
+
+def test_int8_of_a_detector_of_any_image_size(tmp_path: Path) -> None:
+    """A detector whose ONNX input is ``[1, 3, h, w]``: converted at ``--input-shape`` and
+    quantized to int8 on an image folder of other sizes (the calibration images are resized to
+    the model's input), it takes int8 end to end and keeps the detector's output shape."""
+    from PIL import Image
+
+    source = _build(DETECTOR_MODEL, tmp_path / "det.onnx")
+    images = tmp_path / "images"
+    images.mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(4):
+        pixels = (rng.random((480 + 16 * i, 640, 3)) * 255).astype(np.uint8)
+        Image.fromarray(pixels).save(images / f"{i}.png")
+    out = tmp_path / "det.tflite"
+    args = ("--input-shape", "x=1,3,320,320", "--quantize", "int8", "--representative", images)
+    code, report, err = _convert(source, out, *map(str, args))
+    assert code == 0, err
+    model = ir.load(out.read_bytes())
+    assert any(op.type == "QUANTIZE" for op in model.main.ops)
+    assert report["inputs"][0]["shape"] == [1, 320, 320, 3]
+    assert [list(t.shape) for t in model.main.outputs] == [[1, 160, 160, 1]]
