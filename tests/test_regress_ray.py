@@ -212,16 +212,19 @@ def _item_children(suite: Path) -> list[str]:
     return found
 
 
-def test_ctrl_c_on_the_cluster_cancels_every_task(
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
+def test_a_signal_on_the_cluster_cancels_every_task(
+    sig: signal.Signals,
     suite_dir: Path,  # noqa: F811
     cluster: tuple[str, subprocess.Popen[bytes], str],
 ) -> None:
-    """Ctrl-C stops every task through the cancel flag: the process exits 130 with its one
-    line naming the signal, no task or item child is left, and the finished results are kept."""
+    """Ctrl-C or SIGTERM stops every task through the cancel flag: the process exits 128 +
+    the signal with its one line naming it, no task or item child is left, and the finished
+    results are kept."""
     from tests.cli import default_sigint
 
     address = cluster[0]
-    results = suite_dir / "ray-interrupted.jsonl"
+    results = suite_dir / f"ray-interrupted-{sig.name}.jsonl"
     proc = subprocess.Popen(
         [sys.executable, "-m", "tflkit", "regress", "check", "--suite", "tflkit.toml",
          "--cluster", address, "--results", str(results)],
@@ -233,14 +236,14 @@ def test_ctrl_c_on_the_cluster_cancels_every_task(
         while not (results.exists() and len(results.read_text().splitlines()) >= 2):
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
             time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err.decode()
-    assert "interrupted (SIGINT)" in err.decode() and "Traceback" not in err.decode()
+    assert proc.returncode == 128 + sig, err.decode()
+    assert f"interrupted ({sig.name})" in err.decode() and "Traceback" not in err.decode()
     kept = results.read_text().splitlines()[1:]
     total = len(json.loads(results.read_text().splitlines()[0])["items"])
     assert 1 <= len(kept) < total
