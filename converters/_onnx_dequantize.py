@@ -221,9 +221,9 @@ def _qdq(graph, node, counts):
         graph.graph.node.remove(dq)
         graph.rename_uses(dq.output[0], node.input[0])
     graph.graph.node.remove(node)
-    counts["QuantizeLinear/DequantizeLinear pair"] = (
-        counts.get("QuantizeLinear/DequantizeLinear pair", 0) + len(readers)
-    )
+    counts["QuantizeLinear/DequantizeLinear pair"] = counts.get(
+        "QuantizeLinear/DequantizeLinear pair", 0
+    ) + len(readers)
     return True
 
 
