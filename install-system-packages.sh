@@ -33,7 +33,7 @@ if [ "$with_browser" = 1 ] && ! command -v chromedriver >/dev/null; then
   apt-get install -y -qq --no-install-recommends chromium-driver >/dev/null
   echo "install-system-packages: $(chromedriver --version 2>/dev/null | cut -d' ' -f1-2) installed"
 fi
-# npm fetches LiteRT.js (@litertjs/core) once for the browser harness (tflkit/harness/browser/)
+# npm fetches LiteRT.js (@litertjs/core) once for the browser harness (delegates/browser/)
 if [ "$with_browser" = 1 ] && ! command -v npm >/dev/null; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null

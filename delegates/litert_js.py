@@ -1,12 +1,13 @@
 """LiteRT.js in headless Chromium: the ``webgpu-fp16``, ``webgpu-fp32`` and ``wasm`` runners.
 
 The three runners share one :class:`BrowserSession`: the first to be asked writes the input sets
-and runs one browser job for every browser runner of the validation (``python -m
-tflkit.harness.browser feeds``, in a process group of its own with a timeout), and each reads its
-backend's record back. A runner only turns inputs into outputs and records what executed: the
-WebGPU adapter, LiteRT.js's ``isFullyAccelerated``, the ops delegated, the I/O path, and the
-run-to-run repeats (each input set runs at least 3 times; ``executed["repeats"]["stable"]`` is
-False when the runs differ, which ``validate`` reports as a finding of its own).
+and runs one browser job for every browser runner of the validation (the LiteRT.js runtime of
+:mod:`tflkit.delegates.browser`, in a child started from
+:func:`tflkit.delegates._browser_worker.main`, in a process group of its own with a timeout), and
+each reads its backend's record back. A runner only turns inputs into outputs and records what
+executed: the WebGPU adapter, LiteRT.js's ``isFullyAccelerated``, the ops delegated, the I/O path,
+and the run-to-run repeats (each input set runs at least 3 times; ``executed["repeats"]["stable"]``
+is False when the runs differ, which ``validate`` reports as a finding of its own).
 
 :func:`browser_run_result` turns one backend record of a browser result (protocol 1.1) into a
 :class:`RunResult`; ``device validate`` uses it for ``--device browser`` too, so both paths
@@ -19,7 +20,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
@@ -196,7 +196,9 @@ class BrowserSession:
 
     def _run(self, feeds: Sequence[Feed]) -> dict[str, RunResult]:
         from tflkit.proc.child_env import child_env
-        from tflkit.proc.worker import own_session
+        from tflkit.proc.worker import own_session, python_command
+
+        from . import _browser_worker
 
         where = f"browser:{self.adapter}"
         backends = [str(s.harness) for s in self.specs.values()]
@@ -210,13 +212,13 @@ class BrowserSession:
                 for k, array in enumerate(feed.values()):
                     np.save(folder / str(s) / f"{k}.npy", np.asarray(array), allow_pickle=False)
             (folder / "feeds.json").write_text(json.dumps([list(f) for f in feeds]))
-            cmd = [sys.executable, "-m", "tflkit.harness.browser", "feeds"]
-            cmd += [str(work / "model.tflite"), str(folder), str(work / "result")]
-            cmd += [f"--backend={b}" for b in backends]
-            cmd += [f"--adapter={self.adapter}", f"--timeout={total:g}"]
-            cmd += [f"--backend-timeout={self.timeout:g}"]
+            args: list[object] = [work / "model.tflite", folder, work / "result"]
+            args += [f"--backend={b}" for b in backends]
+            args += [f"--adapter={self.adapter}", f"--timeout={total:g}"]
+            args += [f"--backend-timeout={self.timeout:g}"]
             if self.signature is not None:
-                cmd += [f"--signature={self.signature}"]
+                args += [f"--signature={self.signature}"]
+            cmd = python_command(_browser_worker.main, *args)
             with own_session(
                 cmd,
                 stdin=subprocess.DEVNULL,
@@ -230,7 +232,7 @@ class BrowserSession:
                     return self._failed("timeout", f"the browser did not finish in {total:g} s")
             if not (work / "result" / "result.json").is_file():
                 lines = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
-                why = lines[-1].removeprefix("tflkit-browser: error: ") if lines else "no output"
+                why = lines[-1].removeprefix(_browser_worker.ERROR_PREFIX) if lines else "no output"
                 status = "unavailable" if proc.returncode == 4 else "run_error"
                 return self._failed(status, f"the browser harness failed: {why}")
             document, outputs = read_browser_result(work / "result")

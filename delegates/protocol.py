@@ -391,7 +391,7 @@ class RunnerSpec:
     headless Chromium), "external" (a delegate ``.so``), "framework" (the reference), "device"
     (only on a device through its harness), "engine" (the LiteRT-LM engine on a ``.litertlm``
     bundle). ``harness``: the device protocol's backend name for it
-    (``tflkit.harness.protocol``). ``kernels``: the CPU interpreter's kernels ("xnnpack",
+    (``tflkit.delegates.device_protocol``). ``kernels``: the CPU interpreter's kernels ("xnnpack",
     "reference": LiteRT's reference kernels). ``emulated``: fp16 emulated op by op on the CPU.
     ``localize``: ``validate --localize`` runs its ops alone. ``steps``: ``validate --steps``
     runs it step by step. ``engine_backend``: the engine's backend ("cpu", "gpu") of an engine

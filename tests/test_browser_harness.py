@@ -28,18 +28,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tflkit.harness.browser.chromium import CHROMIUM, MARKER_SWITCH, processes_tagged
-from tflkit.harness.browser.errors import BrowserTimeoutError, ProvisionError
-from tflkit.harness.browser.job import BrowserOptions, run_browser_job, write_browser_job
-from tflkit.harness.browser.provision import (
+from tflkit.delegates.browser.chromium import CHROMIUM, MARKER_SWITCH, processes_tagged
+from tflkit.delegates.browser.errors import BrowserTimeoutError, ProvisionError
+from tflkit.delegates.browser.job import BrowserOptions, run_browser_job, write_browser_job
+from tflkit.delegates.browser.provision import (
     LITERTJS_VERSION,
     MARKER,
     LiteRtJs,
     ensure_litertjs,
     find_litertjs,
 )
-from tflkit.harness.browser.server import JobServer
-from tflkit.harness.protocol import DeviceResult
+from tflkit.delegates.browser.server import JobServer
+from tflkit.delegates.device_protocol import DeviceResult
 
 from .conftest_corpus import cache_root, unavailable
 from .test_harness_protocol import PROTOCOL_DIR

@@ -28,11 +28,11 @@ import pytest
 from tests.needs import unavailable
 from tests.test_device_transports import Adbd, _free_port, _stop, adbd_on_loopback
 from tflkit.cli.main import main
+from tflkit.delegates.browser.chromium import CHROMIUM, Chromium, processes_tagged
+from tflkit.delegates.browser.job import BrowserOptions, write_browser_job
+from tflkit.delegates.device_protocol import read_result
 from tflkit.harness.adb import AdbDevice
-from tflkit.harness.browser.chromium import CHROMIUM, Chromium, processes_tagged
-from tflkit.harness.browser.job import BrowserOptions, write_browser_job
 from tflkit.harness.browser.remote import REMOTE_MARKER, AdbBrowserDevice, adb_device, print_qr
-from tflkit.harness.protocol import read_result
 from tflkit.harness.transport import DeviceError
 from tflkit.proc.child_env import project_root
 
@@ -48,8 +48,8 @@ REVERSE = re.compile(r"adb reverse tcp:(\d+) tcp:(\d+)")
 def browser_env() -> Iterator[Path]:
     """Chromium, Playwright and LiteRT.js (in the test cache, fetched with npm once); the CLI
     finds LiteRT.js there through ``TFLKIT_BROWSER_DIR``."""
-    from tflkit.harness.browser.errors import ProvisionError
-    from tflkit.harness.browser.provision import ensure_litertjs, find_litertjs
+    from tflkit.delegates.browser.errors import ProvisionError
+    from tflkit.delegates.browser.provision import ensure_litertjs, find_litertjs
 
     from .conftest_corpus import cache_root
 

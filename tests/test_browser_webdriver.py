@@ -30,11 +30,11 @@ from tests.test_browser_harness import ours_or_orphaned
 from tests.test_browser_remote import browser_env  # noqa: F401  (a pytest fixture)
 from tests.test_device_transports import _free_port, _stop
 from tflkit.cli.main import main
-from tflkit.harness.browser.chromium import CHROMIUM, processes_tagged
-from tflkit.harness.browser.job import BrowserOptions, write_browser_job
+from tflkit.delegates.browser.chromium import CHROMIUM, processes_tagged
+from tflkit.delegates.browser.job import BrowserOptions, write_browser_job
+from tflkit.delegates.device_protocol import read_result
 from tflkit.harness.browser.webdriver import new_session_body
 from tflkit.harness.browser.webdriver_device import MARKER_SWITCH
-from tflkit.harness.protocol import read_result
 from tflkit.proc.child_env import project_root
 
 TINY = project_root() / "tflkit" / "examples" / "tiny_classifier.tflite"
@@ -294,7 +294,7 @@ def test_the_browsers_own_adapter_in_compatibility_mode(
     """A browser whose core adapter is a software fallback but whose compatibility-mode one is
     a GPU (here: Chromium with ANGLE over Mesa's lavapipe; on phones: GPUs without core WebGPU)
     runs the WebGPU backends on the compatibility-mode adapter, with its limits, and right."""
-    from tflkit.harness.browser.chromium import ADAPTERS
+    from tflkit.delegates.browser.chromium import ADAPTERS
 
     caps = tmp_path / "lavapipe.json"
     args = ["--headless=new", "--no-sandbox", *ADAPTERS["lavapipe"].flags]

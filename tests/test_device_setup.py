@@ -26,9 +26,9 @@ from tests.test_device_transports import (
     _example_feed,
     _ssh_args,
 )
+from tflkit.delegates.device_protocol import JobOptions, write_job
 from tflkit.harness import config_write
 from tflkit.harness import setup as device_setup
-from tflkit.harness.protocol import JobOptions, write_job
 
 # the daemons, started for this module as test_device_transports starts them for its own
 adb_env = transports.adb_env

@@ -27,7 +27,7 @@ import pytest
 from tests.cli import default_sigint
 from tests.needs import unavailable
 from tflkit.cli.main import main
-from tflkit.harness.protocol import JobOptions, write_job
+from tflkit.delegates.device_protocol import JobOptions, write_job
 from tflkit.proc.child_env import project_root
 
 EXAMPLE = project_root() / "tflkit" / "examples" / "tiny_classifier.tflite"

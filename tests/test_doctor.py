@@ -78,8 +78,8 @@ def test_every_line_is_true_here(gpu, tmp_path, monkeypatch):
     for key in ("TFLKIT_BROWSER_DIR", "TFLKIT_CONVERTERS_DIR"):
         monkeypatch.setenv(key, env[key])
     from tflkit.converters.envs import ROUTES, find_env
-    from tflkit.harness.browser.chromium import chromium_version
-    from tflkit.harness.browser.provision import find_litertjs
+    from tflkit.delegates.browser.chromium import chromium_version
+    from tflkit.delegates.browser.provision import find_litertjs
 
     assert (items["browser", "LiteRT.js"]["state"] == "ok") == (find_litertjs() is not None)
     for route in ROUTES:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tests.needs import unavailable
-from tflkit.harness.protocol import DTYPES, read_result
+from tflkit.delegates.device_protocol import DTYPES, read_result
 
 from .test_harness_protocol import FIXTURES, PROTOCOL_DIR
 

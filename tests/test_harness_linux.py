@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from tflkit import ir
-from tflkit.harness.protocol import JobOptions, harness_source, read_result, write_job
+from tflkit.delegates.device_protocol import JobOptions, read_result, write_job
+from tflkit.harness.transport import harness_source
 from tflkit.ir.builder import OpBuilder
 
 from .test_harness_protocol import PROTOCOL_DIR

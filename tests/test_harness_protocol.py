@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 
 from tflkit import ir
+from tflkit.delegates.device_protocol import DTYPES, JobOptions, read_result, write_job
 from tflkit.harness import linux_harness
-from tflkit.harness.protocol import DTYPES, JobOptions, harness_source, read_result, write_job
+from tflkit.harness.transport import harness_source
 from tflkit.ir.builder import OpBuilder
 from tflkit.proc.child_env import project_root
 
@@ -227,8 +228,8 @@ def _status_literals(source: str) -> set[str]:
 def test_copied_constants_match_the_protocol() -> None:
     """linux_harness.py is pushed alone to a device, so it copies the host protocol's constants,
     and the JSON schemas (which the Android app follows) spell them out: every copy must agree."""
+    from tflkit.delegates import device_protocol as protocol
     from tflkit.delegates.base import STATUSES
-    from tflkit.harness import protocol
 
     for name in ("JOB_SCHEMA", "RESULT_SCHEMA", "BACKENDS", "DTYPES"):
         assert getattr(linux_harness, name) == getattr(protocol, name), name
@@ -238,7 +239,7 @@ def test_copied_constants_match_the_protocol() -> None:
 
     expected = {
         "schema": None,
-        # 1.1: the browser harness's backends (tflkit/harness/browser; the others refuse them)
+        # 1.1: the browser harness's backends (tflkit/delegates/browser; the others refuse them)
         "backends": list(protocol.BACKENDS + protocol.BROWSER_BACKENDS),
         "backend": list(protocol.BACKENDS + protocol.BROWSER_BACKENDS),
         "dtype": list(protocol.DTYPES),

@@ -51,7 +51,7 @@ def browser():
         unavailable("playwright is not installed (pip install -e '.[test]')")
     if not os.path.exists(CHROMIUM):
         unavailable(f"chromium is not installed at {CHROMIUM} (apt-get install chromium)")
-    from tflkit.harness.browser.chromium import COMMON_FLAGS
+    from tflkit.delegates.browser.chromium import COMMON_FLAGS
 
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
     with sync_playwright() as playwright:

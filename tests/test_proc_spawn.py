@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from tflkit.converters import _tf_worker as convert_worker
-from tflkit.delegates import _delegate_worker, _engine_worker, _steps_worker, _tf_worker
+from tflkit.delegates import (
+    _browser_worker,
+    _delegate_worker,
+    _engine_worker,
+    _steps_worker,
+    _tf_worker,
+)
 from tflkit.gpu import _probe_worker
 from tflkit.proc import _cpu_smoke_worker, entry
 from tflkit.proc.worker import python_command, spawn_python, target_of
@@ -20,7 +26,7 @@ from tflkit.regress import suite
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "tflkit" / "examples" / "tiny_classifier.tflite"
 
-#: every worker tflkit starts (the LiteRT.js runner's browser child aside: see below)
+#: every worker tflkit starts
 WORKERS = {
     "cpu smoke": _cpu_smoke_worker.main,
     "GPU probe": _probe_worker.main,
@@ -28,6 +34,7 @@ WORKERS = {
     "LiteRT-LM engine": _engine_worker.main,
     "TensorFlow reference": _tf_worker.main,
     "external delegate": _delegate_worker.main,
+    "LiteRT.js browser job": _browser_worker.main,
     "TensorFlow converter": convert_worker.main,
     "regress suite model": suite.child_main,
 }
@@ -67,6 +74,7 @@ def test_cpu_smoke_worker_runs_the_model(tmp_path: Path) -> None:
         ("GPU probe", ["--model", "--result", "--outputs"]),
         ("TensorFlow reference", ["--source", "--inputs", "--names"]),
         ("external delegate", ["--model", "--delegate", "--option"]),
+        ("LiteRT.js browser job", ["--backend", "--adapter", "--backend-timeout"]),
     ],
 )
 def test_argparse_workers_start_under_their_own_name(name: str, flags: list[str], tmp_path: Path):
@@ -111,9 +119,7 @@ def test_the_probe_worker_compiles_through_the_helper(tmp_path: Path) -> None:
 
 
 def test_no_worker_starts_from_a_module_name_string() -> None:
-    """The source holds no ``"-m", "tflkit...."`` command but the LiteRT.js runner's: its child
-    is the browser harness (``tflkit.harness.browser``), which imports the runners; naming it by
-    reference would make ``delegates`` and ``harness`` import each other."""
+    """The source holds no ``"-m", "tflkit...."`` command: every child is named by reference."""
     pattern = re.compile(r"""["']-m["']\s*,\s*["']tflkit\.""")
     found = sorted(
         str(p.relative_to(REPO))
@@ -121,4 +127,4 @@ def test_no_worker_starts_from_a_module_name_string() -> None:
         for p in (REPO / top).rglob("*.py")
         if pattern.search(p.read_text())
     )
-    assert found == ["delegates/litert_js.py"]
+    assert found == []

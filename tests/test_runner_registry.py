@@ -33,11 +33,17 @@ from tflkit.delegates.base import (
     runner_id,
     runner_spec,
 )
+from tflkit.delegates.device_protocol import (
+    BACKENDS,
+    BROWSER_BACKENDS,
+    RECORD_BACKENDS,
+    WEBGPU_BACKENDS,
+    JobOptions,
+)
 from tflkit.delegates.registry import build, builds_here
 from tflkit.delegates.step_runner import StepRunner
 from tflkit.errors import UsageError
 from tflkit.harness.device_runs import RUNNER_OF
-from tflkit.harness.protocol import BACKENDS, BROWSER_BACKENDS
 from tflkit.validation import repro, runners, steps
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "tflkit" / "examples" / "tiny_classifier.tflite"
@@ -56,6 +62,17 @@ def test_every_runner_the_cli_accepts_has_a_spec() -> None:
     for backend in (*BACKENDS, *BROWSER_BACKENDS):
         spec = runner_spec(RUNNER_OF[backend])
         assert spec is not None and spec.harness == backend
+    # and every harness name of the registry is a backend of the protocol, which spells them
+    # itself (the browser runtime, a runner's child, does not read the registry): in the
+    # registry's order, the browser ones fp32 first then Wasm, a job's default the record's
+    harness = [s for s in RUNNER_SPECS if s.harness]
+    assert tuple(s.harness for s in harness if s.device != "browser") == BACKENDS
+    browser = [s for s in harness if s.device == "browser"]
+    browser.sort(key=lambda s: (s.baseline is None, s.precision != "fp32"))
+    assert tuple(s.harness for s in browser) == BROWSER_BACKENDS
+    assert tuple(s.harness for s in browser if s.id.backend == "webgpu") == WEBGPU_BACKENDS
+    record = [runner_spec(name) for name in RECORD_DEFAULT]
+    assert RECORD_BACKENDS == JobOptions().backends == tuple(s.harness for s in record if s)
 
 
 @pytest.mark.parametrize("spec", RUNNER_SPECS, ids=lambda s: s.name)

@@ -215,8 +215,8 @@ def make_job(
 ) -> None:
     """Write a job folder (model, input sets, job.json) for `device run` or a harness by hand."""
     from tflkit import ir
+    from tflkit.delegates.device_protocol import JobOptions, write_job
     from tflkit.harness.device_validate import DEFAULT_BACKENDS
-    from tflkit.harness.protocol import JobOptions, write_job
     from tflkit.ir.entry import entry_point
     from tflkit.ir.shapes import parse_input_shapes
     from tflkit.validation.inputs import make_input_sets

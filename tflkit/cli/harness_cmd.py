@@ -31,8 +31,8 @@ def install(
 ) -> None:
     """Fetch the harnesses' parts now (reused by every later job)."""
     from tflkit.cli.output import print_json
+    from tflkit.delegates.browser.provision import ensure_litertjs
     from tflkit.errors import UsageError
-    from tflkit.harness.browser.provision import ensure_litertjs
 
     unknown = sorted(set(targets) - set(TARGETS))
     if unknown:
@@ -49,7 +49,11 @@ def install(
 def list_parts(json_output: JsonOption = False) -> None:
     """What is fetched already, and where."""
     from tflkit.cli.output import print_json
-    from tflkit.harness.browser.provision import LITERTJS_VERSION, browser_cache_dir, find_litertjs
+    from tflkit.delegates.browser.provision import (
+        LITERTJS_VERSION,
+        browser_cache_dir,
+        find_litertjs,
+    )
 
     found = find_litertjs()
     record = {

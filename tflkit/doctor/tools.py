@@ -25,8 +25,12 @@ def _command_item(group: str, name: str, cmd: list[str], packages: str, what: st
 
 
 def browser_items() -> list[Item]:
-    from tflkit.harness.browser.chromium import CHROMIUM, chromium_version
-    from tflkit.harness.browser.provision import LITERTJS_VERSION, browser_cache_dir, find_litertjs
+    from tflkit.delegates.browser.chromium import CHROMIUM, chromium_version
+    from tflkit.delegates.browser.provision import (
+        LITERTJS_VERSION,
+        browser_cache_dir,
+        find_litertjs,
+    )
 
     items = []
     if missing_modules("browser"):

@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tflkit.delegates.device_protocol import DeviceResult
 from tflkit.errors import UsageError
-from tflkit.harness.protocol import DeviceResult
 from tflkit.harness.transport import (
     COMMAND_TIMEOUT,
     HARNESS_SENTINEL,

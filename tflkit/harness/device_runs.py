@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from tflkit.delegates.base import RUNNER_SPECS, RunResult, harness_timings, spec_by_harness
+from tflkit.delegates.device_protocol import BackendResult, DeviceResult
 from tflkit.delegates.litert_js import browser_run_result
 from tflkit.gpu.log import parse_gpu_log
-from tflkit.harness.protocol import BackendResult, DeviceResult
 
 __all__ = ["RUNNER_OF", "device_run_results", "runner_name"]
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from tflkit.compare.comparator import default_pairs
 from tflkit.delegates.base import RECORD_DEFAULT, RUNNER_SPECS, Feed, RunResult
+from tflkit.delegates.device_protocol import BROWSER_BACKENDS, DeviceResult, JobOptions, write_job
 from tflkit.errors import UsageError
 from tflkit.harness.device_runs import RUNNER_OF, device_run_results, runner_name
-from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, JobOptions, write_job
 from tflkit.harness.transport import Device, DeviceError
 from tflkit.proc.worker import kill_sessions
 from tflkit.report.progress import Progress

@@ -43,8 +43,8 @@ def run_in_runtime(
     """Run ``runners`` (tflkit runner names) on ``feeds`` with ``runtime``: the Linux harness in
     its venv. One :class:`tflkit.delegates.base.RunResult` per runner, named as given."""
     from tflkit.delegates.base import RunResult
+    from tflkit.delegates.device_protocol import JobOptions, write_job
     from tflkit.harness.device_runs import RUNNER_OF, device_run_results
-    from tflkit.harness.protocol import JobOptions, write_job
     from tflkit.harness.transport import LocalDevice
 
     backend_of = {name: backend for backend, name in RUNNER_OF.items()}

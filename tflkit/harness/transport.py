@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from tflkit.delegates.device_protocol import DeviceResult, ProtocolError, read_result
 from tflkit.errors import TflkitError, UsageError
 from tflkit.fsio import extract_tar
-from tflkit.harness.protocol import DeviceResult, ProtocolError, harness_source, read_result
 from tflkit.proc.interrupts import signal_received
 from tflkit.proc.worker import own_session
 from tflkit.report.progress import Progress, quiet
@@ -43,12 +43,18 @@ __all__ = [
     "DeviceError",
     "LocalDevice",
     "SshDevice",
+    "harness_source",
 ]
 
 #: Printed by the remote shell after the harness exits; without it the connection dropped.
 HARNESS_SENTINEL = "tflkit-harness-exit:"
 #: Seconds for the quick commands (mkdir, push, pull, getprop); the run itself gets the job's.
 COMMAND_TIMEOUT = 120.0
+
+
+def harness_source() -> Path:
+    """The Linux harness file pushed with each job (``linux_harness.py``, next to this module)."""
+    return Path(__file__).with_name("linux_harness.py")
 
 
 class DeviceError(TflkitError):

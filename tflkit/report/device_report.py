@@ -32,7 +32,7 @@ def render_device_list(
 
 def render_job(path: Any, sets: Any, options: Any, console: Console) -> None:
     """The job folder written: its input sets (:class:`tflkit.validation.inputs.InputSets`) and
-    backends (:class:`tflkit.harness.protocol.JobOptions`), and how to run it."""
+    backends (:class:`tflkit.delegates.device_protocol.JobOptions`), and how to run it."""
     console.print(
         f"{path}: {len(sets.feeds)} input sets ({sets.source}), backends "
         f"{', '.join(options.backends)}; run it with `tflkit device run {path} --device ...`"

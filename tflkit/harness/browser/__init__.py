@@ -1,16 +1,17 @@
-"""The browser harness: run a device job with LiteRT.js in a real Chromium (WebGPU and Wasm).
+"""The browser devices: a device job run by LiteRT.js in a browser, as a device of ``device run``
+and ``device validate`` (harness kind ``browser``, ``android_harness/PROTOCOL.md``).
 
-One job folder in (``tflkit.harness.protocol``), one result folder out, as the Linux and Android
-harnesses write them (``android_harness/PROTOCOL.md``, harness kind ``browser``):
+The runtime they drive (the page, its server, Chromium, LiteRT.js's provisioning, the job and
+its result folder) is ``tflkit.delegates.browser``, with the device job protocol
+(``tflkit.delegates.device_protocol``); here are the devices and their transports:
 
-- ``provision``: fetches the pinned ``@litertjs/core`` and ``@litertjs/wasm-utils`` with npm into
-  the user's cache, once (nothing comes from a CDN at run time);
-- ``page/``: the page (``index.html`` + ``harness.js``) that runs the job in the browser;
-- ``server``: a one-job HTTP server on 127.0.0.1 with a secret token in every path;
-- ``chromium``: Chromium driven by Playwright, with the flags that give each WebGPU adapter;
-- ``job``: :func:`~tflkit.harness.browser.job.run_browser_job`, which ties them together, and
-  :func:`~tflkit.harness.browser.job.write_browser_job`;
-- ``errors``: its errors (exit code 4 in the CLI).
+- ``device``: ``--device browser[:ADAPTER]``, this machine's headless Chromium;
+- ``remote``: ``--device adb:SERIAL --via browser`` and ``--device url``, a browser tflkit does
+  not launch here;
+- ``webdriver`` and ``webdriver_device``: ``--device webdriver:URL``, the browser of a W3C
+  WebDriver session;
+- ``probe``: ``check --probe-browser``, the model once on LiteRT.js's WebGPU backend;
+- ``__main__``: ``python -m tflkit.harness.browser run JOB_DIR RESULT_DIR``.
 
 Nothing heavy is imported here.
 """

@@ -1,12 +1,12 @@
 """``--device browser[:ADAPTER]``: this machine's headless Chromium with LiteRT.js, as a device.
 
-The device runs a job folder with :func:`~tflkit.harness.browser.job.run_browser_job` and writes
+The device runs a job folder with :func:`~tflkit.delegates.browser.job.run_browser_job` and writes
 the same result folder the Linux and Android harnesses write (harness kind ``browser``), so
 ``device run`` and ``device validate`` treat it like any other device. Its backends are
 ``webgpu_fp32``, ``webgpu_fp16`` and ``wasm`` (all three by default); a job naming ``cpu`` or
 ``gpu_*`` gets ``unavailable`` records for them.
 
-Adapters (``tflkit.harness.browser.chromium.ADAPTERS``): ``swiftshader`` (the default: Chromium's
+Adapters (``tflkit.delegates.browser.chromium.ADAPTERS``): ``swiftshader`` (the default: Chromium's
 own software Vulkan, core WebGPU, needs nothing but Chromium) and ``lavapipe`` (Mesa's software
 Vulkan through ANGLE, WebGPU compatibility mode: needs Mesa >= 25, the path phones without
 core WebGPU take).
@@ -20,14 +20,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tflkit.delegates.browser.chromium import ADAPTERS
+from tflkit.delegates.browser.errors import BrowserHarnessError
+from tflkit.delegates.device_protocol import (
+    BROWSER_BACKENDS,
+    DeviceResult,
+    ProtocolError,
+    read_result,
+)
 from tflkit.errors import UsageError, require_extra
 from tflkit.harness.device_spec import parse_device
-from tflkit.harness.protocol import BROWSER_BACKENDS, DeviceResult, ProtocolError, read_result
 from tflkit.harness.transport import Device, DeviceError
 from tflkit.report.progress import Progress, quiet
-
-from .chromium import ADAPTERS
-from .errors import BrowserHarnessError
 
 __all__ = [
     "DEFAULT_ADAPTER",
@@ -94,7 +98,7 @@ class StagedBrowserDevice(Device):
 
         ``finish`` edits the complete result folder before it moves into place (e.g. to say
         which browser ran the page); ``hint`` is added to the error line."""
-        from .job import run_browser_job
+        from tflkit.delegates.browser.job import run_browser_job
 
         spec = self.spec
         if dest.exists():
@@ -158,7 +162,7 @@ class BrowserDevice(StagedBrowserDevice):
         self, job: Path, dest: Path, *, timeout: float, progress: Progress | None = None
     ) -> DeviceResult:
         """Run ``job`` in Chromium; the result folder appears at ``dest`` whole or not at all."""
-        from .chromium import CHROMIUM
+        from tflkit.delegates.browser.chromium import CHROMIUM
 
         return self.run_staged(
             job,

@@ -27,7 +27,7 @@ def probe_in_browser(
     data: bytes, model: ir.Model, adapter: str, *, timeout: float = 120.0
 ) -> RunResult:
     """Run ``model`` once on LiteRT.js's WebGPU fp32 backend (seed-0 random inputs)."""
-    from tflkit.harness.browser.chromium import ADAPTERS
+    from tflkit.delegates.browser.chromium import ADAPTERS
 
     if adapter not in ADAPTERS:
         raise UsageError(f"unknown browser adapter {adapter!r}; choose from {sorted(ADAPTERS)}")

@@ -2,11 +2,11 @@
 (``--device adb:SERIAL --via browser``) or any browser that opens the printed URL (``--device
 url``).
 
-The host side is :func:`~tflkit.harness.browser.job.run_browser_job` with an ``opener``: the job
-is served on this machine (``server.py``: a token in every URL path, bound to 127.0.0.1 unless
-``--host`` says otherwise), the page runs on the other side and posts its result back, and the
-result folder is the protocol's (harness kind ``browser``), written into a hidden sibling and
-renamed into place only when complete.
+The host side is :func:`~tflkit.delegates.browser.job.run_browser_job` with an ``opener``: the job
+is served on this machine (``tflkit.delegates.browser.server``: a token in every URL path, bound to
+127.0.0.1 unless ``--host`` says otherwise), the page runs on the other side and posts its result
+back, and the result folder is the protocol's (harness kind ``browser``), written into a hidden
+sibling and renamed into place only when complete.
 
 ``adb:SERIAL --via browser``: ``adb reverse tcp:DEVICE tcp:HOST`` (adbd picks ``DEVICE``) makes
 the device's ``http://127.0.0.1:DEVICE/TOKEN/`` reach the server (127.0.0.1 is a secure context, so
@@ -16,9 +16,9 @@ the page gets WebGPU). Then
   android.intent.action.VIEW -d URL -p com.android.chrome`` (or the default browser when Chrome
   is not installed);
 - on a Linux device behind adbd, the device's own Chromium starts headless through ``adb shell``
-  with the flags ``chromium.py`` uses for the chosen WebGPU adapter, in a session of its own, with
-  a throw-away profile folder and a marker switch; every process carrying the marker is killed at
-  the end.
+  with the flags ``tflkit.delegates.browser.chromium`` uses for the chosen WebGPU adapter, in a
+  session of its own, with a throw-away profile folder and a marker switch; every process carrying
+  the marker is killed at the end.
 
 While the page runs, every :data:`CHECK_SECONDS` the host checks that the device's browser still
 runs (Linux), that the reverse forward is still in place and points at the server, and that the
@@ -52,14 +52,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from tflkit.delegates.browser.chromium import ADAPTERS, COMMON_FLAGS
+from tflkit.delegates.device_protocol import DeviceResult
 from tflkit.errors import UsageError
 from tflkit.harness.adb import AdbDevice
-from tflkit.harness.protocol import DeviceResult
 from tflkit.harness.transport import COMMAND_TIMEOUT, Device, DeviceError
 from tflkit.proc.worker import own_session
 from tflkit.report.progress import Progress, quiet
 
-from .chromium import ADAPTERS, COMMON_FLAGS
 from .device import StagedBrowserDevice
 
 __all__ = [

@@ -1,26 +1,26 @@
 """``--device webdriver:URL``: the browser of a W3C WebDriver session (ChromeDriver, Appium, a
 Selenium Grid, a cloud device farm) runs the browser harness's job.
 
-The host side is :func:`~tflkit.harness.browser.job.run_browser_job` with an ``opener`` that asks
+The host side is :func:`~tflkit.delegates.browser.job.run_browser_job` with an ``opener`` that asks
 the WebDriver server for one browser session per page session, so the protocol and the result
 folder (harness kind ``browser``) are ``--device browser``'s. Two ways to the page:
 
-- ``page`` (the default when the browser can reach this machine): the browser opens the job's
-  page from the one-job server (``server.py``: a token in every URL path). When the WebDriver
-  server is on loopback the page is on ``http://127.0.0.1`` (a secure context, so WebGPU);
+- ``page`` (the default when the browser can reach this machine): the browser opens the job's page
+  from the one-job server (``tflkit.delegates.browser.server``: a token in every URL path). When the
+  WebDriver server is on loopback the page is on ``http://127.0.0.1`` (a secure context, so WebGPU);
   otherwise ``public_url`` (``--public-url``) is the URL the browser reaches the server by (a
-  tunnel, or a LAN address with the server bound there by ``--host``); the token is always in
-  the path.
+  tunnel, or a LAN address with the server bound there by ``--host``); the token is always in the
+  path.
 - ``session`` (the default when the WebDriver server is elsewhere and no public URL is given, or
   when the session's ``platformName`` is android or ios: a phone's browser does not reach this
-  machine's 127.0.0.1 even when Appium runs here; or ``--via session``): nothing needs to reach
-  this machine. The browser opens ``file:///`` (a secure context on Chromium, so WebGPU; a
-  ``devices.toml`` entry's ``start_page`` names another secure page), ``page/session.js`` runs
-  there, and every file the page
-  would fetch (the job, LiteRT.js, the page's script) is pushed through the session with
-  WebDriver's execute in base64 chunks; what the page posts (events, outputs) waits in an outbox
-  the host pulls the same way and hands to the job's server object, which stores it exactly as
-  if it had been posted over HTTP (the server then serves nobody).
+  machine's 127.0.0.1 even when Appium runs here; or ``--via session``): nothing needs to reach this
+  machine. The browser opens ``file:///`` (a secure context on Chromium, so WebGPU; a
+  ``devices.toml`` entry's ``start_page`` names another secure page),
+  ``delegates/browser/page/session.js`` runs there, and every file the page would fetch (the job,
+  LiteRT.js, the page's script) is pushed through the session with WebDriver's execute in base64
+  chunks; what the page posts (events, outputs) waits in an outbox the host pulls the same way and
+  hands to the job's server object, which stores it exactly as if it had been posted over HTTP (the
+  server then serves nobody).
 
 The session is ended (``DELETE /session/ID``) on every path: done, error, timeout, Ctrl-C. While
 the page runs the host reads the browser's console (ChromeDriver's ``se/log``; Chromium's own
@@ -45,16 +45,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tflkit.delegates.browser.chromium import BROWSER_CHOICE, kill_tagged
+from tflkit.delegates.browser.server import PAGE_DIR
+from tflkit.delegates.device_protocol import DeviceResult
 from tflkit.errors import UsageError
-from tflkit.harness.protocol import DeviceResult
 from tflkit.harness.transport import DeviceError
 from tflkit.proc.interrupts import signal_received
 from tflkit.report.progress import Progress, quiet
 
-from .chromium import BROWSER_CHOICE, kill_tagged
 from .device import StagedBrowserDevice
 from .remote import relabeled
-from .server import PAGE_DIR
 from .webdriver import ServerGone, WebDriver, WebDriverError, is_loopback, without_secret
 
 __all__ = [

@@ -3,7 +3,7 @@
 :func:`run_session` opens the job page in one browser (a local headless Chromium, or whatever an
 ``opener`` gives: a device's browser, a WebDriver session) and returns when the page is done, a
 backend timed out, or the renderer crashed; the backends still pending then run in a fresh
-session (:func:`tflkit.harness.browser.job.run_browser_job`). :class:`Console` splits the
+session (:func:`tflkit.delegates.browser.job.run_browser_job`). :class:`Console` splits the
 browser's console lines by backend with the page's ``tflkit: backend NAME start|end`` lines.
 """
 
@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tflkit.report.progress import Progress
-
 from .chromium import Chromium
 from .errors import BrowserTimeoutError
 from .server import JobServer
@@ -26,7 +24,6 @@ __all__ = [
     "Backends",
     "Console",
     "Opener",
-    "Progress",
     "SessionPlan",
     "run_session",
     "unavailable",
@@ -95,7 +92,7 @@ class SessionPlan:
     job: dict[str, Any]
     start: float
     timeout: float
-    say: Progress
+    say: Callable[[str], None]
     opener: Opener | None = None
 
 
@@ -210,7 +207,11 @@ def _settled(
 
 
 def _drain(
-    server: JobServer, session_id: int, state: _State, backends: Backends, say: Progress
+    server: JobServer,
+    session_id: int,
+    state: _State,
+    backends: Backends,
+    say: Callable[[str], None],
 ) -> None:
     pending, records, facts = backends.pending, backends.records, backends.facts
     while not server.events.empty():

@@ -20,17 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from tflkit.delegates.base import spec_by_harness
 from tflkit.fsio import write_atomic
 from tflkit.gpu.log import parse_gpu_log
-from tflkit.harness.protocol import (
+
+from ..device_protocol import (
     BROWSER_BACKENDS,
     DTYPES,
     RESULT_SCHEMA,
+    WEBGPU_BACKENDS,
     DeviceResult,
     read_result,
 )
-
 from .page_run import Backends, Console, unavailable
 
 __all__ = ["HARNESS_VERSION", "write_result"]
@@ -169,8 +169,7 @@ def _finish_record(
     log = "\n".join(log_lines)
     status, error = raw.get("status"), raw.get("error")
     gpu_errors = list(raw.get("gpu_errors") or [])
-    spec = spec_by_harness(backend)
-    is_gpu = spec is not None and spec.id.backend == "webgpu"
+    is_gpu = backend in WEBGPU_BACKENDS
     if is_gpu:
         seen = [ln for ln in host_lines if _GPU_ERROR.search(ln)]
         for line in seen:

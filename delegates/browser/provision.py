@@ -22,12 +22,12 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tflkit.fsio import exclusive_lock, extract_tar, write_atomic
-from tflkit.report.progress import Progress
 
 from .errors import ProvisionError
 
@@ -119,7 +119,7 @@ def ensure_litertjs(
     version: str = LITERTJS_VERSION,
     npm: str = "npm",
     registry: str | None = None,
-    progress: Progress | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> LiteRtJs:
     """The LiteRT.js folder, fetched now with npm if the cache lacks it (one line of progress).
 

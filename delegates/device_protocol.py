@@ -2,9 +2,12 @@
 
 A job folder holds the model, the input sets (``.npy`` or raw little-endian buffers described in
 ``job.json``) and ``job.json``; a result folder holds the outputs (``.npy``) and ``result.json``.
-The harnesses (``linux_harness.py``, the Android app) implement the other half. The format is
-documented in ``android_harness/PROTOCOL.md`` with JSON schemas in
-``android_harness/protocol/*.schema.json``.
+The harnesses (``tflkit/harness/linux_harness.py``, the Android app, the browser harness of
+``tflkit.delegates.browser``) implement the other half. The format is documented in
+``android_harness/PROTOCOL.md`` with JSON schemas in ``android_harness/protocol/*.schema.json``.
+
+Not the runner protocol (``delegates/protocol.py``): this is the device job's folder format,
+which the device transports (``tflkit.harness``) and the browser runtime share.
 """
 
 from __future__ import annotations
@@ -23,16 +26,19 @@ from typing import Any
 
 import numpy as np
 
-# a backend's status is a runner's: passed on as is; the backends are the registry's
-from tflkit.delegates.base import RUNNER_SPECS, STATUSES
 from tflkit.errors import TflkitError, UsageError
+
+# a backend's status is a runner's: passed on as is
+from .protocol import STATUSES
 
 __all__ = [
     "BACKENDS",
     "BROWSER_BACKENDS",
     "DTYPES",
     "JOB_SCHEMA",
+    "RECORD_BACKENDS",
     "RESULT_SCHEMA",
+    "WEBGPU_BACKENDS",
     "BackendResult",
     "DeviceResult",
     "JobOptions",
@@ -44,20 +50,20 @@ __all__ = [
 
 JOB_SCHEMA = "tflkit.device-job/1"
 RESULT_SCHEMA = "tflkit.device-result/1"
-#: The registry's harness names (``RunnerSpec.harness``). cpu: Interpreter (XNNPACK); gpu_fp16 /
-#: gpu_fp32: CompiledModel with the GPU accelerator (fp32 with enforce_f32); gpu_delegate: the
-#: classic GpuDelegate (Android only).
-BACKENDS = tuple(s.harness for s in RUNNER_SPECS if s.harness and s.device != "browser")
-#: Protocol 1.1, the browser harness only: LiteRT.js's WebGPU accelerator (ML Drift) at fp16 or
-#: fp32 precision, and its CPU path (XNNPACK in Wasm). The Linux harness refuses them. A job's
+#: The backends of a device's harness, each the ``harness`` of one runner spec (``RunnerSpec``
+#: in ``tflkit.delegates.base.RUNNER_SPECS``; ``tests/test_runner_registry.py`` holds the two
+#: equal: this module does not read the registry, since the browser runtime, a runner's child,
+#: imports it). cpu: Interpreter (XNNPACK); gpu_fp16 / gpu_fp32: CompiledModel with the GPU
+#: accelerator (fp32 with enforce_f32); gpu_delegate: the classic GpuDelegate (Android only).
+BACKENDS = ("cpu", "gpu_fp16", "gpu_fp32", "gpu_delegate")
+#: Protocol 1.1, the browser harness only: LiteRT.js's WebGPU accelerator (ML Drift) at fp32 or
+#: fp16 precision, and its CPU path (XNNPACK in Wasm). The Linux harness refuses them. A job's
 #: default order: the WebGPU backends (fp32 first), then Wasm.
-BROWSER_BACKENDS = tuple(
-    str(s.harness)
-    for s in sorted(
-        (s for s in RUNNER_SPECS if s.harness and s.device == "browser"),
-        key=lambda s: (s.baseline is None, s.precision != "fp32"),
-    )
-)
+WEBGPU_BACKENDS = ("webgpu_fp32", "webgpu_fp16")
+BROWSER_BACKENDS = (*WEBGPU_BACKENDS, "wasm")
+#: What a job runs when it names no backends: those of the runners ``regress record`` records
+#: (``tflkit.delegates.base.RECORD_DEFAULT``).
+RECORD_BACKENDS = ("cpu", "gpu_fp16", "gpu_fp32")
 DTYPES = ("int8", "uint8", "int16", "int32", "int64", "bool", "float16", "float32")
 
 
@@ -69,9 +75,7 @@ class ProtocolError(TflkitError):
 class JobOptions:
     """What the device runs: backends, CPU threads, warm-up and timed runs, dumps, timeout."""
 
-    backends: Sequence[str] = tuple(
-        str(s.harness) for s in RUNNER_SPECS if s.harness and "record" in s.defaults
-    )
+    backends: Sequence[str] = RECORD_BACKENDS
     signature: str | None = None
     threads: int | None = None
     warmup_runs: int = 1
@@ -243,8 +247,3 @@ def read_result(path: str | os.PathLike[str]) -> DeviceResult:
             dumps=_load_arrays(folder, record.get("dumps") or []),
         )
     return DeviceResult(folder, document, backends)
-
-
-def harness_source() -> Path:
-    """The Linux harness file pushed with each job."""
-    return Path(__file__).with_name("linux_harness.py")

@@ -1,6 +1,6 @@
 // tflkit browser harness: run one device job with LiteRT.js and post the result to the host.
 //
-// Served by tflkit/harness/browser/server.py next to LiteRT.js (./litertjs/) and the job
+// Served by delegates/browser/server.py next to LiteRT.js (./litertjs/) and the job
 // (./job/); every URL is relative to this page, whose path carries the job's secret token.
 // Protocol: android_harness/PROTOCOL.md (harness kind "browser"). The host tells this page what
 // to run in ./session.json: the backends (webgpu_fp32, webgpu_fp16, wasm), the adapter's

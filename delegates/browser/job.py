@@ -23,14 +23,14 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tflkit.harness.protocol import (
+from ..device_protocol import (
     BROWSER_BACKENDS,
     DTYPES,
     JOB_SCHEMA,
@@ -40,10 +40,9 @@ from tflkit.harness.protocol import (
     read_document,
     write_job,
 )
-
 from .chromium import ADAPTERS, BROWSER_CHOICE, CHROMIUM
 from .errors import BrowserHarnessError
-from .page_run import Backends, Console, Opener, Progress, SessionPlan, run_session, unavailable
+from .page_run import Backends, Console, Opener, SessionPlan, run_session, unavailable
 from .provision import ensure_litertjs
 from .result import HARNESS_VERSION, write_result
 from .server import JobServer
@@ -193,7 +192,7 @@ def run_browser_job(
     chromium: str = CHROMIUM,
     npm: str = "npm",
     registry: str | None = None,
-    progress: Progress | None = None,
+    progress: Callable[[str], None] | None = None,
     page_dir: str | os.PathLike[str] | None = None,
     opener: Opener | None = None,
 ) -> DeviceResult:
@@ -208,12 +207,12 @@ def run_browser_job(
     browser the user points at the URL: :mod:`tflkit.harness.browser.remote`, a WebDriver
     session: :mod:`tflkit.harness.browser.webdriver_device`); called once per session as
     ``opener(server=..., adapter=..., on_console=...)``, it returns a context manager that yields
-    an object shaped like :class:`~tflkit.harness.browser.chromium.Chromium` (``open(url)``,
+    an object shaped like :class:`~tflkit.delegates.browser.chromium.Chromium` (``open(url)``,
     ``wait(seconds)``, ``crashed``, ``version``; optional ``hello_seconds``).
 
-    Raises :class:`~tflkit.harness.protocol.ProtocolError` for a bad job folder (exit 2) and
-    :class:`~tflkit.harness.browser.errors.BrowserHarnessError` (exit 4) when LiteRT.js cannot be
-    fetched, Chromium does not start, or the page never reports within ``timeout``.
+    Raises :class:`~tflkit.delegates.device_protocol.ProtocolError` for a bad job folder (exit 2)
+    and :class:`~tflkit.delegates.browser.errors.BrowserHarnessError` (exit 4) when LiteRT.js
+    cannot be fetched, Chromium does not start, or the page never reports within ``timeout``.
     """
     start = time.monotonic()
     say = progress or (lambda line: print(f"tflkit: {line}", file=sys.stderr, flush=True))
