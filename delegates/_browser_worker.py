@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ from tflkit.errors import TflkitError
 from .browser.chromium import ADAPTERS
 from .browser.job import BROWSER_BACKENDS, run_browser_job, write_browser_job
 
-__all__ = ["ERROR_PREFIX", "main"]
+__all__ = ["ERROR_PREFIX", "exit_code_of", "main"]
 
 #: Before the reason on the last line of stderr when the job failed.
 ERROR_PREFIX = "tflkit-browser: error: "
@@ -57,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adapter", choices=tuple(ADAPTERS), default="swiftshader")
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
-    try:
+
+    def run() -> None:
         with tempfile.TemporaryDirectory(prefix="tflkit-browser-feeds-") as tmp:
             job = write_browser_job(
                 Path(tmp) / "job",
@@ -68,10 +70,23 @@ def main(argv: list[str] | None = None) -> int:
                 timeout_seconds=args.backend_timeout,
             )
             run_browser_job(job, args.result, adapter=args.adapter, timeout=args.timeout)
+
+    return exit_code_of(run)
+
+
+def exit_code_of(run: Callable[[], None]) -> int:
+    """``run()`` as a harness program's exit code: 0, a tflkit error's own (2 unless it says
+    otherwise), 2 for a file that cannot be read or written (the message on the last line of
+    stderr after :data:`ERROR_PREFIX`), 130 on Ctrl-C."""
+    try:
+        run()
         return 0
     except TflkitError as exc:
         print(f"{ERROR_PREFIX}{exc}", file=sys.stderr, flush=True)
         return int(getattr(exc, "exit_code", 2))
+    except OSError as exc:  # a model, input set or folder that cannot be read or written
+        print(f"{ERROR_PREFIX}{exc}", file=sys.stderr, flush=True)
+        return 2
     except KeyboardInterrupt:
         return 130
 

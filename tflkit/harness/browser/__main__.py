@@ -13,10 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from tflkit.delegates._browser_worker import ERROR_PREFIX
+from tflkit.delegates._browser_worker import exit_code_of
 from tflkit.delegates.browser.chromium import ADAPTERS
 from tflkit.delegates.browser.job import run_browser_job
-from tflkit.errors import TflkitError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,14 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--adapter", choices=tuple(ADAPTERS), default="swiftshader")
     run.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
-    try:
-        run_browser_job(args.job, args.result, adapter=args.adapter, timeout=args.timeout)
-        return 0
-    except TflkitError as exc:
-        print(f"{ERROR_PREFIX}{exc}", file=sys.stderr, flush=True)
-        return int(getattr(exc, "exit_code", 2))
-    except KeyboardInterrupt:
-        return 130
+    return exit_code_of(
+        lambda: run_browser_job(args.job, args.result, adapter=args.adapter, timeout=args.timeout)
+    )
 
 
 if __name__ == "__main__":
