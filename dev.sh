@@ -60,6 +60,7 @@ case "$job" in
     setup --browser
     foreign_envs
     .venv/bin/ruff check .
+    .venv/bin/ruff format --check .
     .venv/bin/python -m pytest -q -n 2 "$@"  # two workers: GPU shader compiles are CPU-bound
     ;;
   *) echo "usage: ./dev.sh [demo|test|setup] [pytest args]" >&2; exit 2 ;;
