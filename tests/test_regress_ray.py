@@ -48,27 +48,27 @@ def _free_ports(count: int) -> list[int]:
         return [s.getsockname()[1] for s in sockets]
 
 
-def _node(temp_dir: Path, *args: str) -> subprocess.Popen[bytes]:
+def _node(temp_dir: Path, *args: str, env: dict[str, str] = ENV) -> subprocess.Popen[bytes]:
     """``ray start --block ARGS`` in a session of its own (its node's processes with it), its
     sessions and logs under ``temp_dir`` (nothing shared with another Ray on the machine)."""
     common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
     return subprocess.Popen(
         [RAY, "start", *common, f"--temp-dir={temp_dir}", '--resources={"tflkit_gpu": 1}', *args],
-        env=ENV,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
 
 
-def _nodes(address: str) -> tuple[list[list], str]:
+def _nodes(address: str, env: dict[str, str] = ENV) -> tuple[list[list], str]:
     """The cluster's live nodes ([node id, is head]) and, when it did not answer, why."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", NODES, address],
             capture_output=True,
             text=True,
-            env=ENV,
+            env=env,
             timeout=120,
         )
     except subprocess.TimeoutExpired:
@@ -318,3 +318,33 @@ def test_an_item_on_a_killed_node_is_lost_after_its_tries_and_rerun_next_time(
     again = run_tflkit(*args, cwd=suite_dir, env=AUTH, timeout=900)
     assert again.returncode == 1, again.stderr
     assert not any(m["error"] for m in json.loads(again.stdout)["models"])
+
+
+def test_a_cluster_that_asks_for_a_token_is_one_usage_line(
+    suite_dir: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A head with token authentication, a driver without the token: exit 2 and one line that
+    says what the cluster wants (Ray's own message names only the address)."""
+    token = tmp_path / "token"
+    token.write_text(os.urandom(32).hex())
+    secured = dict(ENV, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
+    port, client_port = _free_ports(2)
+    address = f"127.0.0.1:{port}"
+    temp_dir = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    head = _node(temp_dir, "--head", f"--port={port}", "--include-dashboard=false",
+                 f"--ray-client-server-port={client_port}", env=secured)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while not (answer := _nodes(address, env=secured))[0]:
+            alive = head.poll() is None and time.monotonic() < deadline
+            assert alive, f"the head did not start: {answer[1]}\n{_logs(temp_dir)}"
+        args = ["regress", "check", "--suite", "tflkit.toml", "--cluster", address]
+        refused = run_tflkit(*args, cwd=suite_dir, env=AUTH, timeout=300)
+    finally:
+        _kill(head)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    assert refused.returncode == 2, refused.stderr
+    (line,) = [ln for ln in refused.stderr.splitlines() if ln.startswith("tflkit: error:")]
+    assert "the cluster uses token authentication: set RAY_AUTH_MODE=token" in line, line
+    assert "Traceback" not in refused.stderr

@@ -64,6 +64,12 @@ def connect(address: str) -> Any:
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
+        cause = exc.__cause__ or exc.__context__  # Ray's own message names only the address
+        if "InvalidAuthToken" in str(cause):  # Ray 2.60's GCS, in the cause's traceback text
+            exc = ConnectionError(
+                "the cluster uses token authentication: set RAY_AUTH_MODE=token and its token "
+                "(RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH)"
+            )
         raise UsageError(f"cannot connect to the Ray cluster at {address}: {exc}") from None
     reinstall_handlers()  # ray.init put its own SIGTERM handler in place of tflkit's
     return ray
