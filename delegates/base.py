@@ -16,6 +16,7 @@ from typing import Any
 
 from tflkit.errors import UsageError
 
+from . import device_protocol as _wire
 from . import registry as _build
 from .protocol import (
     STATUSES,
@@ -85,24 +86,24 @@ _GPU = "gpu"
 #: headless Chromium (one browser job runs them all). ``litert-lm-*``: the LiteRT-LM engine on a
 #: ``.litertlm`` bundle (``validate B.litertlm``); GPU fp16: its default activations.
 RUNNER_SPECS: tuple[RunnerSpec, ...] = (
-    RunnerSpec(_CPU, "fp32", "cpu", harness="cpu", kernels="xnnpack", steps=True,
-               defaults=("validate", "record"), factory=_build.cpu),
+    RunnerSpec(_CPU, "fp32", "cpu", harness=_wire.CPU, kernels="xnnpack", steps=True,
+               defaults=("validate",), factory=_build.cpu),
     RunnerSpec(RunnerId("cpu", "ref"), "fp32", "cpu", kernels="reference", steps=True,
                factory=_build.cpu),
     RunnerSpec(RunnerId("cpu", "fp16"), "fp16", "cpu", emulated=True, localize=True, steps=True,
                defaults=("validate",), factory=_build.fp16_emulation),
-    RunnerSpec(RunnerId(_GPU, "fp16"), "fp16", "gpu", harness="gpu_fp16", localize=True,
-               steps=True, baseline=_CPU.name, defaults=("validate", "record"),
+    RunnerSpec(RunnerId(_GPU, "fp16"), "fp16", "gpu", harness=_wire.GPU_FP16, localize=True,
+               steps=True, baseline=_CPU.name, defaults=("validate",),
                factory=_build.gpu),
-    RunnerSpec(RunnerId(_GPU, "fp32"), "fp32", "gpu", harness="gpu_fp32", localize=True,
-               steps=True, baseline=_CPU.name, defaults=("validate", "record"),
+    RunnerSpec(RunnerId(_GPU, "fp32"), "fp32", "gpu", harness=_wire.GPU_FP32, localize=True,
+               steps=True, baseline=_CPU.name, defaults=("validate",),
                factory=_build.gpu),
-    RunnerSpec(RunnerId(_GPU), "fp16", "device", harness="gpu_delegate", baseline=_CPU.name),
-    RunnerSpec(RunnerId("webgpu", "fp16"), "fp16", "browser", harness="webgpu_fp16",
+    RunnerSpec(RunnerId(_GPU), "fp16", "device", harness=_wire.GPU_DELEGATE, baseline=_CPU.name),
+    RunnerSpec(RunnerId("webgpu", "fp16"), "fp16", "browser", harness=_wire.WEBGPU_FP16,
                baseline=_WASM.name, factory=_build.browser),
-    RunnerSpec(RunnerId("webgpu", "fp32"), "fp32", "browser", harness="webgpu_fp32",
+    RunnerSpec(RunnerId("webgpu", "fp32"), "fp32", "browser", harness=_wire.WEBGPU_FP32,
                baseline=_WASM.name, factory=_build.browser),
-    RunnerSpec(_WASM, "fp32", "browser", harness="wasm", factory=_build.browser),
+    RunnerSpec(_WASM, "fp32", "browser", harness=_wire.WASM, factory=_build.browser),
     RunnerSpec(RunnerId("delegate"), "fp16", "external", factory=_build.external),
     RunnerSpec(RunnerId("reference"), "fp32", "framework", factory=_build.reference),
     RunnerSpec(RunnerId(_ENGINE, "cpu"), "fp32", "engine", engine_backend="cpu",
@@ -117,9 +118,10 @@ _BY_HARNESS = {spec.harness: spec for spec in RUNNER_SPECS if spec.harness is no
 #: What ``validate`` runs on a ``.tflite``: every runner but those only a device's harness runs
 #: and the LiteRT-LM engine's (they run bundles).
 TFLITE_RUNNERS = tuple(s.name for s in RUNNER_SPECS if s.device not in ("device", "engine"))
-#: What ``validate`` runs when no runner is asked for, and ``regress record`` records.
+#: What ``validate`` runs when no runner is asked for; what ``regress record`` records (a device
+#: job's default backends).
 VALIDATE_DEFAULT = tuple(s.name for s in RUNNER_SPECS if "validate" in s.defaults)
-RECORD_DEFAULT = tuple(s.name for s in RUNNER_SPECS if "record" in s.defaults)
+RECORD_DEFAULT = tuple(_BY_HARNESS[backend].name for backend in _wire.RECORD_BACKENDS)
 
 
 def runner_id(name: str | RunnerId) -> RunnerId | None:

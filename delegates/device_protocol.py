@@ -50,20 +50,21 @@ __all__ = [
 
 JOB_SCHEMA = "tflkit.device-job/1"
 RESULT_SCHEMA = "tflkit.device-result/1"
-#: The backends of a device's harness, each the ``harness`` of one runner spec (``RunnerSpec``
-#: in ``tflkit.delegates.base.RUNNER_SPECS``; ``tests/test_runner_registry.py`` holds the two
-#: equal: this module does not read the registry, since the browser runtime, a runner's child,
-#: imports it). cpu: Interpreter (XNNPACK); gpu_fp16 / gpu_fp32: CompiledModel with the GPU
-#: accelerator (fp32 with enforce_f32); gpu_delegate: the classic GpuDelegate (Android only).
-BACKENDS = ("cpu", "gpu_fp16", "gpu_fp32", "gpu_delegate")
+#: The backends of a device's harness: the protocol's own words, which the runner registry
+#: (``tflkit.delegates.base.RUNNER_SPECS``) gives its runners as their ``harness`` (this module
+#: reads no runner: the browser runtime, a runner's child, imports it). cpu: Interpreter
+#: (XNNPACK); gpu_fp16 / gpu_fp32: CompiledModel with the GPU accelerator (fp32 with
+#: enforce_f32); gpu_delegate: the classic GpuDelegate (Android only).
+BACKENDS = CPU, GPU_FP16, GPU_FP32, GPU_DELEGATE = ("cpu", "gpu_fp16", "gpu_fp32", "gpu_delegate")
 #: Protocol 1.1, the browser harness only: LiteRT.js's WebGPU accelerator (ML Drift) at fp32 or
 #: fp16 precision, and its CPU path (XNNPACK in Wasm). The Linux harness refuses them. A job's
 #: default order: the WebGPU backends (fp32 first), then Wasm.
-WEBGPU_BACKENDS = ("webgpu_fp32", "webgpu_fp16")
-BROWSER_BACKENDS = (*WEBGPU_BACKENDS, "wasm")
-#: What a job runs when it names no backends: those of the runners ``regress record`` records
-#: (``tflkit.delegates.base.RECORD_DEFAULT``).
-RECORD_BACKENDS = ("cpu", "gpu_fp16", "gpu_fp32")
+WEBGPU_BACKENDS = WEBGPU_FP32, WEBGPU_FP16 = ("webgpu_fp32", "webgpu_fp16")
+WASM = "wasm"
+BROWSER_BACKENDS = (*WEBGPU_BACKENDS, WASM)
+#: What a job runs when it names no backends, and the runners ``regress record`` records when
+#: none is named (``tflkit.delegates.base.RECORD_DEFAULT`` reads it).
+RECORD_BACKENDS = (CPU, GPU_FP16, GPU_FP32)
 DTYPES = ("int8", "uint8", "int16", "int32", "int64", "bool", "float16", "float32")
 
 

@@ -397,7 +397,8 @@ class RunnerSpec:
     runs it step by step. ``engine_backend``: the engine's backend ("cpu", "gpu") of an engine
     runner. ``baseline``: the runner on the same device whose steady-state time its speed-up is
     measured against (a GPU's CPU path: XNNPACK natively, Wasm in a browser). ``defaults``: the
-    commands that run it when no runner is named ("validate", "record"). ``factory``: what builds
+    commands that run it when no runner is named ("validate"; what ``regress record`` records is
+    the device protocol's ``RECORD_BACKENDS``). ``factory``: what builds
     it (:func:`tflkit.delegates.registry.build`); None for a runner only a device's harness runs.
     """
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from tflkit.delegates.base import RECORD_DEFAULT, RUNNER_SPECS, RunnerPair, find_spec, spec_names
+from tflkit.delegates.device_protocol import RECORD_BACKENDS
 
 T = TypeVar("T")
 
@@ -35,7 +36,7 @@ def listed(names: Collection[str | None], last: str = "or") -> str:
 _HARNESS = {
     "device": [s.harness for s in RUNNER_SPECS if s.harness and s.device != "browser"],
     "browser": [s.harness for s in RUNNER_SPECS if s.harness and s.device == "browser"],
-    "record": [s.harness for s in RUNNER_SPECS if s.harness and "record" in s.defaults],
+    "record": list(RECORD_BACKENDS),
 }
 #: an example pair for the help texts: the GPU in fp16 against the CPU
 EXAMPLE_PAIR = RunnerPair(find_spec(device="gpu", precision="fp16").id, find_spec(harness="cpu").id)

@@ -23,8 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tflkit.compare.comparator import default_pairs
-from tflkit.delegates.base import RECORD_DEFAULT, RUNNER_SPECS, Feed, RunResult
-from tflkit.delegates.device_protocol import BROWSER_BACKENDS, DeviceResult, JobOptions, write_job
+from tflkit.delegates.base import Feed, RunResult
+from tflkit.delegates.device_protocol import (
+    BROWSER_BACKENDS,
+    RECORD_BACKENDS,
+    DeviceResult,
+    JobOptions,
+    write_job,
+)
 from tflkit.errors import UsageError
 from tflkit.harness.device_runs import RUNNER_OF, device_run_results, runner_name
 from tflkit.harness.transport import Device, DeviceError
@@ -67,7 +73,7 @@ class DeviceValidateOptions(InputSetOptions):
 
 #: What a device runs when ``--backend`` is not given: the harness aliases of what ``regress
 #: record`` records (the CPU, the GPU in fp16 and fp32).
-DEFAULT_BACKENDS = tuple(s.harness for s in RUNNER_SPECS if s.name in RECORD_DEFAULT and s.harness)
+DEFAULT_BACKENDS = RECORD_BACKENDS
 #: At least this many runs of each input set on a browser backend (run-to-run drift).
 MIN_REPEATS = 3
 
