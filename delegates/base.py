@@ -16,7 +16,7 @@ from typing import Any
 
 from tflkit.errors import UsageError
 
-from . import device_protocol as _wire
+from . import backends as _wire
 from . import registry as _build
 from .protocol import (
     STATUSES,

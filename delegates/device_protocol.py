@@ -29,6 +29,7 @@ import numpy as np
 from tflkit.errors import TflkitError, UsageError
 
 # a backend's status is a runner's: passed on as is
+from .backends import BACKENDS, BROWSER_BACKENDS, RECORD_BACKENDS, WEBGPU_BACKENDS
 from .protocol import STATUSES
 
 __all__ = [
@@ -50,21 +51,6 @@ __all__ = [
 
 JOB_SCHEMA = "tflkit.device-job/1"
 RESULT_SCHEMA = "tflkit.device-result/1"
-#: The backends of a device's harness: the protocol's own words, which the runner registry
-#: (``tflkit.delegates.base.RUNNER_SPECS``) gives its runners as their ``harness`` (this module
-#: reads no runner: the browser runtime, a runner's child, imports it). cpu: Interpreter
-#: (XNNPACK); gpu_fp16 / gpu_fp32: CompiledModel with the GPU accelerator (fp32 with
-#: enforce_f32); gpu_delegate: the classic GpuDelegate (Android only).
-BACKENDS = CPU, GPU_FP16, GPU_FP32, GPU_DELEGATE = ("cpu", "gpu_fp16", "gpu_fp32", "gpu_delegate")
-#: Protocol 1.1, the browser harness only: LiteRT.js's WebGPU accelerator (ML Drift) at fp32 or
-#: fp16 precision, and its CPU path (XNNPACK in Wasm). The Linux harness refuses them. A job's
-#: default order: the WebGPU backends (fp32 first), then Wasm.
-WEBGPU_BACKENDS = WEBGPU_FP32, WEBGPU_FP16 = ("webgpu_fp32", "webgpu_fp16")
-WASM = "wasm"
-BROWSER_BACKENDS = (*WEBGPU_BACKENDS, WASM)
-#: What a job runs when it names no backends, and the runners ``regress record`` records when
-#: none is named (``tflkit.delegates.base.RECORD_DEFAULT`` reads it).
-RECORD_BACKENDS = (CPU, GPU_FP16, GPU_FP32)
 DTYPES = ("int8", "uint8", "int16", "int32", "int64", "bool", "float16", "float32")
 
 

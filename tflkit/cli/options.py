@@ -17,8 +17,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from tflkit.delegates.backends import RECORD_BACKENDS
 from tflkit.delegates.base import RECORD_DEFAULT, RUNNER_SPECS, RunnerPair, find_spec, spec_names
-from tflkit.delegates.device_protocol import RECORD_BACKENDS
 
 T = TypeVar("T")
 
