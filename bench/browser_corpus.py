@@ -123,7 +123,7 @@ def _row(report: Any, runner: str, adapter: str | None, ops_total: int) -> dict[
 def measure(name: str, path: Path, inputs: int, timeout: float) -> list[dict[str, Any]]:
     from tflkit import ir
     from tflkit.validation.inputs import is_quantized
-    from tflkit.validation.run import ValidateOptions, validate
+    from tflkit.validation.pipeline import ValidateOptions, validate
 
     quantized = is_quantized(ir.load(path))
     rows = []

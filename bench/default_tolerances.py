@@ -45,7 +45,7 @@ def _rewritten(path: Path, workdir: Path) -> Path:
 
 
 def _validate(path: Path):
-    from tflkit.validation.run import ValidateOptions, validate
+    from tflkit.validation.pipeline import ValidateOptions, validate
 
     return validate(
         path,

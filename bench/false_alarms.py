@@ -41,8 +41,8 @@ def _rule(reason: str) -> str:
 
 def validate(path: Path) -> Any:
     """The report of ``validate`` with the default runners on 2 realistic input sets."""
-    from tflkit.validation.run import ValidateOptions
-    from tflkit.validation.run import validate as run
+    from tflkit.validation.pipeline import ValidateOptions
+    from tflkit.validation.pipeline import validate as run
 
     return run(path, ValidateOptions(num_inputs=2))
 

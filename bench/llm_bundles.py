@@ -27,7 +27,7 @@ from typing import Any
 
 def _row(name: str, v: Any) -> str:
     from tflkit.bundle.engine import figures, how
-    from tflkit.bundle.validate import CPU, GPU
+    from tflkit.validation.bundle_subject import CPU, GPU
 
     cells = []
     for key in (CPU, GPU):
@@ -122,7 +122,7 @@ def calibrate(runs: int, busy: bool = False) -> None:
     from tests.busy_gpu import busy_gpu
     from tests.corpus import llm_bundles
     from tflkit.bundle.engine import DEFAULT_PROMPTS
-    from tflkit.bundle.validate import GPU, validate_bundle
+    from tflkit.validation.bundle_subject import GPU, validate_bundle
 
     prompts = list(DEFAULT_PROMPTS)
     load = [llm_bundles.bundle_path("tkv_int8_hf").parent / "toy_model_with_kv_cache.tflite"]
@@ -149,7 +149,7 @@ def calibrate(runs: int, busy: bool = False) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from tests.corpus import llm_bundles
-    from tflkit.bundle.validate import GPU, validate_bundle
+    from tflkit.validation.bundle_subject import GPU, validate_bundle
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[])

@@ -41,7 +41,7 @@ def _run(path: Path, kind: str):
     from tflkit.delegates.litert_cpu import LiteRTCpuRunner
     from tflkit.ir.entry import entry_point
     from tflkit.validation.options import ValidateOptions
-    from tflkit.validation.run import _inputs, _output_infos
+    from tflkit.validation.tflite_subject import _inputs, _output_infos
 
     data = path.read_bytes()
     model = ir.load(data)

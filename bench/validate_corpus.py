@@ -60,7 +60,7 @@ def _done(runs: Path) -> set[tuple[str, str]]:
 
 
 def sweep(models: dict[str, Path], runs: Path, count: int, timeout: float) -> None:
-    from tflkit.validation.run import ValidateOptions, validate
+    from tflkit.validation.pipeline import ValidateOptions, validate
 
     done = _done(runs)
     for name, path in sorted(models.items()):

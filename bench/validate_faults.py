@@ -55,7 +55,7 @@ def _plant(fault: str, model: Path, work: Path) -> tuple[Path, str | None, dict[
         plant_fp16_overflow,
         plant_weight,
     )
-    from tflkit.validation.run import ValidateOptions
+    from tflkit.validation.pipeline import ValidateOptions
 
     planted = work / f"{fault}.tflite"
     if fault.startswith("fp16"):
@@ -108,7 +108,7 @@ def _planted_ops(model: Any, tensor: str, *, reads: bool) -> set[int]:
 
 def run_one(name: str, model: Path, fault: str, count: int) -> dict[str, Any] | None:
     from tflkit import ir
-    from tflkit.validation.run import validate
+    from tflkit.validation.pipeline import validate
 
     with tempfile.TemporaryDirectory(prefix="tflkit-fault-") as tmp:
         planted, target, extra = _plant(fault, model, Path(tmp))

@@ -29,7 +29,7 @@ def _probability_models(models: dict[str, Path]) -> dict[str, list[str]]:
     from tflkit import ir
     from tflkit.ir.entry import entry_point
     from tflkit.validation.inputs import is_quantized
-    from tflkit.validation.run import output_kind
+    from tflkit.validation.tflite_subject import output_kind
 
     found = {}
     for name, path in sorted(models.items()):
@@ -46,7 +46,7 @@ def _probability_models(models: dict[str, Path]) -> dict[str, list[str]]:
 def measure(name: str, path: Path, outputs: list[str], count: int, kind: str) -> list[str]:
     """Table rows (markdown) for one model."""
     from tflkit.compare.sensitivity import EPS, log_diff, log_peak
-    from tflkit.validation.run import ValidateOptions, validate
+    from tflkit.validation.pipeline import ValidateOptions, validate
 
     options = ValidateOptions(runners=RUNNERS, num_inputs=count, input_kind=kind)
     report = validate(path, options)

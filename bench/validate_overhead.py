@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tflkit.validation.run import ValidateOptions, validate
+from tflkit.validation.pipeline import ValidateOptions, validate
 
 RUNNERS = ("cpu", "cpu-ref", "gpu-fp16", "gpu-fp32")
 

@@ -33,7 +33,7 @@ def _default_keras() -> Path:
 def main(argv: list[str] | None = None) -> int:
     from tflkit.converters.api import convert
     from tflkit.converters.base import ConvertOptions
-    from tflkit.validation.run import ValidateOptions, validate
+    from tflkit.validation.pipeline import ValidateOptions, validate
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keras", type=Path, default=None)

@@ -18,7 +18,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     from tests.conftest_corpus import cache_root
     from tests.corpus.fetch import fetch_world
-    from tflkit.validation.run import ValidateOptions, validate
+    from tflkit.validation.pipeline import ValidateOptions, validate
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--inputs", type=int, default=4, help="input sets per run")

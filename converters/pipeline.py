@@ -24,7 +24,7 @@ from tflkit.report.progress import Progress, quiet, ticking
 from tflkit.report.validate_report import ValidateReport
 from tflkit.rewriter.advice import Advisor
 from tflkit.rewriter.run import rewrite_model
-from tflkit.validation.run import ValidateOptions, validate
+from tflkit.validation.pipeline import ValidateOptions, validate
 
 from .api import convert
 from .base import ConvertOptions

@@ -435,7 +435,7 @@ def test_validate_browser_runners_through_the_cli(
 def test_validate_browser_runners_against_the_cpu(adapter: str, cli_cache: Path) -> None:
     """The API with the CPU: webgpu-fp16 is judged as an fp16 runner, wasm and webgpu-fp32 as
     fp32 ones; ``browser_adapter`` picks the adapter."""
-    from tflkit.validation.run import ValidateOptions, validate
+    from tflkit.validation.pipeline import ValidateOptions, validate
 
     report = validate(
         TINY,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tflkit.harness.browser.probe import op_type_differences
+from tflkit.rewriter.browser_probe import op_type_differences
 
 from .test_browser_harness import browser_cache, litertjs  # noqa: F401  (pytest fixtures)
 

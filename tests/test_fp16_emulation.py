@@ -12,7 +12,7 @@ from tflkit.delegates.fp16_emulation import Fp16EmulationRunner, round_fp16
 from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.ir.builder import OpBuilder
 from tflkit.validation.inputs import make_input_sets
-from tflkit.validation.run import ValidateOptions, validate
+from tflkit.validation.pipeline import ValidateOptions, validate
 
 fb = ir.schema.fb
 

@@ -16,8 +16,8 @@ import pytest
 from tests.cli import run_tflkit
 from tflkit.bundle.litertlm import BLOCK, load_bundle, save_bundle
 from tflkit.bundle.llm_metadata import decode_llm_metadata
-from tflkit.bundle.validate import CPU, GPU
 from tflkit.errors import ModelLoadError
+from tflkit.validation.bundle_subject import CPU, GPU
 
 
 def _bytes(path: Path) -> bytes:

@@ -13,7 +13,7 @@ import pytest
 from tests.truth_models import MASKS, truth_models
 from tflkit import ir
 from tflkit.compare.log_scope import judged_in_log_domain
-from tflkit.validation.run import ValidateOptions, validate
+from tflkit.validation.pipeline import ValidateOptions, validate
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ def test_walks_the_whole_package():
     names = _module_names()
     for expected in (
         "tflkit.rewriter.rules",
-        "tflkit.validation.run",
+        "tflkit.validation.pipeline",
         "tflkit.inspection",
         "tflkit.converters",
         "tflkit.delegates",

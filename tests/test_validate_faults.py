@@ -24,7 +24,7 @@ from tflkit.ir.entry import entry_point
 from tflkit.report.validate_report import ValidateReport
 from tflkit.validation.inputs import make_input_sets
 from tflkit.validation.localize import capture_cpu
-from tflkit.validation.run import ValidateOptions, validate
+from tflkit.validation.pipeline import ValidateOptions, validate
 
 fb = ir.schema.fb
 WEIGHT_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")

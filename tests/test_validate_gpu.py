@@ -26,7 +26,7 @@ from tflkit.gpu.probe import probe
 from tflkit.ir.builder import OpBuilder
 from tflkit.report.html import write_html
 from tflkit.validation.inputs import make_input_sets
-from tflkit.validation.run import ValidateOptions, validate
+from tflkit.validation.pipeline import ValidateOptions, validate
 
 fb = ir.schema.fb
 pytestmark = pytest.mark.gpu

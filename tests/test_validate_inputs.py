@@ -18,7 +18,7 @@ from tflkit.errors import UsageError
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.shapes import parse_input_shapes
 from tflkit.validation.inputs import make_input_sets
-from tflkit.validation.run import ValidateOptions, validate
+from tflkit.validation.pipeline import ValidateOptions, validate
 
 fb = ir.schema.fb
 

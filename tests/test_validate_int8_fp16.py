@@ -18,7 +18,7 @@ from tflkit.delegates.litert_cpu import LiteRTCpuRunner
 from tflkit.delegates.step_flips import StepFlipRunner
 from tflkit.ir import load
 from tflkit.validation.inputs import make_input_sets
-from tflkit.validation.run import ValidateOptions, validate
+from tflkit.validation.pipeline import ValidateOptions, validate
 
 AUDIO = "mltk/audio_example1"  # int8 keyword model: GPU fp16 11 steps off on photographs
 

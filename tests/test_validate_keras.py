@@ -73,7 +73,7 @@ def _interpreter_outputs(model: Path, images: np.ndarray) -> np.ndarray:
 @pytest.mark.gpu
 def test_mobilenet_v2_against_keras(mobilenet, gpu, tmp_path):
     from tflkit.gpu.probe import probe
-    from tflkit.validation.run import ValidateOptions, validate
+    from tflkit.validation.pipeline import ValidateOptions, validate
 
     model = mobilenet / "mobilenet_v2.tflite"
     images = np.load(mobilenet / "inputs.npz")["image"]

@@ -36,7 +36,8 @@ from tflkit.compare.groups import ChannelGroup, detect_groups, parse_output_grou
 from tflkit.errors import UsageError
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.entry import entry_point
-from tflkit.validation.run import ValidateOptions, output_kind_rule, validate
+from tflkit.validation.pipeline import ValidateOptions, validate
+from tflkit.validation.tflite_subject import output_kind_rule
 
 REPO = Path(__file__).resolve().parents[1]
 fb = ir.schema.fb

@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest_corpus import build_with_script, cache_root, tensorflow_version
 from tests.needs import unavailable
-from tflkit.validation.run import ValidateOptions, validate
+from tflkit.validation.pipeline import ValidateOptions, validate
 
 SIZE = 32
 

@@ -9,7 +9,7 @@ import pytest
 
 from tflkit.cli.main import main
 from tflkit.delegates.reference_io import Port, convert, match_ports
-from tflkit.validation.run import ValidateOptions, validate
+from tflkit.validation.pipeline import ValidateOptions, validate
 
 INT8 = "mltk/keyword_spotting_alexa"
 FLOAT = "mltk/keyword_spotting_alexa.float32"

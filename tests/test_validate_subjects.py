@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli import run_tflkit
-from tflkit.cli.subjects import KINDS, NOT_TAKEN
+from tflkit.cli.subjects import NOT_TAKEN
+from tflkit.validation.pipeline import KINDS
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "tflkit" / "examples" / "tiny_classifier.tflite"
 

@@ -3,7 +3,7 @@
 The public facade: ``load``/``save`` (the editable IR), ``inspect``, ``check``, ``rewrite`` and
 ``validate``. Each returns a report dataclass with ``to_json()``; the CLI is a thin layer over
 these. No function has the name of a module: the modules behind them are ``tflkit.inspection``,
-``tflkit.rewriter.advice`` (check), ``tflkit.rewriter`` and ``tflkit.validation.run``, so
+``tflkit.rewriter.advice`` (check), ``tflkit.rewriter`` and ``tflkit.validation.pipeline``, so
 ``import tflkit.x.y`` always gives the module ``x/y``.
 
 The names are re-exported lazily (PEP 562): ``import tflkit`` loads nothing but this file, and
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tflkit.ir import load, save
     from tflkit.rewriter.advice import check
     from tflkit.rewriter.run import rewrite_file as rewrite
-    from tflkit.validation.run import validate
+    from tflkit.validation.pipeline import validate
 
 # public name -> (module, attribute)
 _EXPORTS: dict[str, tuple[str, str]] = {
@@ -34,7 +34,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "load": ("tflkit.ir.serde", "load"),
     "rewrite": ("tflkit.rewriter.run", "rewrite_file"),
     "save": ("tflkit.ir.serde", "save"),
-    "validate": ("tflkit.validation.run", "validate"),
+    "validate": ("tflkit.validation.pipeline", "validate"),
 }
 
 __all__ = [

@@ -56,7 +56,7 @@ def preload() -> None:
     import tflkit.compat.check
     import tflkit.inspection
     import tflkit.rewriter.run
-    import tflkit.validation.run  # noqa: F401
+    import tflkit.validation.pipeline  # noqa: F401
     from tflkit.cli.main import main
 
     # The first main() in a process costs ~0.15 s of lazy set-up (Typer, Click, Rich): pay it

@@ -1,5 +1,6 @@
-"""The ``.litertlm`` side of ``inspect``, ``check``, ``validate`` and ``rewrite``: each command
-hands a bundle (the file starts with ``LITERTLM``) to the function here; no logic of its own."""
+"""The ``.litertlm`` side of ``inspect``, ``check`` and ``rewrite`` (``validate`` takes a bundle as
+one of its subjects: :mod:`tflkit.validation.pipeline`): each command hands a bundle (the file
+starts with ``LITERTLM``) to the function here; no logic of its own."""
 
 from __future__ import annotations
 
@@ -8,10 +9,7 @@ from typing import Any
 
 import typer
 
-from tflkit.errors import UsageError
-
-__all__ = ["check_bundle_cmd", "inspect_bundle_cmd", "read_prompts", "rewrite_bundle_cmd",
-           "validate_bundle_cmd"]  # fmt: skip
+__all__ = ["check_bundle_cmd", "inspect_bundle_cmd", "rewrite_bundle_cmd"]
 
 
 def _print(lines: list[str]) -> None:
@@ -59,64 +57,6 @@ def check_bundle_cmd(model: Path, json_output: bool, strict: bool, **options: An
             _print([f"warning: {w}" for w in report.warnings.get(section.index, [])])
     if strict and not report.gpu_ready:
         raise typer.Exit(1)
-
-
-def read_prompts(prompt: list[str], prompts_file: Path | None) -> list[str] | None:
-    """``--prompt`` (repeatable) and ``--prompts FILE`` (one prompt a line) as one list."""
-    texts = list(prompt)
-    if prompts_file is not None:
-        try:
-            lines = prompts_file.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise UsageError(f"--prompts {prompts_file}: {exc.strerror or exc}") from None
-        texts += [line.strip() for line in lines if line.strip()]
-        if not texts:
-            raise UsageError(f"--prompts {prompts_file}: no prompt in the file")
-    return texts or None
-
-
-def validate_bundle_cmd(
-    model: Path,
-    prompts: list[str] | None,
-    steps: int | None,
-    json_output: bool,
-    timeout: float,
-    progress: Any,
-    repro: Path | None = None,
-    command: str = "tflkit validate",
-    html: Path | None = None,
-    junit: Path | None = None,
-) -> None:
-    from tflkit.bundle.validate import validate_bundle
-    from tflkit.cli.output import print_json, write_junit
-
-    report = validate_bundle(model, prompts, steps=steps, timeout=timeout, progress=progress)
-    if repro is not None:
-        from tflkit.bundle.repro import write_engine_repro
-        from tflkit.delegates.litert_lm import pinned_by_default
-
-        progress("writing the engine repro")
-        report.repro = write_engine_repro(
-            report.engine_finding(),
-            model,
-            repro,
-            command=command,
-            one_cpu=pinned_by_default("gpu"),
-            timeout=timeout,
-        )
-    if html is not None:
-        from tflkit.report.html import write_html
-
-        write_html(report, html)
-    write_junit(report, junit)
-    if json_output:
-        print_json(report)
-    else:
-        from tflkit.report.bundle_report import bundle_lines
-
-        _print(bundle_lines(report))
-    if report.exit_code:
-        raise typer.Exit(report.exit_code)
 
 
 def rewrite_bundle_cmd(

@@ -32,7 +32,7 @@ from tflkit.cli.options import (
     WarmupOption,
     options_from,
 )
-from tflkit.cli.output import console, print_json, show_validate_report
+from tflkit.cli.output import console, print_json, show_validation
 from tflkit.errors import UsageError
 
 app = typer.Typer(
@@ -403,7 +403,7 @@ def validate(
         timed_runs=runs,
     )
     report = device_validate(model, devices, options, progress=_progress)
-    show_validate_report(report, html=html, json_output=json_output)
+    show_validation(report, html=html, json_output=json_output)
 
 
 @app.command("setup")

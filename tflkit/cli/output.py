@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from tflkit.report.validate_report import ValidateReport
-
 
 def console() -> Console:
     """A console for reports; 120 columns when stdout is not a terminal (pipes, CI logs).
@@ -160,34 +158,14 @@ def write_junit(report: Any, path: Path | None) -> None:
         write_validate_junit(report, path)
 
 
-def show_steps_report(report: Any, *, json_output: bool, html: Path | None = None) -> None:
-    """The end of ``validate --steps``: the HTML page if asked, JSON or the short terminal
-    section, then exit 1 unless every runner ran every step and none parted from the CPU."""
+def show_validation(report: Any, *, html: Path | None, json_output: bool) -> None:
+    """The end of ``validate`` (any subject) and ``device validate``: :func:`show_report` with
+    :func:`tflkit.report.validation.render_validation`, then exit with the report's code (1 on
+    a finding)."""
     import typer
 
-    if html is not None:
-        from tflkit.report.html import write_html
+    from tflkit.report.validation import render_validation
 
-        write_html(report, html)
-    if json_output:
-        print_json(report)
-    else:
-        from tflkit.report.steps_report import steps_lines
-
-        out = console()
-        for line in steps_lines(report):
-            out.print(line, highlight=False, markup=False)
-    if not report.ok:
-        raise typer.Exit(1)
-
-
-def show_validate_report(report: ValidateReport, *, html: Path | None, json_output: bool) -> None:
-    """The end of ``validate`` and ``device validate``: :func:`show_report`, then exit 1 unless
-    every comparison passed."""
-    import typer
-
-    from tflkit.report.validate_report import render_terminal
-
-    show_report(report, render_terminal, html=html, json_output=json_output)
-    if not report.passed:
-        raise typer.Exit(1)
+    show_report(report, render_validation, html=html, json_output=json_output)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)

@@ -10,14 +10,11 @@ its prefill_decode section through ``--steps``).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 
 from tflkit.errors import UsageError
 
-__all__ = ["KINDS", "NOT_TAKEN", "refuse_inapplicable", "subject_kind"]
+__all__ = ["NOT_TAKEN", "refuse_inapplicable"]
 
-#: what each kind is called in a refusal
-KINDS = {"tflite": "a .tflite", "steps": "--steps", "bundle": "a .litertlm bundle"}
 
 #: the options a ``.tflite``'s input sets, runners, comparison and report take
 _TFLITE_ONLY = (
@@ -39,19 +36,11 @@ NOT_TAKEN: dict[str, frozenset[str]] = {
 }
 
 
-def subject_kind(model: Path, steps: int | None) -> str:
-    """``bundle`` for a ``.litertlm`` (by its magic bytes), else ``steps`` with ``--steps``,
-    else ``tflite``."""
-    from tflkit.bundle.magic import is_bundle
-
-    if is_bundle(model):
-        return "bundle"
-    return "tflite" if steps is None else "steps"
-
-
 def refuse_inapplicable(kind: str, given: Iterable[str]) -> None:
     """A usage error naming the first of the ``given`` options (as spelled on the command line)
     that ``kind`` does not take, and the kinds that do."""
+    from tflkit.validation.pipeline import KINDS
+
     for option in given:
         if option in NOT_TAKEN[kind]:
             takers = [k for k in KINDS if option not in NOT_TAKEN[k]]

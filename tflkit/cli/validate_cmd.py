@@ -28,7 +28,7 @@ from tflkit.cli.options import (
     listed,
     options_from,
 )
-from tflkit.cli.subjects import refuse_inapplicable, subject_kind
+from tflkit.cli.subjects import refuse_inapplicable
 from tflkit.delegates.base import (
     TFLITE_RUNNERS,
     VALIDATE_DEFAULT,
@@ -229,9 +229,23 @@ def _given(ctx: typer.Context) -> list[str]:
     return given
 
 
+def _read_prompts(prompt: list[str], prompts_file: Path | None) -> list[str] | None:
+    """``--prompt`` (repeatable) and ``--prompts FILE`` (one prompt a line) as one list."""
+    texts = list(prompt)
+    if prompts_file is not None:
+        try:
+            lines = prompts_file.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise UsageError(f"--prompts {prompts_file}: {exc.strerror or exc}") from None
+        texts += [line.strip() for line in lines if line.strip()]
+        if not texts:
+            raise UsageError(f"--prompts {prompts_file}: no prompt in the file")
+    return texts or None
+
+
 def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
-    """``validate``'s arguments as :class:`~tflkit.validation.options.ValidateOptions` (a
-    ``.tflite`` or its ``--steps`` program)."""
+    """``validate``'s arguments as :class:`~tflkit.validation.options.ValidateOptions`, for
+    any subject (the options a subject does not take are refused before: ``cli/subjects``)."""
     from tflkit.compare.groups import parse_output_groups
     from tflkit.validation.budget import parse_size
     from tflkit.validation.options import ValidateOptions
@@ -254,7 +268,6 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
             "model_explorer",
             "json_output",
             "prompt",
-            "prompts",
             "junit",
         ),
         runners=params["runner"],
@@ -267,26 +280,13 @@ def _options(ctx: typer.Context, params: dict[str, Any]) -> Any:
         output_groups=parse_output_groups(params["output_groups"]),
         repro_command=_command_line(ctx),
         memory_budget=None if budget is None else parse_size(budget),
+        prompts=_read_prompts(params["prompt"], params["prompts"]),
     )
 
 
 def _not_the_model(model: Path, *reports: Path | None) -> None:
     if model.resolve() in {p.resolve() for p in reports if p is not None}:
         raise UsageError("refusing to overwrite the input model with a report")
-
-
-def _bundle(ctx: typer.Context, params: dict[str, Any]) -> None:
-    """A ``.litertlm`` bundle: the LiteRT-LM engine's runners on its prompts."""
-    from tflkit.cli.bundle_cmd import read_prompts, validate_bundle_cmd
-
-    _not_the_model(params["model"], params["html"], params["junit"])
-    with _progress() as progress:
-        texts = read_prompts(params["prompt"], params["prompts"])
-        validate_bundle_cmd(
-            params["model"], texts, params["steps"], params["json_output"], params["timeout"],
-            progress, params["repro"], _command_line(ctx), params["html"],
-            params["junit"],
-        )  # fmt: skip
 
 
 def validate(
@@ -323,27 +323,18 @@ def validate(
 ) -> None:
     """Run the model with and without the GPU delegate, compare, and find where they part (a
     .litertlm bundle: the LiteRT-LM engine on CPU and GPU, token by token)."""
-    kind = subject_kind(model, steps)
-    refuse_inapplicable(kind, _given(ctx))
-    if kind == "bundle":
-        return _bundle(ctx, locals())
-    from tflkit.cli.output import show_steps_report, show_validate_report, write_junit
+    from tflkit.cli.output import show_validation, write_junit
+    from tflkit.validation.pipeline import subject_kind
+    from tflkit.validation.pipeline import validate as run_pipeline
 
+    refuse_inapplicable(subject_kind(model, steps), _given(ctx))
     options = _options(ctx, locals())
     with _progress() as progress:
         options.progress = progress
-        if kind == "steps":
-            from tflkit.validation.steps import validate_steps
-
-            report = validate_steps(model, options)
-            write_junit(report, junit)
-            return show_steps_report(report, json_output=json_output, html=html)
-        from tflkit.validation.run import validate as run_validate
-
-        report = run_validate(model, options)
+        report = run_pipeline(model, options)
     if model_explorer is not None and report.localization is not None:
         from tflkit.report.validate_report import write_model_explorer
 
         write_model_explorer(report, model_explorer)
     write_junit(report, junit)
-    show_validate_report(report, html=html, json_output=json_output)
+    show_validation(report, html=html, json_output=json_output)

@@ -1,14 +1,14 @@
 """``device validate``: run a model on devices and compare there exactly as ``validate`` does.
 
-The devices are runners of :func:`tflkit.validation.run.validate` (one per device and backend, named
-``gpu-fp16@adb:SERIAL``), so inputs, calibration, tolerances, verdicts and report formats are
+The devices are runners of :func:`tflkit.validation.pipeline.validate` (one per device and backend,
+named ``gpu-fp16@adb:SERIAL``), so inputs, calibration, tolerances, verdicts and report formats are
 ``validate``'s own. The first device runner to be asked writes one job with ``validate``'s input
 sets and runs it on every device at once; the others read their part of the results. Pairs: every
-device runner against the host CPU (and the reference, when given), and each backend on every
-other device against the first device's. A device that fails (unreachable, disconnected, timed
-out) does not stop the others: its runners are ``unavailable`` with the device's error line and
-the rest compare as usual; when every device failed, :class:`DeviceError` is raised after
-``validate`` returns, so the command prints one line.
+device runner against the host CPU (and the reference, when given), and each backend on every other
+device against the first device's. A device that fails (unreachable, disconnected, timed out) does
+not stop the others: its runners are ``unavailable`` with the device's error line and the rest
+compare as usual; when every device failed, :class:`DeviceError` is raised after ``validate``
+returns, so the command prints one line.
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ def device_validate(
 ) -> ValidateReport:
     """Run the model on ``devices`` and compare; device failures raise :class:`DeviceError`."""
     from tflkit import ir
-    from tflkit.validation.run import ValidateOptions, validate
+    from tflkit.validation.pipeline import ValidateOptions, validate
 
     options = options or DeviceValidateOptions()
     if not devices:

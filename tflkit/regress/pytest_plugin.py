@@ -107,7 +107,7 @@ class Tflkit:
         """``tflkit.validate`` passes (GPU vs CPU, and vs the ``reference`` when given); the
         message lists each finding. Extra keywords go to ``ValidateOptions``."""
         __tracebackhide__ = True
-        from tflkit.validation.run import ValidateOptions, validate
+        from tflkit.validation.pipeline import ValidateOptions, validate
 
         report = validate(
             path,

@@ -1,6 +1,6 @@
 """``regress record``: run a model on every selected runner and keep what it did as a baseline.
 
-The runs are ``tflkit.validation.run.validate`` on input sets made here once
+The runs are ``tflkit.validation.pipeline.validate`` on input sets made here once
 (``tflkit.validation.inputs``, the same realistic generator validate uses, or the user's file) and
 stored as they were fed; the residency is ``tflkit.rewriter.advice.check_path`` (static, and probed
 on the real accelerator).
@@ -105,7 +105,7 @@ def versions(adapter: str | None) -> dict[str, Any]:
 
 def check_runners(names: Sequence[str], delegate: Path | None) -> list[str]:
     """The runners to record, validated; a usage error names the ones a baseline cannot hold."""
-    from tflkit.validation.run import RUNNERS
+    from tflkit.validation.tflite_subject import RUNNERS
 
     recordable = [n for n in RUNNERS if n != "reference"]  # rerun from the model file alone
     chosen = list(dict.fromkeys(names or DEFAULT_RUNNERS))
@@ -133,7 +133,7 @@ def run_models(
 ) -> ValidateReport:
     """``validate`` on exactly these input sets (handed over as an ``.npz``)."""
     from tflkit.regress.baseline import npz_bytes
-    from tflkit.validation.run import ValidateOptions, validate
+    from tflkit.validation.pipeline import ValidateOptions, validate
 
     names = list(feeds[0])
     arrays = {n: np.stack([np.asarray(f[n]) for f in feeds]) for n in names}

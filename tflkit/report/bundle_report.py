@@ -3,8 +3,8 @@
 ``validate B.litertlm`` (:func:`bundle_lines`): each engine run (how it ended, the engine's own
 figures), each prompt's token comparison, the notes, the fp32 rerun, the section through
 ``--steps``, the findings and the repro (the report itself:
-:class:`tflkit.bundle.validate.BundleValidation`; its JSON is its ``to_json``). ``inspect`` and
-``rewrite`` (:func:`inspect_lines`, :func:`rewrite_lines`) of the bundle package's
+:class:`tflkit.validation.bundle_subject.BundleValidation`; its JSON is its ``to_json``).
+``inspect`` and ``rewrite`` (:func:`inspect_lines`, :func:`rewrite_lines`) of the bundle package's
 :class:`~tflkit.bundle.describe.BundleInspect` and :class:`~tflkit.bundle.rewrite.BundleRewrite`,
 read by their fields: this layer renders and computes nothing."""
 
@@ -33,7 +33,7 @@ def figures(result: RunResult) -> dict[str, float]:
 
 
 def bundle_lines(v: Any) -> list[str]:
-    """The terminal section of a :class:`~tflkit.bundle.validate.BundleValidation`."""
+    """The terminal section of a :class:`~tflkit.validation.bundle_subject.BundleValidation`."""
     out = [f"{v.bundle}: LiteRT-LM engine, CPU vs GPU, {len(v.prompts)} prompts"]
     for name, run in v.runs.items():
         out.append(_run_line(name, run))

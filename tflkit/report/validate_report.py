@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -50,10 +50,17 @@ class ValidateReport:
     sensitivity: dict[str, dict[str, Any]] = field(default_factory=dict)
     not_meaningful: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the kind of subject (:mod:`tflkit.validation.pipeline`)
+    kind: ClassVar[str] = "tflite"
 
     @property
     def passed(self) -> bool:
         return self.verdict == "pass"
+
+    @property
+    def exit_code(self) -> int:
+        """0 on "pass", 1 on anything else."""
+        return 0 if self.passed else 1
 
     def runner(self, name: str) -> RunResult:
         return next(r for r in self.runners if r.runner == name)

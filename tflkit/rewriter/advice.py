@@ -160,7 +160,7 @@ def check_path(
                 found = probe_each_signature(model, timeout=probe_timeout, cache_dir=cache_dir)
             attach_signature_probes(report, found)
     if browser is not None:
-        from tflkit.harness.browser.probe import attach_browser_probe, probe_in_browser
+        from tflkit.rewriter.browser_probe import attach_browser_probe, probe_in_browser
 
         probed = ir.dumps(model) if input_shapes else bytes(data)
         what = f"running {Path(label).name} in LiteRT.js ({browser}, headless Chromium)"

@@ -91,6 +91,8 @@ class ValidateOptions(InputSetOptions):
     #: bytes validate may use (``--memory-budget``); None: a share of the available memory
     #: (:mod:`tflkit.validation.budget`)
     memory_budget: int | None = None
+    #: a ``.litertlm`` bundle: the prompts its engine generates from (None: tflkit's own)
+    prompts: Sequence[str] | None = None
 
 
 def say(options: ValidateOptions, line: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from tflkit.compare.steps import PART_FRACTION, compare_steps
 from tflkit.delegates.base import find_spec
@@ -29,14 +29,21 @@ class StepsReport:
     steps: int
     cpu_tokens: list[int]
     runs: dict[str, dict[str, Any]]
-    seconds: float
+    wall_seconds: float = 0.0
     #: ``--localize``: the ops of the parting step's decode call, run alone (or why not)
     localization: dict[str, Any] | None = None
+    #: the kind of subject (:mod:`tflkit.validation.pipeline`)
+    kind: ClassVar[str] = "steps"
 
     @property
     def ok(self) -> bool:
         """Every runner ran and none parted from the CPU."""
         return all(r["status"] == "ok" and r["first_part"] is None for r in self.runs.values())
+
+    @property
+    def exit_code(self) -> int:
+        """0 when :attr:`ok`, else 1."""
+        return 0 if self.ok else 1
 
     def to_json(self) -> dict[str, Any]:
         return plain(
@@ -51,7 +58,7 @@ class StepsReport:
                 "runs": self.runs,
                 "localization": self.localization,
                 "fix": self.fix,
-                "seconds": self.seconds,
+                "seconds": self.wall_seconds,
             }
         )
 

@@ -15,8 +15,8 @@ against the CPU, the greedy tokens and the first step where they part;
 
 from __future__ import annotations
 
+import os
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from tflkit.delegates.kv_steps import Call, recorded_feed, recording, run_steps
 from tflkit.delegates.registry import build
 from tflkit.delegates.step_runner import prompt_feed
 from tflkit.errors import UsageError
+from tflkit.report.progress import quiet
 from tflkit.validation.llm_program import (
     KvProgram,
     causal_mask,
@@ -47,12 +48,14 @@ from tflkit.validation.llm_program import (
 )
 from tflkit.validation.step_compare import PART_FRACTION, StepsReport, compare_steps, fix_for
 from tflkit.validation.step_localize import LOCALIZABLE, localize_parting, localize_step
+from tflkit.validation.subject import run_stages
 
 __all__ = [
     "LOCALIZABLE",
     "RUNNERS",
     "KvProgram",
     "StepsReport",
+    "StepsSubject",
     "causal_mask",
     "compare_steps",
     "cpu_call",
@@ -64,7 +67,6 @@ __all__ = [
     "recording",
     "run_steps",
     "steps_report",
-    "validate_steps",
     "with_prompt",
 ]
 
@@ -93,7 +95,8 @@ def steps_report(
     localize_runner: str | None = None,
     prompt: Sequence[int] | None = None,
 ) -> StepsReport:
-    """Run prefill + ``steps`` decode steps on the CPU and each other runner, compare per step.
+    """Run prefill + ``steps`` decode steps on the CPU and each other runner, compare per step
+    (the pipeline's stages on a :class:`StepsSubject` of the model's bytes).
 
     ``prompt``: its token ids (e.g. the ones a LiteRT-LM bundle's engine ran); by default a
     seeded one, as long as the prefill signature takes when ``steps`` then fit in the cache,
@@ -101,47 +104,120 @@ def steps_report(
     first parting step of ``localize_runner`` (default: the first of
     :data:`LOCALIZABLE` that parts), every op of the decode signature run alone on that runner
     with the feeds that step was given (:func:`localize_step`)."""
-    from tflkit import ir
+    subject = StepsSubject(
+        data, label, steps, runners=runners, seed=seed, timeout=timeout, progress=progress,
+        localize=localize, localize_runner=localize_runner, prompt=prompt,
+    )  # fmt: skip
+    return run_stages(subject)
 
-    start = time.perf_counter()
-    model = ir.load(data)
-    program = with_prompt(kv_program(model), steps, None if prompt is None else len(prompt))
-    _check_request(program, runners, localize_runner)
-    prompt = prompt_tokens(program, seed) if prompt is None else _own_prompt(program, prompt)
-    cpu_spec = find_spec(kernels="xnnpack")
-    if progress:
-        progress(f"{cpu_spec.name}: prefill + {steps} decode steps")
-    plan = StepPlan(program, steps)
-    cpu = execute(build(cpu_spec, BuildRequest(data, steps=plan)), [prompt_feed(prompt)])
-    runs: dict[str, dict[str, Any]] = {}
-    report = StepsReport(label, program, [int(t) for t in prompt], steps, [], runs, 0.0)
-    if cpu.status != "ok":
-        runs[cpu_spec.name] = compare_steps(cpu, cpu, 0.0)
-        report.seconds = time.perf_counter() - start
-        return report
-    report.cpu_tokens = tokens_of(cpu)
-    feed = prompt_feed(prompt, report.cpu_tokens)
-    with tempfile.TemporaryDirectory(prefix="tflkit-feeds-") as tmp:
-        for name in runners:
+
+class StepsSubject:
+    """A KV-cache program as ``validate``'s subject (``--steps N``): one prompt, prefill + N
+    decode steps on the CPU and every other runner, compared step by step."""
+
+    kind = "steps"
+
+    def __init__(
+        self,
+        data: bytes,
+        label: str,
+        steps: int,
+        *,
+        runners: Sequence[str] = RUNNERS,
+        seed: int = 0,
+        timeout: float = 300.0,
+        progress: Callable[[str], None] | None = None,
+        localize: bool = False,
+        localize_runner: str | None = None,
+        prompt: Sequence[int] | None = None,
+    ) -> None:
+        self.data, self.label, self.steps, self.runners = data, label, steps, tuple(runners)
+        self.seed, self.timeout, self.prompt = seed, timeout, prompt
+        self.say = progress or quiet
+        self.localizing, self.localize_runner = localize, localize_runner
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.cpu_tokens: list[int] = []
+        self._keep: tempfile.TemporaryDirectory[str] | None = None
+
+    @classmethod
+    def from_path(cls, model_path: str | os.PathLike[str], options: Any) -> StepsSubject:
+        """``validate --steps``: a :class:`ValidateOptions`' steps, runners (default: cpu,
+        cpu-ref, cpu-fp16, gpu-fp16, gpu-fp32), seed, timeout, progress, localize and localize
+        runner (``--localize``, ``--localize-on``)."""
+        from tflkit import ir
+
+        if options.repro is not None:
+            raise UsageError("--repro works with the ordinary validate, not with --steps yet")
+        data, label = ir.serde.read_model_bytes(model_path)
+        return cls(
+            data, label, int(options.steps), runners=tuple(options.runners) or RUNNERS,
+            seed=options.seed, timeout=options.timeout, progress=options.progress,
+            localize=bool(options.localize), localize_runner=options.localize_runner,
+        )  # fmt: skip
+
+    def prepare(self) -> None:
+        """The prefill/decode program, the runners asked for checked, the prompt's tokens."""
+        from tflkit import ir
+
+        self.model = ir.load(self.data)
+        length = None if self.prompt is None else len(self.prompt)
+        self.program = with_prompt(kv_program(self.model), self.steps, length)
+        _check_request(self.program, self.runners, self.localize_runner)
+        self.tokens = (
+            prompt_tokens(self.program, self.seed)
+            if self.prompt is None
+            else _own_prompt(self.program, self.prompt)
+        )
+
+    def measure(self) -> None:
+        """The CPU's steps (the reference; its greedy tokens fed to every other runner), then
+        each other runner's, compared step by step."""
+        cpu_spec = find_spec(kernels="xnnpack")
+        steps, program = self.steps, self.program
+        self.say(f"{cpu_spec.name}: prefill + {steps} decode steps")
+        request = BuildRequest(self.data, steps=StepPlan(program, steps))
+        cpu = execute(build(cpu_spec, request), [prompt_feed(self.tokens)])
+        if cpu.status != "ok":
+            self.runs[cpu_spec.name] = compare_steps(cpu, cpu, 0.0)
+            return
+        self.cpu_tokens = tokens_of(cpu)
+        feed = prompt_feed(self.tokens, self.cpu_tokens)
+        if self.localizing:
+            self._keep = tempfile.TemporaryDirectory(prefix="tflkit-feeds-")
+        for name in self.runners:
             spec = runner_spec(name)
             assert spec is not None
             if spec == cpu_spec:
                 continue
-            if progress:
-                where = "op by op on the CPU" if spec.emulated else "child process"
-                progress(f"{name}: prefill + {steps} decode steps ({where})")
-            keep = Path(tmp) / name if localize and name in LOCALIZABLE else None
-            request = BuildRequest(data, timeout=timeout, steps=StepPlan(program, steps, keep))
-            runner = build(spec, request)
-            run = execute(runner, [feed])
-            runs[name] = compare_steps(run, cpu, PART_FRACTION[spec.precision])
-            runs[name]["notes"] = _notes(model, program, spec, run, runs[name])
-        if localize:
-            report.localization = localize_parting(
-                data, program, runs, Path(tmp), localize_runner, timeout, progress
+            where = "op by op on the CPU" if spec.emulated else "child process"
+            self.say(f"{name}: prefill + {steps} decode steps ({where})")
+            keep = None
+            if self._keep is not None and name in LOCALIZABLE:
+                keep = Path(self._keep.name) / name
+            request = BuildRequest(
+                self.data, timeout=self.timeout, steps=StepPlan(program, steps, keep)
             )
-    report.seconds = time.perf_counter() - start
-    return report
+            run = execute(build(spec, request), [feed])
+            self.runs[name] = compare_steps(run, cpu, PART_FRACTION[spec.precision])
+            self.runs[name]["notes"] = _notes(self.model, program, spec, run, self.runs[name])
+
+    def judge(self) -> StepsReport:
+        """The report: per runner, per step, where it parts from the CPU."""
+        tokens = [int(t) for t in self.tokens]
+        return StepsReport(self.label, self.program, tokens, self.steps, self.cpu_tokens, self.runs)
+
+    def wants_localization(self, report: StepsReport) -> bool:
+        """``--localize``, once the CPU ran (its feeds are what the steps replay)."""
+        return self._keep is not None
+
+    def localize(self, report: StepsReport) -> None:
+        """The parting step's decode call replayed op by op on its runner."""
+        assert self._keep is not None
+        with self._keep as kept:
+            report.localization = localize_parting(
+                self.data, self.program, self.runs, Path(kept), self.localize_runner,
+                self.timeout, self.say,
+            )  # fmt: skip
 
 
 def _own_prompt(program: KvProgram, prompt: Sequence[int]) -> np.ndarray:
@@ -226,25 +302,3 @@ def _composite_names(model: Any, signature: str) -> list[str]:
     graph = next(s.subgraph for s in model.signatures if s.key == signature)
     found = (composite_of(op) for op in graph.ops)
     return sorted({c.name for c in found if c is not None})
-
-
-def validate_steps(model_path: str | Path, options: Any) -> StepsReport:
-    """``validate --steps``: :func:`steps_report` with a :class:`ValidateOptions`' steps, runners
-    (default: cpu, cpu-ref, cpu-fp16, gpu-fp16, gpu-fp32), seed, timeout, progress, localize
-    and localize runner (``--localize``, ``--localize-on``)."""
-    from tflkit import ir
-
-    if options.repro is not None:
-        raise UsageError("--repro works with the ordinary validate, not with --steps yet")
-    data, label = ir.serde.read_model_bytes(model_path)
-    return steps_report(
-        data,
-        label,
-        int(options.steps),
-        runners=tuple(options.runners) or RUNNERS,
-        seed=options.seed,
-        timeout=options.timeout,
-        progress=options.progress,
-        localize=bool(options.localize),
-        localize_runner=options.localize_runner,
-    )

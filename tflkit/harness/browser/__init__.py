@@ -10,7 +10,6 @@ its result folder) is ``tflkit.delegates.browser``, with the device job protocol
   not launch here;
 - ``webdriver`` and ``webdriver_device``: ``--device webdriver:URL``, the browser of a W3C
   WebDriver session;
-- ``probe``: ``check --probe-browser``, the model once on LiteRT.js's WebGPU backend;
 - ``__main__``: ``python -m tflkit.harness.browser run JOB_DIR RESULT_DIR``.
 
 Nothing heavy is imported here.

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tflkit.bundle.describe import is_gpu_section, static_warnings
 from tflkit.bundle.engine import (
@@ -49,8 +49,9 @@ from tflkit.compare.tokens import (
 from tflkit.delegates.base import RunResult, find_spec
 from tflkit.jsonable import plain
 from tflkit.report.progress import quiet
+from tflkit.validation.subject import run_stages
 
-__all__ = ["CPU", "GPU", "GPU32", "BundleValidation", "validate_bundle"]
+__all__ = ["CPU", "GPU", "GPU32", "BundleSubject", "BundleValidation", "validate_bundle"]
 
 #: the registry's engine runners: the CPU, the GPU with its default (fp16) and fp32 activations
 CPU, GPU, GPU32 = (engine_spec(*a).name for a in (("cpu",), ("gpu",), ("gpu", "fp32")))
@@ -69,6 +70,9 @@ class BundleValidation:
     notes: list[str] = field(default_factory=list)
     steps: Any = None  # the prefill_decode section through --steps (a StepsReport), if run
     repro: EngineRepro | None = None  # --repro's outcome, if asked
+    wall_seconds: float = 0.0
+    #: the kind of subject (:mod:`tflkit.validation.pipeline`)
+    kind: ClassVar[str] = "bundle"
 
     @property
     def exit_code(self) -> int:
@@ -335,33 +339,110 @@ def validate_bundle(
 ) -> BundleValidation:
     """The engine's CPU run against its GPU run on ``prompts`` (tflkit's own by default); then,
     with ``steps`` or when the engine's GPU was found faulty, the prefill_decode section
-    through :func:`section_steps`."""
-    path = Path(path)
-    bundle = load_bundle(path)  # a clear error for a file that is not a bundle
-    texts = list(prompts or DEFAULT_PROMPTS)
-    kw = {"max_output_tokens": max_output_tokens, "timeout": timeout}
-    say = progress or quiet
-    say("engine on the CPU")
-    cpu = run_engine(path, "cpu", texts, **kw)
-    v = BundleValidation(bundle.label, texts, {CPU: cpu}, {})
-    decoder = [s for s in bundle.of_kind("TFLiteModel") if s.model_type == "prefill_decode"]
-    if decoder and not is_gpu_section(decoder[0]):
-        v.notes.append(
-            f"{decoder[0].label} has backend_constraint {decoder[0].backend_constraint}: "
-            "LiteRT-LM runs it on those backends only (its GPU engine refuses a bundle so "
-            "constrained), so there is no GPU run to compare"
+    through :func:`section_steps` (the pipeline's stages on a :class:`BundleSubject`)."""
+    subject = BundleSubject(
+        Path(path), prompts, max_output_tokens=max_output_tokens, steps=steps, timeout=timeout,
+        progress=progress,
+    )  # fmt: skip
+    return run_stages(subject)
+
+
+class BundleSubject:
+    """A ``.litertlm`` bundle as ``validate``'s subject: the LiteRT-LM engine's runners on its
+    prompts, compared token by token (:mod:`tflkit.compare.tokens`)."""
+
+    kind = "bundle"
+
+    def __init__(
+        self,
+        path: Path,
+        prompts: Sequence[str] | None = None,
+        *,
+        max_output_tokens: int = 16,
+        steps: int | None = None,
+        timeout: float = 900,
+        progress: Callable[[str], None] | None = None,
+        repro: Path | None = None,
+        repro_command: str = "tflkit validate",
+    ) -> None:
+        self.path, self.steps, self.repro, self.repro_command = path, steps, repro, repro_command
+        self.texts = list(prompts or DEFAULT_PROMPTS)
+        self.kw = {"max_output_tokens": max_output_tokens, "timeout": timeout}
+        self.timeout = timeout
+        self.say = progress or quiet
+
+    @classmethod
+    def from_options(cls, path: Path, options: Any) -> BundleSubject:
+        """``validate B.litertlm``: a :class:`ValidateOptions`' prompts, steps, timeout,
+        progress and repro."""
+        return cls(
+            path, options.prompts, steps=options.steps, timeout=options.timeout,
+            progress=options.progress, repro=options.repro, repro_command=options.repro_command,
+        )  # fmt: skip
+
+    def prepare(self) -> None:
+        """The bundle read (a clear error for a file that is not one)."""
+        self.bundle = load_bundle(self.path)
+
+    def measure(self) -> None:
+        """The engine on the CPU, then on the GPU against it (repeated while a prompt looks
+        faulty; fp32 activations when faulty), unless the bundle is constrained off the GPU."""
+        self.say("engine on the CPU")
+        cpu = run_engine(self.path, "cpu", self.texts, **self.kw)
+        v = BundleValidation(self.bundle.label, self.texts, {CPU: cpu}, {})
+        decoder = [
+            s for s in self.bundle.of_kind("TFLiteModel") if s.model_type == "prefill_decode"
+        ]
+        if decoder and not is_gpu_section(decoder[0]):
+            v.notes.append(
+                f"{decoder[0].label} has backend_constraint {decoder[0].backend_constraint}: "
+                "LiteRT-LM runs it on those backends only (its GPU engine refuses a bundle so "
+                "constrained), so there is no GPU run to compare"
+            )
+        else:
+            _gpu_passes(v, self.path, cpu, self.texts, self.kw, self.say)
+        self.validation = v
+
+    def judge(self) -> BundleValidation:
+        """The findings: unreadable prompts, engine failures, faulty prompts, static warnings."""
+        v = self.validation
+        v.notes += _unstable_notes(v)
+        static = static_warnings(self.bundle)
+        v.findings = (
+            unreadable_prompts(v.runs[CPU])
+            + _findings(v)
+            + [f"section {i}: {w}" for i, found in static.items() for w in found]
         )
-    else:
-        _gpu_passes(v, path, cpu, texts, kw, say)
-    v.notes += _unstable_notes(v)
-    v.findings = (
-        unreadable_prompts(cpu)
-        + _findings(v)
-        + [f"section {i}: {w}" for i, found in static_warnings(bundle).items() for w in found]
-    )
-    has_section = any(s.model_type == "prefill_decode" for s in bundle.of_kind("TFLiteModel"))
-    faulty = any(c.fault for c in v.comparisons.get(GPU, []))
-    if has_section and (steps is not None or faulty):
-        prompt = engine_prompt(bundle, v)
-        v.steps = section_steps(bundle, steps or LOCALIZE_STEPS, timeout, say, prompt)
-    return v
+        return v
+
+    def _section_wanted(self, v: BundleValidation) -> bool:
+        has_section = any(
+            s.model_type == "prefill_decode" for s in self.bundle.of_kind("TFLiteModel")
+        )
+        faulty = any(c.fault for c in v.comparisons.get(GPU, []))
+        return has_section and (self.steps is not None or faulty)
+
+    def wants_localization(self, report: BundleValidation) -> bool:
+        """``--steps``, ``--repro``, or a faulty GPU: the section's steps name the op."""
+        return self._section_wanted(report) or self.repro is not None
+
+    def localize(self, report: BundleValidation) -> None:
+        """The prefill_decode section through ``--steps`` on the engine's prompt tokens; with
+        ``--repro``, a script of LiteRT-LM alone showing the engine's finding."""
+        if self._section_wanted(report):
+            prompt = engine_prompt(self.bundle, report)
+            steps = self.steps or LOCALIZE_STEPS
+            report.steps = section_steps(self.bundle, steps, self.timeout, self.say, prompt)
+        if self.repro is not None:
+            from tflkit.bundle.repro import write_engine_repro
+            from tflkit.delegates.litert_lm import pinned_by_default
+
+            self.say("writing the engine repro")
+            report.repro = write_engine_repro(
+                report.engine_finding(),
+                self.path,
+                self.repro,
+                command=self.repro_command,
+                one_cpu=pinned_by_default("gpu"),
+                timeout=self.timeout,
+            )

@@ -1,4 +1,4 @@
-"""``validate``: run a model on several runners with the same inputs, compare, localize.
+"""``validate`` on a ``.tflite``: run it on several runners with the same inputs, compare, localize.
 
 The runners only produce outputs and say what ran (:mod:`tflkit.delegates`); the comparison
 only sees arrays (:mod:`tflkit.compare`); this module wires them and builds the report.
@@ -9,14 +9,14 @@ and each output may differ by a measured multiple of how much it moves on its ow
 
 Modules: :mod:`~tflkit.validation.options` (what to do), :mod:`~tflkit.validation.runners`
 (building and running the runners), :mod:`~tflkit.validation.noise` (the model's own noise),
-:mod:`~tflkit.validation.verdicts` (findings, notes, verdict); this one wires them.
+:mod:`~tflkit.validation.verdicts` (findings, notes, verdict); this one wires them into the
+stages of :mod:`tflkit.validation.pipeline`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -51,7 +51,7 @@ from tflkit.validation.runners import (
 from tflkit.validation.tflite_reference import TfliteReference
 from tflkit.validation.verdicts import conclude
 
-__all__ = ["RUNNERS", "ValidateOptions", "output_kind", "output_kind_rule", "validate"]
+__all__ = ["RUNNERS", "TfliteSubject", "output_kind", "output_kind_rule"]
 
 _THROUGH = {"RESHAPE", "SQUEEZE", "IDENTITY", "QUANTIZE", "DEQUANTIZE", "CAST"}
 _LOCALIZABLE = spec_names(localize=True)
@@ -61,79 +61,115 @@ _CPU = find_spec(kernels="xnnpack").name
 _GROUND = (*spec_names(device="cpu", emulated=False), _REFERENCE)
 
 
-def validate(
-    model_path: str | os.PathLike[str], options: ValidateOptions | None = None
-) -> ValidateReport:
-    """Run, compare and (optionally) localize; never raises for what a runtime does."""
-    options = options or ValidateOptions()
-    start = time.perf_counter()
-    data, label, file_sha256, model = _load(model_path, options)
-    names = runner_names(options)
-    options, fitted = _fit_memory(data, model, options, len(names))  # before any inference
-    data, model = _fix_shapes(data, model, options)
-    tflite = TfliteReference.load(options.reference) if is_tflite(options.reference) else None
-    extra = {r.name: r for r in options.extra_runners}
-    names += [n for n in extra if n not in names]
-    if options.localize or any(_in_process(n) for n in names):
-        ensure_cpu_safe(data, label, timeout=options.timeout)
-    # a default that may not apply to a model: the fp16 emulation
-    optional = set(spec_names(emulated=True)) - set(options.runners)
-    pairs = list(options.pairs) or default_pairs(names)
-    check_pairs(pairs, names)
-    entry = resolve_entry(model, options.signature)
-    key, ins, outs = entry.key, entry.inputs, entry.outputs
-    sets = _inputs(model, entry, options, tflite)
-    sets.notes += fitted
-    outputs = _output_infos(outs, list(ins.values()))
-    outputs = _given_groups(outputs, options.output_groups)  # a usage error before running
-    grading = Grading.of(model, tflite, options.signature)
-    results = run_all(names, extra, data, options, entry, outputs, sets, tflite)
-    by_name = {r.runner: r for r in results}
-    ground = [by_name.get(n) for n in _GROUND] + results
-    outputs = _with_groups(
-        outputs, next((r for r in ground if r and r.ok), None), options.output_groups
-    )
-    saved_reference = _save_reference(options, sets, by_name.get("reference"))
-    noise: dict[str, dict[str, OutputNoise]] = {}
-    if options.calibrate:
-        noise = calibrate(data, sets, by_name, entry, outputs, pairs, grading, options, tflite)
-    comparisons = [
-        compare_pair(
-            by_name[a],
-            by_name[e],
-            outputs,
-            overrides=options.tolerances,
-            noise=noise,
-            quantized=grading.pair_quantized(e),
-            same_grid=grading.same_grid,
+class TfliteSubject:
+    """A ``.tflite`` as ``validate``'s subject: its input sets on every runner, each pair of
+    runners compared output by output against the model's own noise
+    (:mod:`tflkit.validation.pipeline` runs the stages)."""
+
+    kind = "tflite"
+
+    def __init__(self, model_path: str | os.PathLike[str], options: ValidateOptions) -> None:
+        self.path = model_path
+        self.options = options
+
+    def prepare(self) -> None:
+        """The model read (fixed to ``--input-shape``), the input sets sized to the memory
+        budget before any inference, the runners and pairs named, the outputs described."""
+        options = self.options
+        data, self.label, self.file_sha256, model = _load(self.path, options)
+        names = runner_names(options)
+        options, fitted = _fit_memory(data, model, options, len(names))  # before any inference
+        self.data, self.model = _fix_shapes(data, model, options)
+        reference = options.reference
+        self.tflite = TfliteReference.load(reference) if is_tflite(reference) else None
+        self.extra = {r.name: r for r in options.extra_runners}
+        names += [n for n in self.extra if n not in names]
+        if options.localize or any(_in_process(n) for n in names):
+            ensure_cpu_safe(self.data, self.label, timeout=options.timeout)
+        # a default that may not apply to a model: the fp16 emulation
+        self.optional = set(spec_names(emulated=True)) - set(options.runners)
+        self.pairs = list(options.pairs) or default_pairs(names)
+        check_pairs(self.pairs, names)
+        self.entry = resolve_entry(self.model, options.signature)
+        self.sets = _inputs(self.model, self.entry, options, self.tflite)
+        self.sets.notes += fitted
+        outputs = _output_infos(self.entry.outputs, list(self.entry.inputs.values()))
+        self.outputs = _given_groups(outputs, options.output_groups)  # before running
+        self.grading = Grading.of(self.model, self.tflite, options.signature)
+        self.names, self.options = names, options
+
+    def measure(self) -> None:
+        """Every runner on every input set; the channel groups read from the ground truth's
+        values; the model's noise measured; every pair compared."""
+        options, grading = self.options, self.grading
+        self.results = run_all(
+            self.names, self.extra, self.data, options, self.entry, self.outputs, self.sets,
+            self.tflite,
+        )  # fmt: skip
+        by_name = {r.runner: r for r in self.results}
+        ground = [by_name.get(n) for n in _GROUND] + self.results
+        self.outputs = _with_groups(
+            self.outputs, next((r for r in ground if r and r.ok), None), options.output_groups
         )
-        for a, e in pairs
-    ]
-    report = ValidateReport(
-        model=label,
-        model_sha256=file_sha256,
-        signature=key,
-        inputs=sets.to_json(),
-        outputs=[_output_json(o) for o in outputs],
-        runners=results,
-        pairs=comparisons,
-        reference_bundle=saved_reference,
-        sensitivity={p: {n: v.to_json() for n, v in per.items()} for p, per in noise.items()},
-    )
-    conclude(report, data, sets, results, comparisons, optional, grading.quantized, options)
-    if options.localize:
+        self.saved_reference = _save_reference(options, self.sets, by_name.get("reference"))
+        self.noise: dict[str, dict[str, OutputNoise]] = {}
+        if options.calibrate:
+            self.noise = calibrate(
+                self.data, self.sets, by_name, self.entry, self.outputs, self.pairs, grading,
+                options, self.tflite,
+            )  # fmt: skip
+        self.comparisons = [
+            compare_pair(
+                by_name[a],
+                by_name[e],
+                self.outputs,
+                overrides=options.tolerances,
+                noise=self.noise,
+                quantized=grading.pair_quantized(e),
+                same_grid=grading.same_grid,
+            )
+            for a, e in self.pairs
+        ]
+
+    def judge(self) -> ValidateReport:
+        """The report: findings, unverified and not-meaningful outputs, notes, the verdict."""
+        report = ValidateReport(
+            model=self.label,
+            model_sha256=self.file_sha256,
+            signature=self.entry.key,
+            inputs=self.sets.to_json(),
+            outputs=[_output_json(o) for o in self.outputs],
+            runners=self.results,
+            pairs=self.comparisons,
+            reference_bundle=self.saved_reference,
+            sensitivity={
+                p: {n: v.to_json() for n, v in per.items()} for p, per in self.noise.items()
+            },
+        )
+        conclude(
+            report, self.data, self.sets, self.results, self.comparisons, self.optional,
+            self.grading.quantized, self.options,
+        )  # fmt: skip
+        return report
+
+    def wants_localization(self, report: ValidateReport) -> bool:
+        return self.options.localize
+
+    def localize(self, report: ValidateReport) -> None:
+        """The op where the failing runner parts; with ``--repro``, its smallest chunk."""
+        options = self.options
         say(options, "localizing: running every op on its own")
-        report.localization = _localize(data, entry, sets, options, comparisons, names, tflite)
+        report.localization = _localize(
+            self.data, self.entry, self.sets, options, self.comparisons, self.names, self.tflite
+        )
         if options.repro is not None:
             say(options, "writing the repro: shrinking the culprit's chunk on the GPU")
-            failing = [p.key for p in comparisons if p.verdict == "fail"]
+            failing = [p.key for p in self.comparisons if p.verdict == "fail"]
             report.notes.append(
-                _repro(data, entry, sets, options, report.localization, label)
+                _repro(self.data, self.entry, self.sets, options, report.localization, self.label)
                 if failing
                 else "repro: nothing written: no pair fails, so there is no divergence to reproduce"
             )
-    report.wall_seconds = time.perf_counter() - start
-    return report
 
 
 def _load(
