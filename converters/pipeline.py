@@ -145,7 +145,7 @@ def convert_gpu_ready(
             report.stages.append(_check_stage("check after rewrite", after))
             before = after
     runners = list(RECORD_DEFAULT)  # the CPU and the GPU in both precisions
-    reference = Path(report.reference_bundle) if report.reference_bundle else None
+    reference = Path(report.reference_file) if report.reference_file else None
     with ticking(f"validating on {', '.join(runners)} against the source", progress):
         checked = validate(
             out, ValidateOptions(runners=runners, reference=reference, timeout=timeout)

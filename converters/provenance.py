@@ -83,6 +83,8 @@ def finalize(
         "inputs": report.inputs,
         "outputs": report.outputs,
         "cpu_only_ops": [op.op for op in report.cpu_only_ops],
+        "reference_file": reference.name if reference_tmp is not None else None,
+        # the key's name before 0.2, kept for readers of the first records
         "reference_bundle": reference.name if reference_tmp is not None else None,
         "reference_inputs": report.reference_inputs,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -96,6 +98,6 @@ def finalize(
     report.sidecar = str(sidecar)
     if reference_tmp is not None:
         os.replace(reference_tmp, reference)
-        report.reference_bundle = str(reference)
+        report.reference_file = str(reference)
     report.notes += extra_notes or []
     return report

@@ -71,7 +71,7 @@ def test_convert_json(models, tmp_path):  # noqa: F811
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)  # progress lines go to stderr
     assert report["options"]["seed"] == 5 and report["inputs"][0]["shape"] == [1, 16, 32]
-    assert report["reference_bundle"] == str(tmp_path / "encoder.reference.npz")
+    assert report["reference_file"] == str(tmp_path / "encoder.reference.npz")
     assert output.is_file() and (tmp_path / "encoder.provenance.json").is_file()
 
 

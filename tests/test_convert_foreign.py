@@ -142,7 +142,7 @@ def _assert_against_source(report, output: Path, gpu_ready: bool = True) -> None
     if gpu_ready:
         assert report.verdict == "gpu-ready", (report.still_on_cpu, report.stages)
     assert report.still_on_cpu == []
-    recorded = load_reference(report.reference_bundle)
+    recorded = load_reference(report.reference_file)
     # by signature names, or by tensor names where onnx2tf wrote no signature
     runner = LiteRTCpuRunner(output.read_bytes())
     runner.activate()

@@ -162,7 +162,7 @@ def test_architecture_gpu_ready(models, gpu, tmp_path, name):
     assert saved["verdict"] == "gpu-ready"
 
     # The reference file holds Keras' float32 outputs; our own CPU run must match them.
-    recorded = load_reference(report.reference_bundle)
+    recorded = load_reference(report.reference_file)
     assert recorded.manifest["framework"].startswith("keras")
     # the recorded holds what validate feeds the model (photographs for an image model), and says so
     kinds = recorded.manifest["input_sets"]

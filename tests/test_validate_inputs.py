@@ -139,7 +139,7 @@ def test_cpu_runners_agree_with_an_independent_interpreter(corpus):
             assert np.array_equal(mine[key], out[key])
 
 
-def test_reference_bundle_round_trip_and_failures(tmp_path):
+def test_reference_file_round_trip_and_failures(tmp_path):
     feeds = [{"x": np.arange(4, dtype=np.float32)}]
     outs = [{"y": np.ones((1, 2), np.float32)}]
     path = save_reference(tmp_path / "ref.npz", feeds, outs, source="m.keras", framework="keras 3")

@@ -66,7 +66,7 @@ class ConvertReport:
     output: str
     output_sha256: str = ""
     sidecar: str | None = None
-    reference_bundle: str | None = None
+    reference_file: str | None = None
     #: the reference file written (.npz; the JSON key keeps its first name)
     #: what the reference file's inputs are (``InputSets.summary()``: source, seed, data)
     reference_inputs: dict[str, Any] | None = None
@@ -98,7 +98,9 @@ class ConvertReport:
         return next(s for s in self.stages if s.name == name)
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, **plain_fields(self)}
+        fields = plain_fields(self)
+        # the reference file's key before 0.2 (the .npz), kept for scripts that read it
+        return {"schema": SCHEMA, **fields, "reference_bundle": fields["reference_file"]}
 
 
 def write_json(report: ConvertReport, path: str | os.PathLike[str]) -> Path:
@@ -157,10 +159,10 @@ def render_convert(report: ConvertReport, console: Console) -> None:
         console.print(f"  [yellow]CPU only: {op.op} x{op.count}[/yellow]: {op.why}")
     for note in report.notes:
         console.print(f"  note: {note}")
-    if report.reference_bundle:
+    if report.reference_file:
         kind = (report.reference_inputs or {}).get("source")
         console.print(
-            f"  reference file: {report.reference_bundle}" + (f" (inputs: {kind})" if kind else "")
+            f"  reference file: {report.reference_file}" + (f" (inputs: {kind})" if kind else "")
         )
     if report.sidecar:
         console.print(f"  provenance: {report.sidecar}")

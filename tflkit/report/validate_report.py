@@ -45,7 +45,7 @@ class ValidateReport:
     findings: list[str] = field(default_factory=list)
     unverified: list[str] = field(default_factory=list)
     localization: Localization | None = None
-    reference_bundle: str | None = None
+    reference_file: str | None = None
     wall_seconds: float = 0.0
     sensitivity: dict[str, dict[str, Any]] = field(default_factory=dict)
     not_meaningful: list[str] = field(default_factory=list)
@@ -89,7 +89,9 @@ class ValidateReport:
                 "speed": speed_json(self.runners),
                 "comparisons": self.pairs,
                 "localization": self.localization,
-                "reference_bundle": self.reference_bundle,
+                "reference_file": self.reference_file,
+                # the name before 0.2 (the .npz reference file), kept for scripts that read it
+                "reference_bundle": self.reference_file,
                 "wall_seconds": self.wall_seconds,
             }
         )

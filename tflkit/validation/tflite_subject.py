@@ -141,7 +141,7 @@ class TfliteSubject:
             outputs=[_output_json(o) for o in self.outputs],
             runners=self.results,
             pairs=self.comparisons,
-            reference_bundle=self.saved_reference,
+            reference_file=self.saved_reference,
             sensitivity={
                 p: {n: v.to_json() for n, v in per.items()} for p, per in self.noise.items()
             },
