@@ -62,7 +62,9 @@ def _from_npz(path: Path, specs: Sequence[InputSpec]) -> Iterator[dict[str, np.n
             arrays[spec.name] = array[None]
         elif array.shape[1:] == spec.shape[1:] and spec.shape[0] == 1:
             arrays[spec.name] = array[:, None]  # N samples without the batch axis
-        elif array.shape[1:] != spec.shape:
+        elif array.shape[1:] == spec.shape:
+            arrays[spec.name] = array  # N samples, each with its batch axis
+        else:
             raise UsageError(
                 f"{path}: {spec.name} has shape {array.shape}; expected N samples of {spec.shape}"
             )

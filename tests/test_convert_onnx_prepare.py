@@ -163,3 +163,30 @@ def test_calibration_takes_channels_first_arrays_for_a_channels_last_model():
     assert moved.shape == (2, 4, 5, 3) and moved[1, 2, 3, 0] == nchw[1, 0, 2, 3]
     assert _channels_last(np.zeros((7, 4, 5, 3)), (1, 4, 5, 3)).shape == (7, 4, 5, 3)
     assert _channels_last(np.zeros((7, 64)), (1, 64)).shape == (7, 64)
+
+
+@pytest.mark.parametrize(
+    "layout", ["N,C,H,W", "N,1,C,H,W", "N,H,W,C", "N,1,H,W,C", "1,C,H,W", "1,H,W,C"]
+)
+def test_every_calibration_layout_reaches_the_model_channels_last(tmp_path, layout):
+    """An ``.npz`` of samples in the source's layout or the model's, with or without each
+    sample's batch axis, gives feeds of the model's own shape, each value where it belongs
+    (``[N, 1, C, H, W]`` was moved channels-last and then dropped: the quantizer's XNNPack
+    failed to reshape on the NCHW feed)."""
+    from tflkit.converters.calibration import InputSpec, calibration_feeds
+
+    spec = InputSpec("x", (1, 4, 5, 3), "float32")
+    nhwc = np.arange(2 * 4 * 5 * 3, dtype=np.float32).reshape(2, 4, 5, 3)
+    forms = {"N,H,W,C": nhwc, "N,C,H,W": np.moveaxis(nhwc, -1, 1)}
+    base = layout.replace("1,", "", 1) if layout.startswith("N,1,") else layout
+    array = forms[base.replace("1,", "N,", 1)] if base.startswith("1,") else forms[base]
+    if layout.startswith("N,1,"):
+        array = array[:, None]
+    if layout.startswith("1,"):
+        array, nhwc = array[:1], nhwc[:1]
+    np.savez(tmp_path / "data.npz", x=array)
+    feeds = calibration_feeds(tmp_path / "data.npz", [spec], steps=8)
+    assert len(feeds) == len(nhwc)
+    for feed, sample in zip(feeds, nhwc, strict=True):
+        assert feed["x"].shape == spec.shape
+        np.testing.assert_array_equal(feed["x"][0], sample)
