@@ -341,3 +341,63 @@ def test_rewritten_bundle_keeps_other_sections_and_the_engine_runs_it(llm_bundle
         assert after.sections[index].items == before.sections[index].items
     assert all(s.begin % BLOCK == 0 for s in after.sections)
     assert not any(op.type == "STABLEHLO_COMPOSITE" for op in after.model(2).iter_ops())
+
+
+def _foreign_words(source: Path, target: Path) -> Path:
+    """``source`` with its HF tokenizer's words respelled as words no English prompt has
+    (``zorab``, ``zorac``, ...): the same ids, the same model, a vocabulary tflkit's prompts
+    miss."""
+    import string
+    import zlib
+
+    bundle = load_bundle(source)
+    (section,) = bundle.of_kind("HF_Tokenizer_Zlib")
+    spec = json.loads(zlib.decompress(bytes(bundle.view(section))[8:]))
+    special = {t["content"] for t in spec["added_tokens"]}
+    letters = string.ascii_lowercase
+    spec["model"]["vocab"] = {
+        (word if word in special else f"zor{letters[i // 26 % 26]}{letters[i % 26]}"): i
+        for word, i in spec["model"]["vocab"].items()
+    }
+    text = json.dumps(spec).encode()
+    save_bundle(
+        bundle, target, {section.index: len(text).to_bytes(8, "little") + zlib.compress(text)}
+    )
+    return target
+
+
+def test_vocabulary_prompts_are_the_tokenizers_own_words(llm_bundles, tmp_path):
+    """Prompts of a bundle's own words, for SentencePiece and HF tokenizers alike: alphabetic
+    words of the vocabulary, no special token, five to a prompt."""
+    from tests.corpus.llm_bundle_build import WORDS
+    from tflkit.bundle.prompts import vocabulary_prompts
+
+    for name in ("tkv_int8_sp.litertlm", "tkv_int8_hf.litertlm"):
+        prompts = vocabulary_prompts(load_bundle(llm_bundles / name))
+        assert len(prompts) == 3, (name, prompts)
+        for prompt in prompts:
+            assert len(prompt.split()) == 5 and set(prompt.split()) <= set(WORDS), (name, prompt)
+    foreign = vocabulary_prompts(
+        load_bundle(_foreign_words(llm_bundles / "tkv_int8_hf.litertlm", tmp_path / "f.litertlm"))
+    )
+    assert all(w.startswith("zor") for p in foreign for w in p.split()), foreign
+
+
+@pytest.mark.gpu
+def test_a_tokenizer_that_misses_tflkits_prompts_gets_prompts_of_its_own_words(
+    llm_bundles, gpu, tmp_path
+):
+    """tflkit's English prompts read back as ``<unk>`` on a bundle whose vocabulary is other
+    words: validate says so and judges both backends on prompts of the tokenizer's own words
+    (every id a real token), not on unknown tokens."""
+    bundle = _foreign_words(llm_bundles / "tkv_int8_hf.litertlm", tmp_path / "foreign.litertlm")
+    code, report = _validate(bundle)
+    assert code == 0, report["findings"]
+    assert all(w.startswith("zor") for p in report["prompts"] for w in p.split()), report["prompts"]
+    (note,) = [n for n in report["notes"] if "tokenizer's own words" in n]
+    assert "'the weather today is' reads back as" in note
+    unk = 3  # tests/corpus/llm_bundle_build.UNK
+    for run in (CPU, GPU):
+        for record in report["runs"][run]["prompts"]:
+            assert record["prompt_ids"] and unk not in record["prompt_ids"], record
+    assert not any("not text this bundle's tokenizer knows" in f for f in report["findings"])

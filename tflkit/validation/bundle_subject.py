@@ -37,6 +37,7 @@ from tflkit.bundle.engine import (
 )
 from tflkit.bundle.litertlm import Bundle, load_bundle
 from tflkit.bundle.llm_metadata import decode_llm_metadata
+from tflkit.bundle.prompts import vocabulary_prompts
 from tflkit.bundle.repro import EngineFinding, EngineRepro
 from tflkit.compare.tokens import (
     DECODE_TOL,
@@ -367,6 +368,7 @@ class BundleSubject:
     ) -> None:
         self.path, self.steps, self.repro, self.repro_command = path, steps, repro, repro_command
         self.texts = list(prompts or DEFAULT_PROMPTS)
+        self.given = bool(prompts)
         self.kw = {"max_output_tokens": max_output_tokens, "timeout": timeout}
         self.timeout = timeout
         self.say = progress or quiet
@@ -389,7 +391,10 @@ class BundleSubject:
         faulty; fp32 activations when faulty), unless the bundle is constrained off the GPU."""
         self.say("engine on the CPU")
         cpu = run_engine(self.path, "cpu", self.texts, **self.kw)
-        v = BundleValidation(self.bundle.label, self.texts, {CPU: cpu}, {})
+        notes = []
+        if not self.given and cpu.ok and len(unreadable_prompts(cpu)) == len(self.texts):
+            cpu, notes = self._own_words(cpu)
+        v = BundleValidation(self.bundle.label, self.texts, {CPU: cpu}, {}, notes=notes)
         decoder = [
             s for s in self.bundle.of_kind("TFLiteModel") if s.model_type == "prefill_decode"
         ]
@@ -402,6 +407,24 @@ class BundleSubject:
         else:
             _gpu_passes(v, self.path, cpu, self.texts, self.kw, self.say)
         self.validation = v
+
+    def _own_words(self, cpu: RunResult) -> tuple[RunResult, list[str]]:
+        """tflkit's prompts read back as unknown tokens: the CPU again on prompts of the
+        tokenizer's own words (:func:`tflkit.bundle.prompts.vocabulary_prompts`), and the note
+        that says so; the first run and no note when the tokenizer gives no words."""
+        own = vocabulary_prompts(self.bundle)
+        if not own:
+            return cpu, []
+        first = records(cpu)[0]
+        note = (
+            f"tflkit's prompts are not text this bundle's tokenizer knows ({first['prompt']!r} "
+            f"reads back as {first['prompt_back']!r}): validate ran prompts made of the "
+            f"tokenizer's own words instead: {', '.join(map(repr, own))}; give --prompt in its "
+            "language for text it was trained on"
+        )
+        self.say("engine on the CPU, on prompts of the tokenizer's own words")
+        self.texts = own
+        return run_engine(self.path, "cpu", own, **self.kw), [note]
 
     def judge(self) -> BundleValidation:
         """The findings: unreadable prompts, engine failures, faulty prompts, static warnings."""
