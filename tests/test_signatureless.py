@@ -104,13 +104,15 @@ def model_copy(world, tmp_path):
 
 
 def _route_key(source: Path) -> str:
-    """The cached conversion's key: the ONNX file, the ONNX route's code and its environment."""
+    """The cached conversion's key: the ONNX file, the ONNX route's code, its environment and
+    the code that writes the report and the provenance (the cache keeps ``convert.json``)."""
     from tflkit.converters.envs import ensure_env
 
     env = ensure_env("onnx", root=cache_root() / "converters")
     digest = hashlib.sha256(source.read_bytes())
-    for part in ("_onnx_worker.py", "foreign.py", "envs.py"):
+    for part in ("_onnx_worker.py", "foreign.py", "envs.py", "provenance.py"):
         digest.update((REPO / "converters" / part).read_bytes())
+    digest.update((REPO / "tflkit" / "report" / "convert_report.py").read_bytes())
     digest.update(env.path.name.encode())
     return digest.hexdigest()[:16]
 
