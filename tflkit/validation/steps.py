@@ -82,38 +82,23 @@ def cpu_call(model: bytes, kernels: str = "xnnpack") -> Call:
     return runner.run_signature  # type: ignore[attr-defined]
 
 
-def steps_report(
-    data: bytes,
-    label: str,
-    steps: int,
-    *,
-    runners: Sequence[str] = RUNNERS,
-    seed: int = 0,
-    timeout: float = 300.0,
-    progress: Callable[[str], None] | None = None,
-    localize: bool = False,
-    localize_runner: str | None = None,
-    prompt: Sequence[int] | None = None,
-) -> StepsReport:
-    """Run prefill + ``steps`` decode steps on the CPU and each other runner, compare per step
-    (the pipeline's stages on a :class:`StepsSubject` of the model's bytes).
-
-    ``prompt``: its token ids (e.g. the ones a LiteRT-LM bundle's engine ran); by default a
-    seeded one, as long as the prefill signature takes when ``steps`` then fit in the cache,
-    shorter otherwise (padded into the prefill: :func:`with_prompt`). With ``localize``: on the
-    first parting step of ``localize_runner`` (default: the first of
-    :data:`LOCALIZABLE` that parts), every op of the decode signature run alone on that runner
-    with the feeds that step was given (:func:`localize_step`)."""
-    subject = StepsSubject(
-        data, label, steps, runners=runners, seed=seed, timeout=timeout, progress=progress,
-        localize=localize, localize_runner=localize_runner, prompt=prompt,
-    )  # fmt: skip
-    return run_stages(subject)
+def steps_report(data: bytes, label: str, steps: int, **options: Any) -> StepsReport:
+    """Run prefill + ``steps`` decode steps on the CPU and each other runner, compare per step:
+    the pipeline's stages on a :class:`StepsSubject` of the model's bytes (``options``: its
+    keyword arguments)."""
+    return run_stages(StepsSubject(data, label, steps, **options))
 
 
 class StepsSubject:
     """A KV-cache program as ``validate``'s subject (``--steps N``): one prompt, prefill + N
-    decode steps on the CPU and every other runner, compared step by step."""
+    decode steps on the CPU and every other runner, compared step by step.
+
+    ``prompt``: its token ids (e.g. the ones a LiteRT-LM bundle's engine ran); by default a
+    seeded one, as long as the prefill signature takes when ``steps`` then fit in the cache,
+    shorter otherwise (padded into the prefill: :func:`with_prompt`). With ``localize``: on the
+    first parting step of ``localize_runner`` (default: the first of :data:`LOCALIZABLE` that
+    parts), every op of the decode signature run alone on that runner with the feeds that step
+    was given (:func:`localize_step`)."""
 
     kind = "steps"
 
