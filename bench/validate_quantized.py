@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             out = work / f"{name}.tflite"
             report = convert(keras, out, ConvertOptions(quantize=quantize, representative=data))
             checked = validate(
-                out, ValidateOptions(runners=["cpu"], reference=Path(report.reference_bundle))
+                out, ValidateOptions(runners=["cpu"], reference=Path(report.reference_file))
             )
             for o in checked.pair("cpu:reference").outputs:
                 floor = max(o.noise or 0.0, o.resolution or 0.0)
