@@ -28,12 +28,10 @@ placeholders, then prints a markdown report and writes it to ``--out``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import fnmatch
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -181,45 +179,22 @@ def prove_checkout(worktree: Path, env: dict[str, str], cwd: Path) -> dict[str, 
     return files
 
 
-def kill_group(pid: int) -> None:
-    """SIGKILL the process group ``pid`` leads (the CLI and its workers), if still there."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
 def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> dict[str, Any]:
     """One ``python -m tflkit ARGS`` run: exit code, hang, seconds, stdout JSON, stderr."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tflkit", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-        start_new_session=True,
-    )
-    hung = False
+    from bench.sweep import run_process
+
+    done = run_process([sys.executable, "-m", "tflkit", *args], timeout, env=env, cwd=cwd)
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        hung = True
-        kill_group(proc.pid)
-        out, err = proc.communicate()
-    finally:
-        kill_group(proc.pid)
-    text = out.decode("utf-8", "replace")
-    try:
-        report, unparsed = (json.loads(text), None) if text.strip() else (None, None)
+        report, unparsed = (json.loads(done.stdout), None) if done.stdout.strip() else (None, None)
     except ValueError:
-        report, unparsed = None, text
+        report, unparsed = None, done.stdout
     return {
-        "code": None if hung else proc.returncode,
-        "hung": hung,
-        "seconds": round(time.perf_counter() - start, 2),
+        "code": done.code,
+        "hung": done.hung,
+        "seconds": done.seconds,
         "json": report,
         "stdout_not_json": unparsed,
-        "stderr": err.decode("utf-8", "replace"),
+        "stderr": done.stderr,
     }
 
 

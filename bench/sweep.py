@@ -86,21 +86,32 @@ def tflkit_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "tflkit.cli.main"]
 
 
-def run_cli(args: list[str], timeout: float) -> dict[str, Any]:
-    """One CLI run: exit code, seconds, hang, traceback, parsed ``--json`` stdout."""
+@dataclass(frozen=True)
+class Completed:
+    """A CLI process's end: exit code (None when it hung and was killed), output, seconds."""
+
+    code: int | None
+    hung: bool
+    seconds: float
+    stdout: str
+    stderr: str
+
+
+def run_process(
+    command: list[str], timeout: float, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> Completed:
+    """Run ``command`` in its own session; kill its whole group when it outlives ``timeout``
+    (and after it ends: no worker outlives a run)."""
     from tflkit.proc.worker import kill_group
 
-    env = dict(os.environ)
-    env.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
+    if env is None:
+        env = dict(os.environ)
+        env.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
     start = time.perf_counter()
     proc = subprocess.Popen(
-        tflkit_command() + args,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=env, cwd=cwd, start_new_session=True,
+    )  # fmt: skip
     hung = False
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -110,17 +121,28 @@ def run_cli(args: list[str], timeout: float) -> dict[str, Any]:
         out, err = proc.communicate()
     finally:
         kill_group(proc.pid)
-    stderr = err.decode("utf-8", "replace")
+    return Completed(
+        None if hung else proc.returncode,
+        hung,
+        round(time.perf_counter() - start, 2),
+        out.decode("utf-8", "replace"),
+        err.decode("utf-8", "replace"),
+    )
+
+
+def run_cli(args: list[str], timeout: float) -> dict[str, Any]:
+    """One CLI run: exit code, seconds, hang, traceback, parsed ``--json`` stdout."""
+    done = run_process(tflkit_command() + args, timeout)
     try:
-        report = json.loads(out) if out.strip() else None
+        report = json.loads(done.stdout) if done.stdout.strip() else None
     except ValueError:
         report = None
     return {
-        "code": None if hung else proc.returncode,
-        "seconds": round(time.perf_counter() - start, 2),
-        "hung": hung,
-        "traceback": "Traceback (most recent call last)" in stderr,
-        "stderr": stderr.strip().splitlines()[-3:],
+        "code": done.code,
+        "seconds": done.seconds,
+        "hung": done.hung,
+        "traceback": "Traceback (most recent call last)" in done.stderr,
+        "stderr": done.stderr.strip().splitlines()[-3:],
         "report": report,
     }
 
