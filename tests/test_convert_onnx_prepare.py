@@ -177,13 +177,13 @@ def test_every_calibration_layout_reaches_the_model_channels_last(tmp_path, layo
 
     spec = InputSpec("x", (1, 4, 5, 3), "float32")
     nhwc = np.arange(2 * 4 * 5 * 3, dtype=np.float32).reshape(2, 4, 5, 3)
-    forms = {"N,H,W,C": nhwc, "N,C,H,W": np.moveaxis(nhwc, -1, 1)}
-    base = layout.replace("1,", "", 1) if layout.startswith("N,1,") else layout
-    array = forms[base.replace("1,", "N,", 1)] if base.startswith("1,") else forms[base]
-    if layout.startswith("N,1,"):
-        array = array[:, None]
+    nchw = np.moveaxis(nhwc, -1, 1)
+    array = {
+        "N,H,W,C": nhwc, "N,C,H,W": nchw, "N,1,H,W,C": nhwc[:, None], "N,1,C,H,W": nchw[:, None],
+        "1,H,W,C": nhwc[:1], "1,C,H,W": nchw[:1],
+    }[layout]  # fmt: skip
     if layout.startswith("1,"):
-        array, nhwc = array[:1], nhwc[:1]
+        nhwc = nhwc[:1]
     np.savez(tmp_path / "data.npz", x=array)
     feeds = calibration_feeds(tmp_path / "data.npz", [spec], steps=8)
     assert len(feeds) == len(nhwc)

@@ -153,6 +153,7 @@ class TfliteSubject:
         return report
 
     def wants_localization(self, report: ValidateReport) -> bool:
+        """``--localize`` (or an option that implies it: ``--repro``, ``--localize-on``)."""
         return self.options.localize
 
     def localize(self, report: ValidateReport) -> None:
