@@ -93,6 +93,45 @@ def test_help_imports_only_the_cli():
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_check_imports_no_runner_nor_other_command(tmp_path: Path):
+    """``tflkit check --json MODEL`` of a model the GPU takes whole (no probe) loads neither the
+    runner registry, the probe's modules, numpy nor another command's module
+    (``bench/cli_startup.py``: 1.68x the Typer anchor with them, 1.41x without). A model with
+    rejected ops also loads the rule catalogue, to name each fix: numpy with it."""
+    import numpy as np
+
+    from tflkit import ir
+    from tflkit.ir.builder import OpBuilder
+
+    made = ir.Model()
+    graph = made.add_subgraph("main")
+    x = graph.new_tensor("x", (1, 8), np.float32)
+    graph.inputs = [x]
+    b = OpBuilder(graph)
+    graph.outputs = [b.TANH(b.RELU(x))]
+    model = tmp_path / "relu_tanh.tflite"
+    ir.save(made, model)
+    code = (
+        "import contextlib, io, sys\n"
+        "from tflkit.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['check', '--json', {str(model)!r}]) == 0\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'numpy' or m.startswith("
+        "('tflkit.delegates', 'tflkit.gpu', 'tflkit.compat.probe_verdicts', "
+        "'tflkit.report.probe_report')) or (m.startswith('tflkit.cli.') and m.endswith('_cmd') "
+        "and m != 'tflkit.cli.check_cmd'))\n"
+        "print(loaded)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
 # --- the layering --------------------------------------------------------------------------------
 
 _ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,6 @@ file is hashed by a child process, beside the check.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import mmap
 import os
 import tempfile
@@ -184,6 +183,8 @@ def sha256_of(data: bytes | bytearray | memoryview | mmap.mmap) -> str:
     (``MADV_DONTNEED``: they stay in the page cache), so hashing a file of gigabytes raises the
     resident memory by one span, not by the file.
     """
+    import hashlib  # not at the top: ``check`` hashes in a child, and OpenSSL takes 3 ms
+
     if not isinstance(data, mmap.mmap):
         return hashlib.sha256(data).hexdigest()
     digest = hashlib.sha256()

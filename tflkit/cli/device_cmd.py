@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from tflkit.cli.options import (
-    BackendOption,
     BackendTimeoutOption,
     DeviceOption,
     DevicePythonOption,
@@ -28,11 +27,11 @@ from tflkit.cli.options import (
     SignatureOption,
     SshConfigOption,
     ThreadsOption,
-    ToleranceOption,
     WarmupOption,
     options_from,
 )
 from tflkit.cli.output import console, print_json, show_validation
+from tflkit.cli.runner_options import BackendOption, ToleranceOption
 from tflkit.errors import UsageError
 
 app = typer.Typer(

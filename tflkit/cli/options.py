@@ -17,29 +17,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from tflkit.delegates.backends import RECORD_BACKENDS
-from tflkit.delegates.base import RECORD_DEFAULT, RUNNER_SPECS, RunnerPair, find_spec, spec_names
-
 T = TypeVar("T")
-
-
-def listed(names: Collection[str | None], last: str = "or") -> str:
-    """``a, b or c``: names of the registry for a help text."""
-    words = [str(n) for n in names]
-    if not last or len(words) < 2:
-        return ", ".join(words)
-    return ", ".join(words[:-1]) + f" {last} " + words[-1]
-
-
-#: the device protocol's backends (the registry's harness names): of a device, of the browser,
-#: and those a device job runs by default
-_HARNESS = {
-    "device": [s.harness for s in RUNNER_SPECS if s.harness and s.device != "browser"],
-    "browser": [s.harness for s in RUNNER_SPECS if s.harness and s.device == "browser"],
-    "record": list(RECORD_BACKENDS),
-}
-#: an example pair for the help texts: the GPU in fp16 against the CPU
-EXAMPLE_PAIR = RunnerPair(find_spec(device="gpu", precision="fp16").id, find_spec(harness="cpu").id)
 
 
 def options_from(
@@ -128,15 +106,6 @@ ReferenceOption = Annotated[
         "replaces.",
     ),
 ]
-ToleranceOption = Annotated[
-    list[str],
-    typer.Option(
-        "--tolerance",
-        help="[PAIR|CLASS|all@]rtol=..,atol=..,min_cosine=..,noise_factor=..;"
-        " CLASS: fp32, fp16, int8, int8-fp16, int8-same-grid "
-        f"(e.g. {EXAMPLE_PAIR}@noise_factor=128)",
-    ),
-]
 DelegateOption = Annotated[
     Path | None, typer.Option("--delegate", help="External delegate .so.", show_default=False)
 ]
@@ -148,24 +117,6 @@ RunnerTimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds p
 
 # --- baselines: regress record|check -------------------------------------------------------------
 
-BaselineRunnerOption = Annotated[
-    list[str],
-    typer.Option(
-        "--runner",
-        "-r",
-        help=f"{listed(spec_names(device='cpu') + spec_names(device='gpu'), '')}, "
-        f"{spec_names(device='external')[0]} (repeat). Record default: "
-        f"{listed(RECORD_DEFAULT, '')}; check default: the baseline's.",
-    ),
-]
-BaselineToleranceOption = Annotated[
-    list[str],
-    typer.Option(
-        "--tolerance",
-        help="[RUNNER|fp16|fp32|all@]rtol=..,atol=..,min_cosine=.. "
-        f"(e.g. {EXAMPLE_PAIR.actual}@rtol=0.01)",
-    ),
-]
 BaselineProbeOption = Annotated[
     bool | None,
     typer.Option(
@@ -252,16 +203,6 @@ DevicePythonOption = Annotated[
         "--device-python",
         help="Python on Linux devices, with numpy and ai-edge-litert (default: python3; "
         "local: this one).",
-    ),
-]
-BackendOption = Annotated[
-    list[str],
-    typer.Option(
-        "--backend",
-        "-b",
-        help=f"{listed(_HARNESS['device'], '')} (the last: Android); "
-        f"{listed(_HARNESS['browser'], '')} (browser) (repeat). Default: "
-        f"{listed(_HARNESS['record'], '')}; on a browser: the three browser ones.",
     ),
 ]
 ThreadsOption = Annotated[int | None, typer.Option("--threads", help="CPU threads on the device.")]

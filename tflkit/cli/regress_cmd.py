@@ -11,8 +11,6 @@ import typer
 
 from tflkit.cli.options import (
     BaselineProbeOption,
-    BaselineRunnerOption,
-    BaselineToleranceOption,
     ClusterOption,
     DelegateOption,
     FreshOption,
@@ -34,6 +32,7 @@ from tflkit.cli.options import (
     TriesOption,
     options_from,
 )
+from tflkit.cli.runner_options import BaselineRunnerOption, BaselineToleranceOption
 from tflkit.errors import UsageError
 
 app = typer.Typer(

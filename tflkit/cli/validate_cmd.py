@@ -11,7 +11,6 @@ from typing import Annotated, Any
 import typer
 
 from tflkit.cli.options import (
-    EXAMPLE_PAIR,
     DelegateOption,
     HtmlOption,
     InputKindOption,
@@ -24,10 +23,9 @@ from tflkit.cli.options import (
     RunnerTimeoutOption,
     SeedOption,
     SignatureOption,
-    ToleranceOption,
-    listed,
     options_from,
 )
+from tflkit.cli.runner_options import EXAMPLE_PAIR, ToleranceOption, listed
 from tflkit.cli.subjects import refuse_inapplicable
 from tflkit.delegates.base import (
     TFLITE_RUNNERS,

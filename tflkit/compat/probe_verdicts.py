@@ -17,15 +17,8 @@ from tflkit.compat.check import Advise
 from tflkit.compat.reasons import Reason, Rejection
 from tflkit.gpu.probe_result import COMPILED_STATUSES
 from tflkit.ir.composites import composite_of
-from tflkit.report.check_report import (
-    CheckReport,
-    CrashInfo,
-    Disagreement,
-    FixHint,
-    ProbeInfo,
-    ReasonInfo,
-    SignatureProbe,
-)
+from tflkit.report.check_report import CheckReport, FixHint, ReasonInfo
+from tflkit.report.probe_report import CrashInfo, Disagreement, ProbeInfo, SignatureProbe
 
 if TYPE_CHECKING:
     from tflkit.gpu.probe import ProbeResult

@@ -16,13 +16,8 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tflkit.report.check_report import (
-    CheckReport,
-    Disagreement,
-    OpGroup,
-    group_cpu_ops,
-    index_ranges,
-)
+from tflkit.report.check_report import CheckReport, OpGroup, group_cpu_ops, index_ranges
+from tflkit.report.probe_report import Disagreement
 from tflkit.report.terminal import human_bytes
 
 #: The default report never prints more lines than this.

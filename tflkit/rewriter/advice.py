@@ -15,11 +15,6 @@ from typing import TYPE_CHECKING
 
 from tflkit import ir
 from tflkit.compat.check import TARGET_DEFAULT, check_report
-from tflkit.compat.probe_verdicts import (
-    attach_probe,
-    attach_signature_probes,
-    probe_each_signature,
-)
 from tflkit.compat.targets import DEFAULT_TARGET
 from tflkit.fsio import Sha256Job, sha256_of
 from tflkit.report.check_report import CheckReport, FixHint, ReasonInfo
@@ -144,7 +139,12 @@ def check_path(
     )
     report.sha256 = digest.hexdigest() or sha256_of(data)
     report.input_shapes = {k: list(v) for k, v in (input_shapes or {}).items()}
-    if with_probe:
+    if with_probe:  # the probe's modules (the accelerator's log parser...) only when asked
+        from tflkit.compat.probe_verdicts import (
+            attach_probe,
+            attach_signature_probes,
+            probe_each_signature,
+        )
         from tflkit.gpu.probe import probe
 
         probed = ir.dumps(model) if input_shapes else bytes(data)

@@ -18,7 +18,8 @@ from tflkit.delegates.litert_js import BrowserSession
 from tflkit.errors import UsageError
 from tflkit.ir.entry import entry_point
 from tflkit.ir.feeds import random_feed
-from tflkit.report.check_report import BrowserProbeInfo, CheckReport
+from tflkit.report.check_report import CheckReport
+from tflkit.report.probe_report import BrowserProbeInfo
 
 __all__ = ["attach_browser_probe", "op_type_differences", "probe_in_browser"]
 
