@@ -103,8 +103,10 @@ def split_into_subsets(
 ) -> list[tuple[bool, list[Op]]]:
     """Alternating subsets of supported / unsupported ops, each as large as dependencies allow
     (data dependencies and the chain of ops with side effects)."""
-    position = {id(op): i for i, op in enumerate(ops)}
     kinds = {id(op): bool(supported(op)) for op in ops}
+    if len(set(kinds.values())) < 2:  # one kind (a model the delegate takes whole): one subset
+        return [(kinds[id(ops[0])], list(ops))] if ops else []
+    position = {id(op): i for i, op in enumerate(ops)}
     pending, readers = data_dependencies(ops)
     chain = side_effect_ops(ops)
     for before, after in pairwise(chain):
