@@ -14,7 +14,9 @@ deleted at the end (``--keep`` keeps them). A benchmark, not a test: nothing ass
 ``--tasks check --repeats 5`` runs only ``sha256`` and ``check --json``, alternating, five times
 each, and prints the medians and the two ratios ``check`` is held to: its peak RSS against the
 file's size (target 1.3x) and its wall time against the ``sha256`` process (target 1.5x), both
-anchors measured in the same run.
+anchors measured in the same run. It also prints each one's CPU time (user + system, with the
+children: ``check`` hashes the file in a child beside its own work, so on two free cores its
+wall time is the longer of the two, and on one the sum).
 
 Tasks (the page cache is warmed before each, through a small reused buffer):
 
@@ -184,6 +186,7 @@ def measure(command: list[str]) -> dict[str, object]:
         "wall": wall,
         "code": child.returncode,
         "peak_rss_mb": usage.ru_maxrss / 1024,  # KiB on Linux
+        "cpu": usage.ru_utime + usage.ru_stime,  # the process and the children it waited for
         "last": lines[-1] if lines else "",
         "stderr": errors[-1500:],
     }
@@ -240,14 +243,16 @@ def check_ratios(model: Path, folder: Path, repeats: int) -> None:
                 raise SystemExit(f"{task} failed:\n{found['stderr']}")
             samples[task].append(found)
     med = {
-        task: {k: statistics.median(float(s[k]) for s in runs) for k in ("wall", "peak_rss_mb")}
+        task: {
+            k: statistics.median(float(s[k]) for s in runs) for k in ("wall", "peak_rss_mb", "cpu")
+        }
         for task, runs in samples.items()
     }
     for task in CHECK_TASKS:
         walls = ", ".join(f"{float(s['wall']):.2f}" for s in samples[task])
         print(
             f"{task:<14} median {med[task]['wall']:.2f} s ({walls}), peak RSS "
-            f"{med[task]['peak_rss_mb']:.0f} MB"
+            f"{med[task]['peak_rss_mb']:.0f} MB, CPU {med[task]['cpu']:.2f} s"
         )
     rss = med["check --json"]["peak_rss_mb"] / size_mb
     time_ratio = med["check --json"]["wall"] / med["sha256"]["wall"]
