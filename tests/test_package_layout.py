@@ -53,16 +53,21 @@ def test_facade_names_are_functions_and_no_module_has_their_name():
         assert callable(value), name
 
 
-def test_import_tflkit_is_light():
-    code = "import sys, tflkit; print(sorted(m for m in sys.modules if m.startswith('tflkit')))"
-    out = subprocess.run(
+def _last_line_of(code: str) -> str:
+    """The last line ``code`` prints, run in a fresh interpreter from the repo root."""
+    done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         check=True,
         cwd=Path(__file__).resolve().parents[1],
-    ).stdout.strip()
-    assert out == "['tflkit']"
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_import_tflkit_is_light():
+    code = "import sys, tflkit; print(sorted(m for m in sys.modules if m.startswith('tflkit')))"
+    assert _last_line_of(code) == "['tflkit']"
 
 
 def test_cli_default_target_is_the_tables_default():
@@ -83,14 +88,7 @@ def test_help_imports_only_the_cli():
         "('numpy', 'ai_edge_litert', 'tensorflow') or m.startswith('tflkit.ir'))\n"
         "print(heavy)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert _last_line_of(code) == "[]"
 
 
 def test_check_imports_no_runner_nor_other_command(tmp_path: Path):
@@ -122,14 +120,7 @@ def test_check_imports_no_runner_nor_other_command(tmp_path: Path):
         "and m != 'tflkit.cli.check_cmd'))\n"
         "print(loaded)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert _last_line_of(code) == "[]"
 
 
 # --- the layering --------------------------------------------------------------------------------
