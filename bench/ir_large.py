@@ -16,7 +16,8 @@ each, and prints the medians and the two ratios ``check`` is held to: its peak R
 file's size (target 1.3x) and its wall time against the ``sha256`` process (target 1.5x), both
 anchors measured in the same run. It also prints each one's CPU time (user + system, with the
 children: ``check`` hashes the file in a child beside its own work, so on two free cores its
-wall time is the longer of the two, and on one the sum).
+wall time is the longer of the two, and on one the sum). ``--log-softmax`` ends the ``--layers``
+model in a LOG_SOFTMAX, an op the GPU rejects: ``check`` then also names the rule that fixes it.
 
 Tasks (the page cache is warmed before each, through a small reused buffer):
 
@@ -216,10 +217,12 @@ CHECK_TASKS = ("sha256", "check --json")
 CHECK_TARGETS = {"rss": 1.3, "time": 1.5}
 
 
-def _generate(folder: Path, gigabytes: float, layers: int | None) -> tuple[Path, dict[str, object]]:
+def _generate(
+    folder: Path, gigabytes: float, layers: int | None, log_softmax: bool = False
+) -> tuple[Path, dict[str, object]]:
     if layers:
         model = folder / f"large-{layers}-layers.tflite"
-        size = ["--layers", str(layers)]
+        size = ["--layers", str(layers), *(["--log-softmax"] if log_softmax else [])]
     else:
         model = folder / f"large-{gigabytes:g}GB.tflite"
         size = ["--gigabytes", str(gigabytes)]
@@ -270,11 +273,12 @@ def run(
     layers: int | None = None,
     tasks: str = "all",
     repeats: int = 1,
+    log_softmax: bool = False,
 ) -> None:
     work.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="tflkit-large-", dir=work))
     try:
-        model, made = _generate(folder, gigabytes, layers)
+        model, made = _generate(folder, gigabytes, layers, log_softmax)
         if made["code"] != 0:
             raise SystemExit(f"generating the model failed:\n{made['stderr']}")
         size_mb = model.stat().st_size / 1e6
@@ -333,8 +337,21 @@ def main(argv: list[str] | None = None) -> None:
         "--tasks", choices=("all", "check"), default="all", help="check: sha256 and check only"
     )
     parser.add_argument("--repeats", type=int, default=3, help="with --tasks check")
+    parser.add_argument(
+        "--log-softmax",
+        action="store_true",
+        help="with --layers: the model ends in a LOG_SOFTMAX (check names its rule)",
+    )
     args = parser.parse_args(argv)
-    run(args.gigabytes, args.work_dir, args.keep, args.layers, args.tasks, args.repeats)
+    run(
+        args.gigabytes,
+        args.work_dir,
+        args.keep,
+        args.layers,
+        args.tasks,
+        args.repeats,
+        args.log_softmax,
+    )
 
 
 if __name__ == "__main__":

@@ -72,6 +72,11 @@ def main() -> None:
         help=f"about this many GB instead: {WIDE}x{WIDE} layers (--layers is ignored)",
     )
     parser.add_argument(
+        "--log-softmax",
+        action="store_true",
+        help="end in a LOG_SOFTMAX (an op the GPU rejects; the --gigabytes model always does)",
+    )
+    parser.add_argument(
         "--external",
         action="store_true",
         help="buffer data after the flatbuffer (LiteRT's large-model layout) at any size",
@@ -80,7 +85,7 @@ def main() -> None:
     if args.gigabytes:
         model = build_large_model(layers_for(args.gigabytes), width=WIDE, log_softmax=True)
     else:
-        model = build_large_model(args.layers)
+        model = build_large_model(args.layers, log_softmax=args.log_softmax)
     ir.save(model, args.output, external_buffers=True if args.external else None)
     ops = sum(len(sg.ops) for sg in model.subgraphs)
     layout = "buffers after the flatbuffer" if ir.load(args.output).appended_buffers else "inline"

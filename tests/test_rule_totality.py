@@ -55,6 +55,8 @@ def _exercise(op: ir.Op, predicates: bool = True) -> list[str]:
     for rule in RULES:
         try:
             if isinstance(rule, OpRewrite) and rule.pattern(op):
+                if op.type not in rule.fixes and not rule.any_op_type:  # the index holds
+                    failures.append(f"rule {rule.name} takes {op!r}, not of its fixes")
                 rule.match(op)
             elif isinstance(rule, ModelPass) and op.subgraph is not None and op.subgraph.model:
                 rule.match_model(op.subgraph.model)

@@ -31,43 +31,40 @@ class Advisor:
     Default rules come before opt-in ones. A model pass answers for every op type it fixes
     with its verdict on the model (asked once per model); op rewrites answer op by op: the
     first whose pattern, reasons and match accept the op, else one that would once
-    ``--input-shape`` fixes the shapes.
+    ``--input-shape`` fixes the shapes. The catalogue's rules are asked about an op type only
+    when they may fix it (:func:`tflkit.rewriter.rules.fixing`: only their modules are
+    imported, so a model the target takes whole never loads the rewriter).
     """
 
     def __init__(self, rules: RuleSet | Sequence[Rule] | None = None) -> None:
         self._given = rules
-        self._rules: list[Rule] | None = None
-        self._set: RuleSet | None = None
+        self._by_type: dict[str, tuple[RuleSet, list[Rule]]] = {}
         self._whole: dict[str, FixHint] = {}
 
-    @property
-    def rules(self) -> list[Rule]:
-        """The rules, default ones first; the catalogue is imported when an op first needs a
-        fix (a model the target takes whole never loads the rewriter)."""
-        if self._rules is None:
-            from tflkit.rewriter.rules import catalog
+    def _candidates(self, op_type: str) -> tuple[RuleSet, list[Rule]]:
+        """The rules that may fix an op of ``op_type``, default ones first, and their set (its
+        opt-in flags): the catalogue's that fix the type, or every rule given."""
+        if op_type not in self._by_type:
+            from tflkit.rewriter.rules import fixing
             from tflkit.rewriter.ruleset import RuleSet
 
-            given = catalog() if self._given is None else self._given
-            self._set = given if isinstance(given, RuleSet) else RuleSet(given)
-            self._rules = sorted(self._set, key=self._set.is_opt_in)
-        return self._rules
-
-    def _hint(self, rule: Rule) -> FixHint:
-        assert self._set is not None
-        return FixHint(
-            rule.name, rule.summary, "opt_in_rule" if self._set.is_opt_in(rule) else "rule"
-        )
+            given = self._given
+            if given is None:
+                found = fixing(op_type)
+            else:
+                found = given if isinstance(given, RuleSet) else RuleSet(given)
+            self._by_type[op_type] = (found, sorted(found, key=found.is_opt_in))
+        return self._by_type[op_type]
 
     def __call__(
         self, op: ir.Op, reasons: Sequence[ReasonInfo], dynamic: str = ""
     ) -> FixHint | None:
         from tflkit.rewriter.rule import ModelPass, OpRewrite
 
-        rules = self.rules
+        ruleset, rules = self._candidates(op.type)
         whole = next((r for r in rules if isinstance(r, ModelPass) and op.type in r.fixes), None)
         if whole is not None:
-            return self._whole_model(whole, op)
+            return self._whole_model(whole, ruleset, op)
         texts = [f"{r.code}: {r.message}" for r in reasons]
         after_shapes = None
         for rule in rules:
@@ -77,7 +74,7 @@ class Advisor:
                 continue
             match = rule.match(op)
             if match:
-                return self._hint(rule)
+                return _hint(rule, ruleset)
             why_not = match.reason or ""
             if dynamic and after_shapes is None and "--input-shape" in why_not:
                 after_shapes = FixHint(
@@ -85,20 +82,25 @@ class Advisor:
                 )
         return after_shapes
 
-    def _whole_model(self, rule: ModelPass, op: ir.Op) -> FixHint | None:
+    def _whole_model(self, rule: ModelPass, ruleset: RuleSet, op: ir.Op) -> FixHint | None:
         model = op.subgraph.model if op.subgraph is not None else None
         if model is None:
             return None
         if rule.name not in self._whole:
             match = rule.match_model(model)
             self._whole[rule.name] = (
-                self._hint(rule)
+                _hint(rule, ruleset)
                 if match
                 else FixHint(
                     None, f"none: the {rule.name} rewrite cannot take it ({match.reason})", "none"
                 )
             )
         return self._whole[rule.name]
+
+
+def _hint(rule: Rule, ruleset: RuleSet) -> FixHint:
+    kind = "opt_in_rule" if ruleset.is_opt_in(rule) else "rule"
+    return FixHint(rule.name, rule.summary, kind)
 
 
 def check_path(

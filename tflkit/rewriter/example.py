@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tflkit import ir
-from tflkit.ir.builder import OpBuilder
 
-fb = ir.schema.fb
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
 
 
 def options(kind: str, **fields: Any) -> Any:
     """An object-API options instance: ``options("SoftmaxOptions", beta=2.0)``."""
-    value = getattr(fb, f"{kind}T")()
+    value = getattr(ir.schema.fb, f"{kind}T")()
     for key, item in fields.items():
         setattr(value, key, item)
     return value
 
 
 def i32(*values: int) -> np.ndarray:
+    import numpy as np
+
     return np.array(values, np.int32)
 
 
@@ -36,6 +38,8 @@ def graph_model(
     Every example adds a MUL by 1 in front of each float input and behind each output, so the
     rewritten op sits between accelerated ops, as in a real network.
     """
+    from tflkit.ir.builder import OpBuilder
+
     model = ir.Model(description=description)
     graph = model.add_subgraph("main")
     xs = [graph.new_tensor(f"x{i}", shape, dtype) for i, (shape, dtype) in enumerate(inputs)]
@@ -56,12 +60,14 @@ def graph_model(
 
 def scale(b: OpBuilder, x: ir.Tensor, factor: float = 1.0) -> ir.Tensor:
     """x * factor (a float MUL: gives the example an accelerated neighbour)."""
+    import numpy as np
+
     return b.MUL(x, np.array(factor, np.float32), options=options("MulOptions"), name="scale")
 
 
 # --- references and quantized variants of examples --------------------------------------------
 
-Feed = dict[str, np.ndarray]
+Feed = dict[str, "np.ndarray"]
 
 #: Custom op codes of erf (no CPU kernel: a reference has to compute it).
 ERF_CODES = ("Erf", "FlexErf")
@@ -75,6 +81,8 @@ def numpy_reference(model: ir.Model, feed: Feed) -> Feed:
     rounded to float32.
     """
     import math
+
+    import numpy as np
 
     erf = np.vectorize(math.erf, otypes=[np.float64])
     values = {id(t): np.asarray(feed[t.name], np.float32) for t in model.main.inputs}
@@ -109,13 +117,15 @@ _BIAS_OPS = {"CONV_2D": 2, "DEPTHWISE_CONV_2D": 2, "FULLY_CONNECTED": 2, "TRANSP
 
 
 def _quant(scale: float, zero_point: int) -> Any:
-    q = fb.QuantizationParametersT()
+    q = ir.schema.fb.QuantizationParametersT()
     q.scale, q.zeroPoint = [float(scale)], [int(zero_point)]
     return q
 
 
 def _activation_ranges(model: ir.Model, seeds: Sequence[int]) -> dict[str, tuple[float, float]]:
     """Min and max of every float tensor over seeded runs on the CPU interpreter."""
+    import numpy as np
+
     from tflkit.delegates.litert_cpu import capture
 
     data = ir.dumps(model)
@@ -137,6 +147,8 @@ def int8_variant(model: ir.Model, seeds: Sequence[int] = (0, 1, 2)) -> ir.Model:
     inputs; float constants symmetric per-tensor int8. Raises ValueError when the float model
     does not run on the CPU interpreter (its variant could not be calibrated).
     """
+    import numpy as np
+
     try:
         ranges = _activation_ranges(model, seeds)
     except (RuntimeError, ValueError) as exc:

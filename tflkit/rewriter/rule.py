@@ -25,14 +25,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from tflkit.compat.reasons import Reason
 from tflkit.ir import schema
-from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Tensor
 from tflkit.rewriter.contract import EXACT, Contract
 
 if TYPE_CHECKING:
+    from tflkit.ir.builder import OpBuilder
     from tflkit.rewriter.verify import Verification
-
-fb = schema.fb
 
 
 @dataclass(frozen=True)
@@ -97,6 +95,9 @@ class Rule:
     #: Op types the rule rewrites (an op rule's default ``pattern``; the ops a model pass
     #: answers for in ``check``'s fix hints).
     fixes: ClassVar[tuple[str, ...]] = ()
+    #: ``pattern`` may accept an op of any type, not only of ``fixes`` (constant folding): the
+    #: catalogue's index then offers the rule for every op type.
+    any_op_type: ClassVar[bool] = False
     #: Static checker reason codes the rule fixes.
     codes: ClassVar[tuple[Reason, ...]] = ()
     #: Accelerator log messages (substrings) of the rejections the rule fixes.
@@ -244,7 +245,9 @@ def replace(op: Op, new_outputs: Sequence[Tensor]) -> None:
 
 
 def is_float(tensor: Tensor | None) -> bool:
-    return tensor is not None and tensor.type == fb.TensorType.FLOAT32 and not tensor.is_quantized
+    return (
+        tensor is not None and tensor.type == schema.TensorType.FLOAT32 and not tensor.is_quantized
+    )
 
 
 def const_ints(tensor: Tensor | None) -> list[int] | None:
@@ -261,6 +264,6 @@ def reshape(b: OpBuilder, x: Tensor, shape: Sequence[int], name: str = "reshape"
     import numpy as np
 
     dims = [int(d) for d in shape]
-    options = fb.ReshapeOptionsT()
+    options = schema.fb.ReshapeOptionsT()
     options.newShape = dims
     return b.RESHAPE(x, np.array(dims, np.int32), shape=dims, options=options, name=name)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.compat.reasons import Reason
-from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.contract import bound
 from tflkit.rewriter.example import graph_model, i32, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, is_float, replace
 
-F32 = np.float32
+if TYPE_CHECKING:
+    from tflkit.ir.builder import OpBuilder
 
 
 def _float_only(op: Op) -> str | None:
@@ -32,9 +32,11 @@ def _last_axis_reduce(b: OpBuilder, kind: str, x: Tensor, name: str) -> Tensor:
 
 
 def _unary_example(op_type: str, shape: tuple[int, ...] = (1, 8), **kw) -> tuple[Example, ...]:
+    import numpy as np
+
     def build():
         return graph_model(
-            [(shape, F32)], lambda b, x: scale(b, b.op(op_type, [scale(b, x, 3.0)], **kw))
+            [(shape, np.float32)], lambda b, x: scale(b, b.op(op_type, [scale(b, x, 3.0)], **kw))
         )
 
     return (Example(f"{op_type.lower()}_{'x'.join(map(str, shape))}", build),)
@@ -62,9 +64,11 @@ class Relu0To1(_Decomposition):
     reasons = ("Not supported op",)  # the accelerator's words for this op
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
-        low = b.MAXIMUM(op.inputs[0], np.array(0.0, F32), name="relu_low")
-        replace(op, [b.MINIMUM(low, np.array(1.0, F32), name="relu_high")])
+        low = b.MAXIMUM(op.inputs[0], np.array(0.0, np.float32), name="relu_low")
+        replace(op, [b.MINIMUM(low, np.array(1.0, np.float32), name="relu_high")])
 
     def examples(self) -> tuple[Example, ...]:
         return _unary_example("RELU_0_TO_1")
@@ -85,9 +89,14 @@ class SoftmaxBeta(OpRewrite):
         return Match.unless(op, _float_only(op))
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         scaled = b.MUL(
-            op.inputs[0], np.array(op.options.beta, F32), options=options("MulOptions"), name="beta"
+            op.inputs[0],
+            np.array(op.options.beta, np.float32),
+            options=options("MulOptions"),
+            name="beta",
         )
         replace(op, [b.SOFTMAX(scaled, options=options("SoftmaxOptions", beta=1.0))])
 
@@ -131,11 +140,13 @@ class L2Normalization(_Decomposition):
         return "fused activation" if fused else None
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         x = op.inputs[0]
         squares = b.MUL(x, x, options=options("MulOptions"), name="square")
         total = _last_axis_reduce(b, "SUM", squares, "sum_squares")
-        norm = b.SQRT(b.MAXIMUM(total, np.array(1e-6, F32), name="eps"), name="norm")
+        norm = b.SQRT(b.MAXIMUM(total, np.array(1e-6, np.float32), name="eps"), name="norm")
         replace(op, [b.DIV(x, norm, options=options("DivOptions"), name="l2_normalized")])
 
     def examples(self) -> tuple[Example, ...]:

@@ -7,8 +7,9 @@ import numpy as np
 from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
+from tflkit.ir.schema import fb
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Match, OpRewrite, fb, is_float, replace
+from tflkit.rewriter.rule import Example, Match, OpRewrite, is_float, replace
 
 F32 = np.float32
 INT64 = fb.TensorType.INT64

@@ -22,9 +22,10 @@ import numpy as np
 from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
+from tflkit.ir.schema import fb
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, options, scale
-from tflkit.rewriter.rule import Example, Match, OpRewrite, fb, replace, reshape
+from tflkit.rewriter.rule import Example, Match, OpRewrite, replace, reshape
 
 F32 = np.float32
 #: Element types the rewrite handles: the fold and TILE only move data, so quantized operands

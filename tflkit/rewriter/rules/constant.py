@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Collection, Iterable
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit import ir
 from tflkit.compat.reasons import Reason
 from tflkit.compat.targets.common import SHAPE_DEFINING_INPUTS
 from tflkit.errors import ModelLoadError
 from tflkit.ir import op_traits
-from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
 from tflkit.rewriter.example import graph_model, i32, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, replace
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
 
 
 def evaluate(op: Op) -> list[np.ndarray]:
@@ -179,6 +182,8 @@ class _Fold(OpRewrite):
 
 
 def _fold_example(body, no_int8: str | None = None) -> tuple[Example, ...]:
+    import numpy as np
+
     build = lambda: graph_model([((2, 3), np.float32)], body)  # noqa: E731
     return (Example("constant_inputs", build, no_int8=no_int8),)
 
@@ -190,6 +195,8 @@ class FoldFill(_Fold):
     required_inputs = (0, 1)
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         return _fold_example(
             lambda b, x: b.ADD(
                 scale(b, x),
@@ -206,6 +213,8 @@ class FoldRange(_Fold):
     required_inputs = (0, 1, 2)
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         f = np.float32
         return _fold_example(
             lambda b, x: b.ADD(
@@ -231,6 +240,8 @@ class FoldShape(_FoldFromShape):
     fixes = ("SHAPE",)
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def body(b: OpBuilder, x, y):
             dims = b.SHAPE(
                 scale(b, y), shape=(2,), dtype=np.int32, options=options("ShapeOptions", outType=2)
@@ -257,6 +268,8 @@ class FoldZerosLike(_FoldFromShape):
 
 def sparse_csr(dense: np.ndarray) -> tuple[np.ndarray, object]:
     """A 2-D array in TFLite's sparse layout (rows dense, columns CSR): (values, sparsity)."""
+    import numpy as np
+
     fb = ir.schema.fb
     rows, segments, indices = dense.shape[0], [0], []
     for row in dense:
@@ -293,6 +306,8 @@ class FoldDensify(_Fold):
         return super().match(op)
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build() -> ir.Model:
             rng = np.random.default_rng(7)
             dense = rng.standard_normal((6, 8)).astype(np.float16)
@@ -357,6 +372,8 @@ class FoldShapeInputs(OpRewrite):
         return Match(op)
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         inputs = list(op.inputs)
         for i in self._computed(op):
@@ -377,6 +394,8 @@ class FoldShapeInputs(OpRewrite):
         replace(op, new)
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build() -> ir.Model:
             # STFT-style framing: the slice end is SHAPE arithmetic (as TensorFlow writes it),
             # also read by the app (a graph output: fold_constants leaves that SUB alone)
@@ -465,6 +484,7 @@ class FoldConstants(OpRewrite):
         "UNPACK", "CONCATENATION", "CAST", "ADD", "SUB", "MUL", "DIV", "FLOOR_DIV",
         "FLOOR_MOD", "MAXIMUM", "MINIMUM", "RESHAPE", "EXPAND_DIMS", "SQUEEZE", "TRANSPOSE",
     )  # fmt: skip
+    any_op_type = True
     required_inputs = ()
     num_outputs = None
     #: The pass manager lets it fire on ops the target accepts too (see the class docstring).
@@ -549,6 +569,8 @@ class FoldConstants(OpRewrite):
         replace(op, consts)
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def body(b: OpBuilder, x):
             # a SLICE whose size is computed: REDUCE_PROD of constant frame counts
             counts = np.array([[2, 1], [1, 2]], np.int32)

@@ -32,9 +32,10 @@ from tflkit.compat.reasons import Reason
 from tflkit.compat.signature import OpSignature
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Tensor
+from tflkit.ir.schema import fb
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, i32, options, scale
-from tflkit.rewriter.rule import Example, Match, OpRewrite, OwnProof, fb, replace
+from tflkit.rewriter.rule import Example, Match, OpRewrite, OwnProof, replace
 from tflkit.rewriter.rules.hybrid_meaning import closer_to_meaning
 from tflkit.rewriter.verify import Verification, verify
 

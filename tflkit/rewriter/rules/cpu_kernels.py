@@ -23,8 +23,9 @@ from tflkit.compat.cpu_kernels import cpu_kernel_wrong, per_tensor_int8_depthwis
 from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
+from tflkit.ir.schema import fb
 from tflkit.rewriter.contract import Contract
-from tflkit.rewriter.rule import Example, Match, OpRewrite, OwnProof, fb, replace
+from tflkit.rewriter.rule import Example, Match, OpRewrite, OwnProof, replace
 from tflkit.rewriter.rules.conv_geometry import HYBRID_ROUNDING
 from tflkit.rewriter.rules.hybrid_meaning import float_meaning
 from tflkit.rewriter.verify import Verification, verify

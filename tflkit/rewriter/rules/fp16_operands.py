@@ -28,8 +28,9 @@ from tflkit.compat.predicates.quantization import FP16_WEIGHTS_WRONG, fp16_weigh
 from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Tensor
+from tflkit.ir.schema import fb
 from tflkit.rewriter.example import graph_model, options, scale
-from tflkit.rewriter.rule import Example, Match, OpRewrite, fb, replace, well_formed
+from tflkit.rewriter.rule import Example, Match, OpRewrite, replace, well_formed
 from tflkit.rewriter.rules.constant import FOLD_MAX_BYTES
 
 F32 = np.float32

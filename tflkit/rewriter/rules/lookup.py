@@ -21,8 +21,9 @@ import numpy as np
 from tflkit.compat.reasons import Reason
 from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
+from tflkit.ir.schema import fb
 from tflkit.rewriter.example import graph_model, options, scale
-from tflkit.rewriter.rule import Example, Match, OpRewrite, fb, replace, reshape
+from tflkit.rewriter.rule import Example, Match, OpRewrite, replace, reshape
 
 INT64 = fb.TensorType.INT64
 INT32 = fb.TensorType.INT32
