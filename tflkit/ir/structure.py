@@ -69,17 +69,12 @@ class _Fail(Exception):
     """Internal: carries the message up to verify_bytes."""
 
 
-def _past_end(message: str) -> _Fail:
-    """A failure where something points past the end: the file is likely truncated."""
+def _past_end(message: str, file_end: bool = False) -> _Fail:
+    """A failure where something points past the end: the file is likely truncated
+    (``file_end``: data stored after the flatbuffer reaches past the end of the file)."""
     failure = _Fail(message)
     failure.truncated = True  # type: ignore[attr-defined]
-    return failure
-
-
-def _past_file(message: str) -> _Fail:
-    """Data stored after the flatbuffer reaches past the end of the file: truncated."""
-    failure = _past_end(message)
-    failure.file_end = True  # type: ignore[attr-defined]
+    failure.file_end = file_end  # type: ignore[attr-defined]
     return failure
 
 
@@ -104,11 +99,11 @@ def verify_bytes(data: bytes | bytearray | memoryview, label: str = "<bytes>") -
 _SCALARS = {code: struct.Struct("<" + code).unpack_from for code in field_slots.SIZES}
 
 
-# --------------------------------------------------------------------------------------------
-# the walk
-# --------------------------------------------------------------------------------------------
+# --- the walk -------------------------------------------------------------------------------
 #: Where a problem is: a string, or ("format {} {}", *parts) formatted only on failure.
 Where = str | tuple[Any, ...]
+#: A table as the walk holds it: (its position, its size, its vtable's field offsets).
+Table = tuple[int, int, tuple[int, ...]]
 
 
 def _w(where: Where) -> str:
@@ -149,7 +144,7 @@ class _Walker:
         )
 
     # -- primitives (a table is (position, inline size, vtable slots)) -------------------------
-    def table(self, pos: int, where: Where) -> tuple[int, int, tuple[int, ...]]:
+    def table(self, pos: int, where: Where) -> Table:
         n = self.n
         if pos < 0 or pos + 4 > n:
             raise _past_end(f"{_w(where)}: table at byte {pos} lies outside the file ({n} bytes)")
@@ -180,7 +175,7 @@ class _Walker:
             raise _Fail(f"{_w(where)}: a field lies outside its table (at byte {pos})")
         return tsize, slots
 
-    def scalar(self, t: tuple[int, int, tuple[int, ...]], slot: int, code: str) -> int:
+    def scalar(self, t: Table, slot: int, code: str) -> int:
         slots = t[2]
         offset = slots[slot] if slot < len(slots) else 0
         if not offset:
@@ -189,7 +184,7 @@ class _Walker:
             raise _Fail(f"field {slot} of the table at byte {t[0]} runs past its table")
         return _SCALARS[code](self.buf, t[0] + offset)[0]
 
-    def target(self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where) -> int | None:
+    def target(self, t: Table, slot: int, where: Where) -> int | None:
         """Where the offset field in ``slot`` points, or None when absent."""
         slots = t[2]
         offset = slots[slot] if slot < len(slots) else 0
@@ -205,9 +200,7 @@ class _Walker:
             )
         return to
 
-    def vector(
-        self, t: tuple[int, int, tuple[int, ...]], slot: int, size: int, where: Where
-    ) -> tuple[int, int] | None:
+    def vector(self, t: Table, slot: int, size: int, where: Where) -> tuple[int, int] | None:
         """(start, length) of a vector of ``size``-byte elements, bounds-checked."""
         slots = t[2]
         offset = slots[slot] if slot < len(slots) else 0
@@ -227,13 +220,13 @@ class _Walker:
         self.target(t, slot, where)  # raises with the message
         raise AssertionError("unreachable")
 
-    def ints(self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where) -> tuple[int, ...]:
+    def ints(self, t: Table, slot: int, where: Where) -> tuple[int, ...]:
         found = self.vector(t, slot, 4, where)
         if found is None or not found[1]:
             return ()
         return _format("i", found[1])(self.buf, found[0])
 
-    def string(self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where) -> str | None:
+    def string(self, t: Table, slot: int, where: Where) -> str | None:
         """Checks the string in ``slot``; returns it (None when absent; bad UTF-8 replaced)."""
         found = self.vector(t, slot, 1, where)
         if found is None:
@@ -243,9 +236,7 @@ class _Walker:
             raise _Fail(f"{_w(where)}: string at byte {start - 4} is not NUL-terminated")
         return str(self.buf[start : start + length], "utf-8", "replace")
 
-    def tables(
-        self, t: tuple[int, int, tuple[int, ...]], slot: int, where: Where
-    ) -> list[tuple[int, int, tuple[int, ...]]]:
+    def tables(self, t: Table, slot: int, where: Where) -> list[Table]:
         found = self.vector(t, slot, 4, where)
         if found is None:
             return []
@@ -292,7 +283,7 @@ class _Walker:
             self.signature(t, i, sizes)
         return walk
 
-    def appended_start(self, root: tuple[int, int, tuple[int, ...]]) -> None:
+    def appended_start(self, root: Table) -> None:
         """Limit the walk to the flatbuffer part: it ends where the first buffer stored
         after it (``offset`` > 1, LiteRT's large-model layout) begins."""
         s = self.s
@@ -319,7 +310,7 @@ class _Walker:
                 )
             raise _Fail(f"{_w(where)}: {noun} index {value} out of range ({count} {noun}s)")
 
-    def opcode(self, t: tuple[int, int, tuple[int, ...]], i: int) -> int:
+    def opcode(self, t: Table, i: int) -> int:
         where = ("operator_codes[{}]", i)
         s = self.s
         code = max(
@@ -333,16 +324,17 @@ class _Walker:
             raise _Fail(f"{_w(where)}: custom operator without a name")
         return code
 
-    def buffer(self, t: tuple[int, int, tuple[int, ...]], i: int) -> int:
+    def buffer(self, t: Table, i: int) -> int:
         """Validates buffer ``i``; returns its byte count (-1 when it holds no data)."""
         s = self.s
         offset = self.scalar(t, s.Buffer_Offset, "Q")
         if offset > 1:  # stored after the flatbuffer (offset >= n: see appended_start)
             size = self.scalar(t, s.Buffer_Size, "Q")
             if offset + size > self.size:
-                raise _past_file(
+                raise _past_end(
                     f"buffers[{i}]: data [{offset}, {offset + size}) lies past the end of the "
-                    f"file ({self.size} bytes)"
+                    f"file ({self.size} bytes)",
+                    file_end=True,
                 )
             return size
         found = self.vector(t, s.Buffer_Data, 1, ("buffers[{}]", i))
@@ -350,7 +342,7 @@ class _Walker:
 
     def subgraph(
         self,
-        t: tuple[int, int, tuple[int, ...]],
+        t: Table,
         sg: int,
         opcodes: list[int],
         buffers: list[int],
@@ -404,12 +396,7 @@ class _Walker:
             consumers.append(inputs)
             custom = self.vector(op, s.Operator_CustomOptions, 1, ("{} custom_options", here))
             if rare:
-                self.vector(op, s.Operator_MutatingVariableInputs, 1, ("{} mutating inputs", here))
-                large = self.scalar(op, s.Operator_LargeCustomOptionsOffset, "Q")
-                if large > 1:
-                    size = self.scalar(op, s.Operator_LargeCustomOptionsSize, "Q")
-                    if large + size > self.size:
-                        raise _past_file(f"{_w(here)}: custom options lie past the end of the file")
+                self.rare_fields(op, here)
             unions: list[tuple[int, int | None]] = []
             for type_slot, slot, union in (
                 (s.Operator_BuiltinOptionsType, s.Operator_BuiltinOptions, "BuiltinOptions"),
@@ -432,9 +419,22 @@ class _Walker:
         self.op_order(consumers, producer, where)
         return tensors, ops, calls
 
+    def rare_fields(self, op: Table, here: Where) -> None:
+        """An op's mutating inputs and large custom options (fields most ops leave out)."""
+        s = self.s
+        self.vector(op, s.Operator_MutatingVariableInputs, 1, ("{} mutating inputs", here))
+        large = self.scalar(op, s.Operator_LargeCustomOptionsOffset, "Q")
+        if (
+            large > 1
+            and large + self.scalar(op, s.Operator_LargeCustomOptionsSize, "Q") > self.size
+        ):
+            raise _past_end(
+                f"{_w(here)}: custom options lie past the end of the file", file_end=True
+            )
+
     def union(
-        self, t: tuple[int, int, tuple[int, ...]], slot: int, kind: int, union: str, where: Where
-    ) -> tuple[tuple[int, int, tuple[int, ...]], str] | None:
+        self, t: Table, slot: int, kind: int, union: str, where: Where
+    ) -> tuple[Table, str] | None:
         name = schema.enum_names(union).get(kind)
         if name is None:
             raise _Fail(f"{_w(where)}: unknown {union} type {kind}")
@@ -456,9 +456,7 @@ class _Walker:
                 self.target(table, fslot, ("{} {}.{}", where, name, field))
         return table, name
 
-    def subgraph_refs(
-        self, t: tuple[int, int, tuple[int, ...]], name: str, where: Where, count: int
-    ) -> set[int]:
+    def subgraph_refs(self, t: Table, name: str, where: Where, count: int) -> set[int]:
         found: set[int] = set()
         for field, slot, kind in field_slots.subgraph_fields(name):
             here = ("{} {}.{}", where, name, field)
@@ -468,9 +466,7 @@ class _Walker:
                 found.add(value)
         return found
 
-    def tensor(
-        self, t: tuple[int, int, tuple[int, ...]], where: Where, buffers: list[int]
-    ) -> TensorFacts:
+    def tensor(self, t: Table, where: Where, buffers: list[int]) -> TensorFacts:
         s = self.s
         shape = self.ints(t, s.Tensor_Shape, ("{} shape", where))
         found = self.vector(t, s.Tensor_ShapeSignature, 4, ("{} shape_signature", where))
@@ -511,7 +507,7 @@ class _Walker:
             )
         return facts
 
-    def sparsity(self, t: tuple[int, int, tuple[int, ...]], rank: int, where: Where) -> None:
+    def sparsity(self, t: Table, rank: int, where: Where) -> None:
         """Traversal order covers the tensor's dims plus its block dims, one metadata each."""
         here = ("{} sparsity", where)
         order = self.ints(t, field_slots.slot("SparsityParameters", "TraversalOrder"), here)
@@ -534,7 +530,7 @@ class _Walker:
                 if kind:
                     self.union(dim, fields[field][0], kind, "SparseIndexVector", here)
 
-    def quantization(self, t: tuple[int, int, tuple[int, ...]], where: Where) -> None:
+    def quantization(self, t: Table, where: Where) -> None:
         for field, (slot, kind, size) in field_slots.fields("QuantizationParameters").items():
             if kind == "vector" and slot < len(t[2]) and t[2][slot]:
                 self.vector(t, slot, size, ("{} quantization.{}", where, field))
@@ -543,7 +539,7 @@ class _Walker:
             slot = self.s.QuantizationParameters_Details
             self.union(t, slot, kind, "QuantizationDetails", where)
 
-    def signature(self, t: tuple[int, int, tuple[int, ...]], i: int, sizes: list[int]) -> None:
+    def signature(self, t: Table, i: int, sizes: list[int]) -> None:
         where = f"signature_defs[{i}]"
         s = self.s
         self.string(t, s.SignatureDef_SignatureKey, where)
