@@ -51,8 +51,10 @@ def render() -> str:
 
 
 def main() -> int:
-    TARGET.write_text(render(), encoding="utf-8")
-    print(f"wrote {TARGET}")
+    """Write the index (atomically: a failed render leaves the committed one)."""
+    from tflkit.fsio import write_atomic
+
+    print(f"wrote {write_atomic(TARGET, render())}")
     return 0
 
 
