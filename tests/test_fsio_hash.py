@@ -45,3 +45,51 @@ def test_check_reports_the_files_digest(corpus, capsys: pytest.CaptureFixture[st
     assert main(["check", "--json", str(path)]) == EXIT_OK
     report = json.loads(capsys.readouterr().out)
     assert report["sha256"] == hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_an_early_hash_is_handed_over_only_for_the_same_file(tmp_path: Path) -> None:
+    """``hash_early`` (what ``tflkit check`` runs before Typer loads) skips options and what is
+    not a regular file; ``of_file`` takes its job over once, and not for a file changed since."""
+    from tflkit import fsio
+
+    path = tmp_path / "model.tflite"
+    path.write_bytes(b"first" * 1000)
+    fsio.hash_early(["--json", str(tmp_path), str(tmp_path / "missing"), str(path)])
+    early = dict(fsio._EARLY)
+    assert len(early) == 1
+    job = Sha256Job.of_file(path)
+    assert job is next(iter(early.values()))
+    assert job.hexdigest() == hashlib.sha256(b"first" * 1000).hexdigest()
+    assert Sha256Job.of_file(path) is not job  # handed over once: a new job after that
+
+    fsio.hash_early([str(path)])
+    path.write_bytes(b"second, longer" * 1000)  # size and mtime change: another file now
+    assert (
+        Sha256Job.of_file(path).hexdigest() == hashlib.sha256(b"second, longer" * 1000).hexdigest()
+    )
+    fsio._stop_early()
+    assert fsio._EARLY == {}
+
+
+def test_an_early_hash_no_command_takes_ends_with_the_process(tmp_path: Path) -> None:
+    """A job started for a file no command asks about: its child is killed when tflkit exits."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "big.bin"
+    path.write_bytes(b"\0" * (256 << 20))
+    code = (
+        "import sys\n"
+        "from tflkit import fsio\n"
+        f"fsio.hash_early([{str(path)!r}])\n"
+        "print(next(iter(fsio._EARLY.values()))._child.pid)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    child = int(done.stdout.strip())
+    time.sleep(0.05)
+    status = Path(f"/proc/{child}/stat")
+    assert not status.exists() or status.read_text().split(")")[1].split()[0] in ("Z", "X"), (
+        os.popen(f"ps -o pid,stat,cmd -p {child}").read()
+    )

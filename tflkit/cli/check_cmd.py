@@ -88,7 +88,7 @@ def check(
         )
     from tflkit.fsio import Sha256Job
 
-    sha256 = Sha256Job(model)  # first: on a large model it takes as long as the check
+    sha256 = Sha256Job.of_file(model)  # started before Typer loaded (tflkit.cli.main)
     if html is not None and html.resolve() == model.resolve():
         from tflkit.errors import UsageError
 
