@@ -18,6 +18,8 @@ anchors measured in the same run. It also prints each one's CPU time (user + sys
 children: ``check`` hashes the file in a child beside its own work, so on two free cores its
 wall time is the longer of the two, and on one the sum). ``--log-softmax`` ends the ``--layers``
 model in a LOG_SOFTMAX, an op the GPU rejects: ``check`` then also names the rule that fixes it.
+``--against REV`` also times the ``check --json`` of revision ``REV`` (a git worktree of it on
+``PYTHONPATH``) in the same rounds, against the same ``sha256`` process.
 
 Tasks (the page cache is warmed before each, through a small reused buffer):
 
@@ -40,6 +42,7 @@ Tasks (the page cache is warmed before each, through a small reused buffer):
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -153,13 +156,13 @@ TASKS = (
 )
 
 
-def _env() -> dict[str, str]:
-    """The tasks' environment: the repo on the path, and Python's bytecode cache on (an
-    installed tflkit has its ``.pyc`` files; with ``PYTHONDONTWRITEBYTECODE`` set, every run
-    would compile its ~150 modules again: 0.17 s of a 0.9 s ``check`` measured here)."""
+def _env(tree: Path = REPO) -> dict[str, str]:
+    """The tasks' environment: the repo (or ``tree``) on the path, and Python's bytecode cache
+    on (an installed tflkit has its ``.pyc`` files; with ``PYTHONDONTWRITEBYTECODE`` set, every
+    run would compile its ~150 modules again: 0.17 s of a 0.9 s ``check`` measured here)."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     env.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
     return env
 
@@ -171,11 +174,13 @@ def _warm(path: Path, chunk: int = 8 << 20) -> None:
             pass
 
 
-def measure(command: list[str]) -> dict[str, object]:
-    """Run ``command``; its wall time, exit code, peak RSS (MB) and last stdout line."""
+def measure(command: list[str], tree: Path = REPO) -> dict[str, object]:
+    """Run ``command`` (tflkit from ``tree``); its wall time, exit code, peak RSS (MB) and last
+    stdout line."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        child = subprocess.Popen(command, env=_env(), stdout=out, stderr=err)
+        # from ``tree``: ``python -m`` puts the working directory first on the path
+        child = subprocess.Popen(command, env=_env(tree), stdout=out, stderr=err, cwd=tree)
         _pid, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - start
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -193,8 +198,22 @@ def measure(command: list[str]) -> dict[str, object]:
     }
 
 
+def _worktree(revision: str, where: Path) -> Path:
+    """A checkout of ``revision`` at ``where`` (removed with the folder's worktree entry)."""
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(where), revision],
+        check=True,
+    )
+    atexit.register(
+        subprocess.run,
+        ["git", "-C", str(REPO), "worktree", "remove", "--force", str(where)],
+        check=False,
+    )
+    return where
+
+
 def command_for(task: str, model: Path, out_dir: Path) -> list[str]:
-    if task == "check --json":
+    if task == "check --json" or task.startswith("check @"):
         return [sys.executable, "-m", "tflkit", "check", "--json", str(model)]
     if task == "rewrite":
         return [
@@ -229,19 +248,24 @@ def _generate(
     return model, measure([sys.executable, str(GENERATOR), str(model), *size])
 
 
-def check_ratios(model: Path, folder: Path, repeats: int) -> None:
-    """``sha256`` and ``check --json`` alternated ``repeats`` times: medians and the ratios."""
+def check_ratios(model: Path, folder: Path, repeats: int, against: str | None = None) -> None:
+    """``sha256`` and ``check --json`` alternated ``repeats`` times: medians and the ratios;
+    ``against``: the ``check --json`` of that revision too (a worktree of it), in the same
+    rounds."""
     import statistics
 
     size_mb = model.stat().st_size / 1e6
-    samples: dict[str, list[dict[str, object]]] = {task: [] for task in CHECK_TASKS}
-    for task in CHECK_TASKS:  # untimed: the bytecode cache and the page cache filled once
+    trees = {task: REPO for task in CHECK_TASKS}
+    if against:
+        trees[f"check @{against}"] = _worktree(against, folder / "against")
+    samples: dict[str, list[dict[str, object]]] = {task: [] for task in trees}
+    for task, tree in trees.items():  # untimed: the bytecode cache and the page cache filled
         _warm(model)
-        measure(command_for(task, model, folder))
+        measure(command_for(task, model, folder), tree)
     for _ in range(repeats):
-        for task in CHECK_TASKS:
+        for task, tree in trees.items():
             _warm(model)
-            found = measure(command_for(task, model, folder))
+            found = measure(command_for(task, model, folder), tree)
             if found["code"] != 0:
                 raise SystemExit(f"{task} failed:\n{found['stderr']}")
             samples[task].append(found)
@@ -251,11 +275,12 @@ def check_ratios(model: Path, folder: Path, repeats: int) -> None:
         }
         for task, runs in samples.items()
     }
-    for task in CHECK_TASKS:
+    for task in trees:
         walls = ", ".join(f"{float(s['wall']):.2f}" for s in samples[task])
         print(
             f"{task:<14} median {med[task]['wall']:.2f} s ({walls}), peak RSS "
-            f"{med[task]['peak_rss_mb']:.0f} MB, CPU {med[task]['cpu']:.2f} s"
+            f"{med[task]['peak_rss_mb']:.0f} MB, CPU {med[task]['cpu']:.2f} s, "
+            f"{med[task]['wall'] / med['sha256']['wall']:.2f}x the sha256 process"
         )
     rss = med["check --json"]["peak_rss_mb"] / size_mb
     time_ratio = med["check --json"]["wall"] / med["sha256"]["wall"]
@@ -274,6 +299,7 @@ def run(
     tasks: str = "all",
     repeats: int = 1,
     log_softmax: bool = False,
+    against: str | None = None,
 ) -> None:
     work.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="tflkit-large-", dir=work))
@@ -285,7 +311,7 @@ def run(
         print(f"model: {made['last']}")
         print(f"generated in {made['wall']:.1f} s (peak RSS {made['peak_rss_mb']:.0f} MB)")
         if tasks == "check":
-            check_ratios(model, folder, repeats)
+            check_ratios(model, folder, repeats, against)
             return
         print("each task: a fresh process, page cache warm; RSS/file = peak RSS / file size")
         header = (
@@ -342,6 +368,9 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="with --layers: the model ends in a LOG_SOFTMAX (check names its rule)",
     )
+    parser.add_argument(
+        "--against", metavar="REV", help="with --tasks check: that revision's check too"
+    )
     args = parser.parse_args(argv)
     run(
         args.gigabytes,
@@ -351,6 +380,7 @@ def main(argv: list[str] | None = None) -> None:
         args.tasks,
         args.repeats,
         args.log_softmax,
+        args.against,
     )
 
 
