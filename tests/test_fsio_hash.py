@@ -48,25 +48,31 @@ def test_check_reports_the_files_digest(corpus, capsys: pytest.CaptureFixture[st
 
 
 def test_an_early_hash_is_handed_over_only_for_the_same_file(tmp_path: Path) -> None:
-    """``hash_early`` (what ``tflkit check`` runs before Typer loads) skips options and what is
-    not a regular file; ``of_file`` takes its job over once, and not for a file changed since."""
+    """``hash_early`` (what ``tflkit check`` runs before Typer loads) skips options, what is not
+    a regular file and what it is told to (a bundle); ``of_file`` takes its job over once, and
+    not for a file changed since."""
     from tflkit import fsio
+    from tflkit.bundle.magic import is_bundle
 
+    first = b"\0\0\0\0TFL3" + b"first" * 1000
     path = tmp_path / "model.tflite"
-    path.write_bytes(b"first" * 1000)
-    fsio.hash_early(["--json", str(tmp_path), str(tmp_path / "missing"), str(path)])
+    path.write_bytes(first)
+    bundle = tmp_path / "model.litertlm"
+    bundle.write_bytes(b"LITERTLM" * 1000)
+    fsio.hash_early(
+        ["--json", str(tmp_path), str(tmp_path / "missing"), str(bundle), str(path)], is_bundle
+    )
     early = dict(fsio._EARLY)
     assert len(early) == 1
     job = Sha256Job.of_file(path)
     assert job is next(iter(early.values()))
-    assert job.hexdigest() == hashlib.sha256(b"first" * 1000).hexdigest()
+    assert job.hexdigest() == hashlib.sha256(first).hexdigest()
     assert Sha256Job.of_file(path) is not job  # handed over once: a new job after that
 
     fsio.hash_early([str(path)])
-    path.write_bytes(b"second, longer" * 1000)  # size and mtime change: another file now
-    assert (
-        Sha256Job.of_file(path).hexdigest() == hashlib.sha256(b"second, longer" * 1000).hexdigest()
-    )
+    second = first + b"second"
+    path.write_bytes(second)  # size and mtime change: another file now
+    assert Sha256Job.of_file(path).hexdigest() == hashlib.sha256(second).hexdigest()
     fsio._stop_early()
     assert fsio._EARLY == {}
 

@@ -49,9 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     named = named_command(args)
     if named == "check":  # before Typer loads: on a large model the hash is the longer path
+        from tflkit.bundle.magic import is_bundle
         from tflkit.fsio import hash_early
 
-        hash_early(args[args.index(named) + 1 :])
+        hash_early(args[args.index(named) + 1 :], skip=is_bundle)  # a bundle: its sections
     from tflkit.cli.app import GlobalOptions, build_app
 
     options = GlobalOptions()  # filled by the callback once the line is parsed
