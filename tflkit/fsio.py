@@ -294,9 +294,9 @@ _EARLY: dict[tuple[int, int, int, int], Sha256Job] = {}
 def hash_early(args: Iterable[str], skip: Callable[[str], bool] | None = None) -> None:
     """Start hashing each of ``args`` that names a regular file (options left out, and files
     ``skip`` names), for :meth:`Sha256Job.of_file` to hand over: ``tflkit check MODEL`` calls it
-    before importing Typer and the command, 0.02 s earlier than the command could (on the
-    211 MB model of ``bench/ir_large.py --layers 800`` the hash is the check's longer path). A
-    job no command takes over ends with the process (its child is killed at exit)."""
+    before importing Typer and the command (on the 211 MB model of ``bench/ir_large.py --layers
+    800`` the hash is the check's longer path). A job no command takes over ends with the
+    process (its child is killed at exit)."""
     for arg in args:
         key = None if arg.startswith("-") else _identity(arg)
         if key is None or key in _EARLY or (skip is not None and skip(arg)):
