@@ -226,6 +226,29 @@ def test_device_validate_through_chromedriver(
     assert "WebDriver session" in err  # the session was opened and (see the fixture) ended
 
 
+@pytest.mark.parametrize("name", ["mask_portrait_saturated", "mask_landscape_saturated"])
+def test_healthy_saturated_masks_pass_through_a_webdriver_session(
+    driver: Server, caps: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """The held-out false alarm's family (a person mask behind a sigmoid whose background sits
+    near 0; portrait and landscape) on a device reached over WebDriver: WebGPU fp32 and fp16 and
+    wasm pass, each judged on values, none on log-probabilities (natively:
+    ``tests/test_mask_log_domain.py``)."""
+    from tests.truth_models import truth_models
+
+    spec = f"webdriver:{driver.url}"
+    code, report, err = _cli(
+        capsys, "device", "validate", str(truth_models() / f"{name}.tflite"), "--device", spec,
+        "--capabilities", str(caps), "--num-inputs", "2", "--json",
+    )  # fmt: skip
+    assert code == 0 and report["verdict"] == "pass", (err, report["findings"])
+    comparisons = report["comparisons"]
+    assert {c["pair"].split("@")[0] for c in comparisons} == {"webgpu-fp32", "webgpu-fp16", "wasm"}
+    for comparison in comparisons:
+        assert comparison["verdict"] == "pass", comparison
+        assert [out["log_diff"] for out in comparison["outputs"]] == [None], comparison
+
+
 def test_session_only_gives_the_same_outputs(
     driver: Server, caps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
