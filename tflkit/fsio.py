@@ -301,8 +301,8 @@ def hash_early(args: Iterable[str], skip: Callable[[str], bool] | None = None) -
         key = None if arg.startswith("-") else _identity(arg)
         if key is None or key in _EARLY or (skip is not None and skip(arg)):
             continue
-        if not _EARLY:
-            atexit.register(_stop_early)
+        atexit.unregister(_stop_early)  # registered once, however many lines a process runs
+        atexit.register(_stop_early)
         _EARLY[key] = Sha256Job(arg)
 
 
