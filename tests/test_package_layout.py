@@ -94,6 +94,18 @@ def test_help_imports_only_the_cli():
     assert _last_line_of(code) == "[]"
 
 
+def test_the_rule_catalogue_imports_without_numpy():
+    """Every rule module imports numpy, the op builder, the generated schema and the CPU
+    interpreter only where it builds or runs: naming a fix in ``check`` needs none of them."""
+    code = (
+        "import sys\n"
+        "import tflkit.rewriter.rules.catalogue\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numpy', 'ai_edge_litert', 'flatbuffers') or m.startswith('tflkit.delegates')))\n"
+    )
+    assert _last_line_of(code) == "[]"
+
+
 @pytest.mark.parametrize(
     ("last_op", "rule_modules"),
     [

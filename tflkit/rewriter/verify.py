@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from tflkit.delegates.litert_cpu import run_once
 from tflkit.errors import UsageError
 from tflkit.jsonable import plain_fields
 from tflkit.rewriter.contract import Contract
+
+if TYPE_CHECKING:
+    import numpy as np
+
 
 Shapes = Mapping[str, Sequence[int]]
 
@@ -63,6 +64,8 @@ def run_cpu(
     """Run ``model`` once on the CPU interpreter (builtin kernels, no default delegate);
     returns (inputs, outputs) by tensor name. Without ``inputs``, seeded random ones
     (:mod:`tflkit.ir.feeds`)."""
+    from tflkit.delegates.litert_cpu import run_once
+
     run = run_once(
         model,
         inputs,
@@ -77,6 +80,8 @@ def run_cpu(
 
 def compare(name: str, old: np.ndarray, new: np.ndarray, contract: Contract) -> OutputCheck:
     """Compare one output pair under ``contract`` (NaNs must sit at the same places)."""
+    import numpy as np
+
     shape = [int(d) for d in old.shape]
     if old.shape != new.shape or old.dtype != new.dtype:
         return OutputCheck(name, f"{old.dtype}->{new.dtype}", shape, np.inf, np.inf, False, False)
@@ -182,6 +187,8 @@ def run_signature(
 ) -> dict[str, np.ndarray]:
     """Run signature ``key`` of ``model`` once on the CPU interpreter (``kernels``: builtin, no
     default delegate, unless told); outputs by signature output name."""
+    import numpy as np
+
     from tflkit.delegates.litert_cpu import start_interpreter
 
     interpreter = start_interpreter(model, kernels=kernels)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.compat.reasons import Reason
-from tflkit.ir.builder import OpBuilder
+from tflkit.ir import schema
 from tflkit.ir.graph import Op, Tensor
-from tflkit.ir.schema import fb
 from tflkit.rewriter.example import graph_model, i32, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, is_float, replace
 
-F32 = np.float32
-INT64 = fb.TensorType.INT64
-INT32 = fb.TensorType.INT32
+if TYPE_CHECKING:
+    from tflkit.ir.builder import OpBuilder
+
+
+INT64 = schema.TensorType.INT64
+INT32 = schema.TensorType.INT32
 #: (op type, input position) of readers that take int32 indices as well as int64.
 _INDEX_READERS = frozenset({("GATHER", 1), ("ONE_HOT", 0), ("EMBEDDING_LOOKUP", 0)})
 
@@ -41,9 +43,11 @@ class AddNToAdd(OpRewrite):
         replace(op, [total])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             return graph_model(
-                [((1, 6), F32)] * 4,
+                [((1, 6), np.float32)] * 4,
                 lambda b, *xs: scale(b, b.ADD_N(*[scale(b, x) for x in xs])),
             )
 
@@ -78,9 +82,11 @@ class ArgMinToArgMax(OpRewrite):
         )
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             return graph_model(
-                [((1, 4, 16), F32)],
+                [((1, 4, 16), np.float32)],
                 lambda b, x: b.ARG_MIN(
                     scale(b, x),
                     i32(2),
@@ -105,6 +111,8 @@ class ArgInt64ToInt32(OpRewrite):
         return super().pattern(op) and op.outputs[0].type == INT64
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         out = op.outputs[0]
         kind = "ArgMaxOptions" if op.type == "ARG_MAX" else "ArgMinOptions"
@@ -130,9 +138,11 @@ class ArgInt64ToInt32(OpRewrite):
             reader.set_input(i, narrow)
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def graph_output():
             return graph_model(
-                [((1, 4, 16), F32)],
+                [((1, 4, 16), np.float32)],
                 lambda b, x: b.ARG_MAX(
                     scale(b, x),
                     i32(2),
@@ -156,7 +166,7 @@ class ArgInt64ToInt32(OpRewrite):
                 )
                 return scale(b, picked)
 
-            return graph_model([((4, 16), F32), ((16, 8), F32)], body)
+            return graph_model([((4, 16), np.float32), ((16, 8), np.float32)], body)
 
         return (
             Example("graph_output", graph_output, residual=("CAST",)),
@@ -176,6 +186,8 @@ class GatherInt64Indices(OpRewrite):
         return super().pattern(op) and op.inputs[1].type == INT64
 
     def match(self, op: Op) -> Match:
+        import numpy as np
+
         idx = op.inputs[1]
         if not idx.is_constant:
             return Match.fail("the int64 indices are computed, not constant")
@@ -185,6 +197,8 @@ class GatherInt64Indices(OpRewrite):
         return Match(op)
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         idx = b.const(op.inputs[1].data.astype(np.int32), "indices")
         out = op.outputs[0]
@@ -193,9 +207,11 @@ class GatherInt64Indices(OpRewrite):
         )
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             return graph_model(
-                [((5, 4), F32)],
+                [((5, 4), np.float32)],
                 lambda b, x: scale(
                     b,
                     b.GATHER(
@@ -211,6 +227,8 @@ class GatherInt64Indices(OpRewrite):
 
 
 def _swap_last(b: OpBuilder, x: Tensor, name: str) -> Tensor:
+    import numpy as np
+
     perm = list(range(x.rank))
     perm[-2], perm[-1] = perm[-1], perm[-2]
     shape = [x.shape[p] for p in perm]
@@ -242,10 +260,12 @@ class BatchMatMulConstLhs(OpRewrite):
         return Match(op)
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         a, rhs = op.inputs[0], op.inputs[1]
         opts = op.options
-        a_mat = a.data.astype(F32)
+        a_mat = a.data.astype(np.float32)
         if opts is not None and opts.adjX:
             a_mat = np.swapaxes(a_mat, -1, -2)
         # (A @ B)^T = B^T @ A^T; BATCH_MATMUL's adj_x transposes B for us.
@@ -263,11 +283,13 @@ class BatchMatMulConstLhs(OpRewrite):
         replace(op, [_swap_last(b, product, "matmul")])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             rng = np.random.default_rng(3)
-            a = rng.standard_normal((1, 2, 3)).astype(F32)
+            a = rng.standard_normal((1, 2, 3)).astype(np.float32)
             return graph_model(
-                [((1, 3, 4), F32)],
+                [((1, 3, 4), np.float32)],
                 lambda b, y: scale(
                     b,
                     b.BATCH_MATMUL(
@@ -318,10 +340,12 @@ class FullyConnectedConstInput(OpRewrite):
         replace(op, [_swap_last(b, flipped, "fully_connected")])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
-            x = np.random.default_rng(4).standard_normal((6, 8)).astype(F32)
+            x = np.random.default_rng(4).standard_normal((6, 8)).astype(np.float32)
             return graph_model(
-                [((4, 8), F32)],
+                [((4, 8), np.float32)],
                 lambda b, w: scale(
                     b,
                     b.FULLY_CONNECTED(

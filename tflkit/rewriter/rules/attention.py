@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.ir import schema
-from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, OpCode, Subgraph, Tensor
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, i32, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, OwnProof, replace
 from tflkit.rewriter.rules.composite import (
     COMPOSITE,
-    F32,
     KERNEL_AGREEMENT,
     NO_INT8,
     InlineComposite,
@@ -41,7 +38,10 @@ from tflkit.rewriter.verify import (
     verify,
 )
 
-fb = schema.fb
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
 
 
 # --- the attention decomposition repaired ---------------------------------------------------------
@@ -113,6 +113,8 @@ def repair_problem(model: Model) -> str | None:
 def repair_attention(model: Model) -> int:
     """Replace every RESHAPE that reorders non-unit axes in the model's attention
     decompositions by the TRANSPOSE it stands for; returns how many (ambiguous ones kept)."""
+    from tflkit.ir.builder import OpBuilder
+
     count = 0
     for body in attention_bodies(model):
         for op, perm in permuting_reshapes(body):
@@ -249,6 +251,8 @@ def _against_oracle(
 ) -> str | None:
     """Part 2 of :func:`verify_against_kernel`: keeps the worst check per output and kernels in
     ``worst``; returns why there is no proof (None: the checks decide)."""
+    import numpy as np
+
     who = "XNNPACK" if oracle == "xnnpack" else f"the {oracle} kernels"
     own_kernel = changed = False
     for key, feed in signature_feeds(model, seeds):
@@ -279,6 +283,8 @@ def _against_oracle(
 
 def _peak_bound(expected: np.ndarray) -> Contract:
     """:data:`KERNEL_AGREEMENT` of ``expected``'s peak as an absolute bound (0: exact)."""
+    import numpy as np
+
     finite = expected[np.isfinite(expected)] if expected.dtype.kind == "f" else expected
     peak = float(np.abs(finite.astype(np.float64)).max()) if finite.size else 0.0
     return Contract(KERNEL_AGREEMENT * peak, 0.0, "XNNPACK's own kernel")
@@ -311,13 +317,17 @@ def attention_body(model: Model, *, queries: int, heads: int, cache: int, dim: i
     """A decomposition subgraph of ``odml.scaled_dot_product_attention`` for one KV head, op
     for op as litert-torch 0.10 writes it (gemma's ``prefill_8``), keys "transposed" from
     ``[1, S, 1, D]`` to ``[1, 1, D, S]`` by a RESHAPE; returns its index."""
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
+
     body = model.add_subgraph(f"{SDPA}.impl_{len(model.subgraphs)}")
-    q = body.new_tensor("q", (1, queries, heads, dim), F32)
-    k = body.new_tensor("k", (1, cache, 1, dim), F32)
-    v = body.new_tensor("v", (1, cache, 1, dim), F32)
-    mask = body.new_tensor("mask", (1, 1, queries, cache), F32)
+    q = body.new_tensor("q", (1, queries, heads, dim), np.float32)
+    k = body.new_tensor("k", (1, cache, 1, dim), np.float32)
+    v = body.new_tensor("v", (1, cache, 1, dim), np.float32)
+    mask = body.new_tensor("mask", (1, 1, queries, cache), np.float32)
     b = OpBuilder(body, prefix="sdpa")
-    root = np.array(dim**-0.25, F32)  # scale 1/sqrt(D), half on Q, half on K
+    root = np.array(dim**-0.25, np.float32)  # scale 1/sqrt(D), half on Q, half on K
     mul, reshape_to = options("MulOptions"), lambda x, *s: _reshape(b, x, s)
     values = reshape_to(v, cache, dim)
     qh = b.TRANSPOSE(
@@ -354,6 +364,8 @@ def _reshape(b: OpBuilder, x: Tensor, shape: Sequence[int]) -> Tensor:
 def attention_example(**sizes: int) -> Model:
     """One ``odml.scaled_dot_product_attention`` composite (Q, K, V, additive mask in; one KV
     head) over the wrong decomposition of :func:`attention_body`, sizes ``ATTENTION``."""
+    import numpy as np
+
     size = {**ATTENTION, **sizes}
     n, t, s, d = size["heads"], size["queries"], size["cache"], size["dim"]
     shapes = [(1, t, n, d), (1, s, 1, d), (1, s, 1, d), (1, 1, t, s)]
@@ -362,18 +374,18 @@ def attention_example(**sizes: int) -> Model:
         model = b.subgraph.model
         assert model is not None
         index = attention_body(model, **size)
-        out = b.tensor(shapes[0], F32, name="attention")
+        out = b.tensor(shapes[0], np.float32, name="attention")
         o = composite_options(SDPA, index)
         o.compositeAttributes = _sdpa_attributes(d**-0.5)
         b.subgraph.add_op(
             Op(
                 OpCode.builtin(COMPOSITE), [scale(b, x) for x in xs], [out], options2=o,
-                options2_type=fb.BuiltinOptions2.StableHLOCompositeOptions,
+                options2_type=schema.fb.BuiltinOptions2.StableHLOCompositeOptions,
             )
         )  # fmt: skip
         return scale(b, out)
 
-    return graph_model([(shape, F32) for shape in shapes], body)
+    return graph_model([(shape, np.float32) for shape in shapes], body)
 
 
 def attention_reference(
@@ -382,6 +394,8 @@ def attention_reference(
     """Correct attention in numpy (float64): ``softmax(Q K^T / sqrt(D) + mask) V`` per query
     head over the one KV head; Q ``[1, T, N, D]``, K and V ``[1, S, 1, D]``, mask
     ``[1, 1, T, S]``; returns ``[1, T, N, D]``."""
+    import numpy as np
+
     q64, k64, v64 = (np.asarray(a, np.float64) for a in (q, k, v))
     logits = np.einsum("btnd,bsd->bnts", q64, k64[:, :, 0]) / np.sqrt(q.shape[-1])
     logits = logits + np.asarray(mask, np.float64)

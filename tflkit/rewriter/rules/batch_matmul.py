@@ -16,21 +16,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.compat.reasons import Reason
-from tflkit.ir.builder import OpBuilder
+from tflkit.ir import schema
 from tflkit.ir.graph import Op, Tensor
-from tflkit.ir.schema import fb
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, replace, reshape
 
-F32 = np.float32
+if TYPE_CHECKING:
+    from tflkit.ir.builder import OpBuilder
+
+
 #: Element types the rewrite handles: the fold and TILE only move data, so quantized operands
 #: keep their encoding and the product takes the replaced output's.
-_TYPES = frozenset({fb.TensorType.FLOAT32, fb.TensorType.INT8})
+_TYPES = frozenset({schema.TensorType.FLOAT32, schema.TensorType.INT8})
 
 
 def padded_batches(x: Tensor, y: Tensor) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -147,6 +148,8 @@ def _tile_to_one_batch(op: Op, b: OpBuilder) -> Tensor:
 
 def _tile(b: OpBuilder, t: Tensor, have: Sequence[int], want: Sequence[int], name: str) -> Tensor:
     """``t`` with batch ``have`` (padded) repeated to batch ``want``."""
+    import numpy as np
+
     if tuple(have) == tuple(want):
         return t
     matrix = [int(d) for d in t.shape[-2:]]
@@ -156,6 +159,8 @@ def _tile(b: OpBuilder, t: Tensor, have: Sequence[int], want: Sequence[int], nam
 
 
 def _swap_last(b: OpBuilder, x: Tensor) -> Tensor:
+    import numpy as np
+
     perm = list(range(x.rank))
     perm[-2], perm[-1] = perm[-1], perm[-2]
     shape = [int(x.shape[p]) for p in perm]
@@ -166,12 +171,14 @@ def _example(
     lhs: tuple[int, ...], rhs: tuple[int, ...], *, adj_x: bool = False, adj_y: bool = False
 ):
     """``scale(x) @ scale(y)``: both operands computed at runtime (as in an attention block)."""
+    import numpy as np
+
     xa = (*lhs[:-2], lhs[-1], lhs[-2]) if adj_x else lhs
     ya = (*rhs[:-2], rhs[-1], rhs[-2]) if adj_y else rhs
     shape = (*np.broadcast_shapes(xa[:-2], ya[:-2]), xa[-2], ya[-1])
     opts = options("BatchMatMulOptions", adjX=adj_x, adjY=adj_y)
     return graph_model(
-        [(lhs, F32), (rhs, F32)],
+        [(lhs, np.float32), (rhs, np.float32)],
         lambda b, x, y: scale(
             b, b.BATCH_MATMUL(scale(b, x), scale(b, y), options=opts, shape=shape)
         ),

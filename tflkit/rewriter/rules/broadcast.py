@@ -8,13 +8,16 @@ output rank) + TILE produce the same elements by copying, so the rewrite is exac
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.compat.reasons import Reason
-from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
 from tflkit.rewriter.example import graph_model, i32, numpy_reference, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, const_ints, replace, reshape
+
+if TYPE_CHECKING:
+    from tflkit.ir.builder import OpBuilder
+
 
 #: The GPU's TILE (and every GPU tensor) is at most 4-D.
 MAX_RANK = 4
@@ -77,6 +80,8 @@ class BroadcastToTile(OpRewrite):
         replace(op, [y])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build(in_shape: tuple[int, ...], out_shape: tuple[int, ...], version: int):
             def body(b: OpBuilder, x):
                 y = b.BROADCAST_TO(

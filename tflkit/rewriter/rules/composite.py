@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tflkit.compat.reasons import Reason
 from tflkit.ir import schema
-from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, OpCode, SignatureDef, Subgraph, Tensor
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, i32, options, scale
@@ -37,7 +34,12 @@ from tflkit.rewriter.verify import (
     run_signature,
 )
 
-fb = schema.fb
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
+
+
 COMPOSITE = "STABLEHLO_COMPOSITE"
 #: Nesting depth beyond which a decomposition is taken for a cycle.
 MAX_DEPTH = 32
@@ -54,6 +56,8 @@ def composite_name(op: Op) -> str:
 
 def decomposition(op: Op) -> Subgraph | None:
     """The subgraph holding ``op``'s decomposition, None when its options name none."""
+    import numpy as np
+
     sg = op.subgraph
     model = sg.model if sg is not None else None
     index = getattr(op.options2, "decompositionSubgraphIndex", None)
@@ -64,6 +68,8 @@ def decomposition(op: Op) -> Subgraph | None:
 
 def decomposition_indices(model: Model) -> set[int]:
     """Indices of the subgraphs some composite names as its decomposition."""
+    import numpy as np
+
     found = set()
     for op in model.iter_ops():
         if op.type == COMPOSITE:
@@ -116,6 +122,8 @@ def inline_problem(op: Op, depth: int = 0) -> str | None:
 
 def inline(op: Op) -> None:
     """Replace ``op`` by a copy of its decomposition's ops (nested composites inlined too)."""
+    from tflkit.ir.builder import OpBuilder
+
     graph, body = op.subgraph, decomposition(op)
     assert graph is not None and body is not None
     prefix = op.outputs[0].name if op.outputs else composite_name(op)
@@ -199,6 +207,8 @@ def _subgraph_fields(op: Op) -> Iterator[tuple[Any, str]]:
 
 def referenced(model: Model) -> set[int]:
     """Subgraph indices named by any op's options (control flow, composites, StableHLO)."""
+    import numpy as np
+
     found: set[int] = set()
     for op in model.iter_ops():
         for holder, attr in _subgraph_fields(op):
@@ -225,6 +235,8 @@ def remove_orphaned(model: Model, candidates: Sequence[Subgraph]) -> list[str]:
 
 
 def _remove_subgraph(model: Model, index: int) -> None:
+    import numpy as np
+
     del model.subgraphs[index]
     for op in model.iter_ops():
         for holder, attr in _subgraph_fields(op):
@@ -340,6 +352,8 @@ def signature_feeds(
 def _parted(expected: np.ndarray, actual: np.ndarray) -> str | None:
     """``"0.87 of a peak of 3.5"`` when the float ``actual`` parts from ``expected`` beyond
     :data:`KERNEL_AGREEMENT`, else None."""
+    import numpy as np
+
     if expected.dtype.kind != "f" or expected.shape != actual.shape or not expected.size:
         return None
     a, b = expected.astype(np.float64), actual.astype(np.float64)
@@ -364,13 +378,12 @@ NO_INT8 = (
 
 # --- examples -----------------------------------------------------------------------------------
 
-F32 = np.float32
 #: A name the GPU delegate has no kernel for (so the static checker rejects the composite).
 EXAMPLE_NAME = "tflkit.example.rms_norm"
 
 
 def composite_options(name: str, index: int) -> Any:
-    o = fb.StableHLOCompositeOptionsT()
+    o = schema.fb.StableHLOCompositeOptionsT()
     o.name = name.encode()
     o.decompositionSubgraphIndex = index
     o.compositeAttributes = []
@@ -385,13 +398,15 @@ def composite(
     """A ``STABLEHLO_COMPOSITE`` named ``name`` over ``inputs`` whose decomposition is
     subgraph ``body_index`` (its output shaped like the first input), appended to ``b``'s
     subgraph (the op builder has no ``options2``)."""
-    out = b.tensor(inputs[0].shape, F32, name=name.rsplit(".", 1)[-1])
+    import numpy as np
+
+    out = b.tensor(inputs[0].shape, np.float32, name=name.rsplit(".", 1)[-1])
     op = Op(
         OpCode.builtin(COMPOSITE),
         list(inputs),
         [out],
         options2=composite_options(name, body_index),
-        options2_type=fb.BuiltinOptions2.StableHLOCompositeOptions,
+        options2_type=schema.fb.BuiltinOptions2.StableHLOCompositeOptions,
     )
     b.subgraph.add_op(op)
     return out
@@ -400,16 +415,22 @@ def composite(
 def rms_norm_body(model: Model, shape: Sequence[int], eps: float = 1e-6) -> int:
     """A decomposition subgraph ``x, w -> x * rsqrt(mean(x * x) + eps) * w`` (last axis);
     returns its index."""
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
+
     body = model.add_subgraph(f"{EXAMPLE_NAME}.impl_{len(model.subgraphs)}")
-    x = body.new_tensor("x", shape, F32)
-    w = body.new_tensor("w", shape[-1:], F32)
+    x = body.new_tensor("x", shape, np.float32)
+    w = body.new_tensor("w", shape[-1:], np.float32)
     b = OpBuilder(body, prefix="rms")
     square = b.MUL(x, x, options=options("MulOptions"), name="square")
     mean = b.MEAN(
         square, i32(len(shape) - 1), shape=(*shape[:-1], 1),
         options=options("ReducerOptions", keepDims=True), name="mean",
     )  # fmt: skip
-    norm = b.RSQRT(b.ADD(mean, np.array(eps, F32), options=options("AddOptions")), name="rsqrt")
+    norm = b.RSQRT(
+        b.ADD(mean, np.array(eps, np.float32), options=options("AddOptions")), name="rsqrt"
+    )
     out = b.MUL(b.MUL(x, norm, options=options("MulOptions")), w, options=options("MulOptions"))
     body.inputs, body.outputs = [x, w], [out]
     return body.index
@@ -418,8 +439,10 @@ def rms_norm_body(model: Model, shape: Sequence[int], eps: float = 1e-6) -> int:
 def rms_norm_example() -> Model:
     """An RMS norm composite in the main signature and in a second ``decode``-like signature,
     each with its own decomposition subgraph (as litert-torch writes them)."""
+    import numpy as np
+
     shape = (1, 4, 16)
-    weight = np.linspace(0.5, 1.5, shape[-1], dtype=F32)
+    weight = np.linspace(0.5, 1.5, shape[-1], dtype=np.float32)
 
     def body(b: OpBuilder, x: Tensor) -> Tensor:
         model = b.subgraph.model
@@ -427,15 +450,19 @@ def rms_norm_example() -> Model:
         index = rms_norm_body(model, shape)
         return scale(b, composite(b, [scale(b, x, 3.0), b.const(weight, "w")], index))
 
-    model = graph_model([(shape, F32)], body)
+    model = graph_model([(shape, np.float32)], body)
     _add_second_signature(model, shape, weight)
     return model
 
 
 def _add_second_signature(model: Model, shape: Sequence[int], weight: np.ndarray) -> None:
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
+
     graph = model.add_subgraph("decode")
     index = rms_norm_body(model, shape)
-    x = graph.new_tensor("x", shape, F32)
+    x = graph.new_tensor("x", shape, np.float32)
     b = OpBuilder(graph, prefix="decode")
     out = scale(b, composite(b, [scale(b, x, 2.0), b.const(weight, "w")], index))
     graph.inputs, graph.outputs = [x], [out]
@@ -445,16 +472,20 @@ def _add_second_signature(model: Model, shape: Sequence[int], weight: np.ndarray
 def nested_example() -> Model:
     """A composite whose decomposition holds two composites sharing one RMS-norm
     decomposition subgraph (nested and shared)."""
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
+
     shape = (1, 2, 8)
-    weight = np.linspace(0.25, 2.0, shape[-1], dtype=F32)
+    weight = np.linspace(0.25, 2.0, shape[-1], dtype=np.float32)
 
     def body(b: OpBuilder, x: Tensor) -> Tensor:
         model = b.subgraph.model
         assert model is not None
         outer = model.add_subgraph("tflkit.example.block.impl")
         inner_index = rms_norm_body(model, shape)
-        xi = outer.new_tensor("x", shape, F32)
-        wi = outer.new_tensor("w", shape[-1:], F32)
+        xi = outer.new_tensor("x", shape, np.float32)
+        wi = outer.new_tensor("w", shape[-1:], np.float32)
         ob = OpBuilder(outer, prefix="block")
         first = composite(ob, [xi, wi], inner_index)
         second = composite(ob, [ob.ADD(first, xi, options=options("AddOptions")), wi], inner_index)
@@ -462,7 +493,7 @@ def nested_example() -> Model:
         y = composite(b, [scale(b, x, 3.0), b.const(weight, "w")], outer.index, "tflkit.block")
         return scale(b, y)
 
-    return graph_model([(shape, F32)], body)
+    return graph_model([(shape, np.float32)], body)
 
 
 #: The example's attention: 3 queries, 4 query heads over one KV head, a cache of 8 positions

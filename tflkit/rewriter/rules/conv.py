@@ -10,13 +10,16 @@ CPU computes with the same clamp: exact.
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.compat.reasons import Reason
-from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
 from tflkit.rewriter.example import graph_model, i32, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, is_float, replace
+
+if TYPE_CHECKING:
+    from tflkit.ir.builder import OpBuilder
+
 
 #: Highest TRANSPOSE_CONV version the GPU accelerator takes (measured).
 GPU_MAX_VERSION = 3
@@ -78,6 +81,8 @@ class TransposeConvVersion(OpRewrite):
         replace(op, [y])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build(version: int, use_bias: bool, activation: int, padding: int = 0):
             rng = np.random.default_rng(version * 10 + activation)
             weights = rng.standard_normal((6, 3, 3, 4)).astype(np.float32)

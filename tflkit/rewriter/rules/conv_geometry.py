@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.compat.predicates.conv import (
     int8_weights_strided_pointwise,
@@ -30,16 +30,20 @@ from tflkit.compat.predicates.conv import (
 )
 from tflkit.compat.reasons import Reason
 from tflkit.compat.signature import OpSignature
-from tflkit.ir.builder import OpBuilder
+from tflkit.ir import schema
 from tflkit.ir.graph import Model, Op, Tensor
-from tflkit.ir.schema import fb
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.example import graph_model, i32, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, OwnProof, replace
 from tflkit.rewriter.rules.hybrid_meaning import closer_to_meaning
 from tflkit.rewriter.verify import Verification, verify
 
-F32 = np.float32
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
+
+
 #: How far the float op may move the CPU's output from the hybrid kernel's, as a share of the
 #: output's peak: the hybrid kernel's int8 rounding of activations (measured at most 0.011 over
 #: the 193 forms of ``bench/int8_weights.py``).
@@ -71,7 +75,7 @@ class Int8PointwiseFloatWeights(OpRewrite, OwnProof):
             return False
         weights = op.inputs[1]
         return (
-            weights.type == fb.TensorType.INT8
+            weights.type == schema.TensorType.INT8
             and weights.is_constant
             and weights.is_quantized
             and weights.rank == 4
@@ -81,7 +85,7 @@ class Int8PointwiseFloatWeights(OpRewrite, OwnProof):
 
     def match(self, op: Op) -> Match:
         weights = op.inputs[1]
-        if op.inputs[0].type != fb.TensorType.FLOAT32 or op.inputs[0].is_quantized:
+        if op.inputs[0].type != schema.TensorType.FLOAT32 or op.inputs[0].is_quantized:
             return Match.fail(
                 f"input is {op.inputs[0].type_name}, not float32 (not the hybrid form)"
             )
@@ -92,10 +96,12 @@ class Int8PointwiseFloatWeights(OpRewrite, OwnProof):
         return Match(op, weights=weights)
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op, weights = match.op, match["weights"]
         params = weights.quant_params
         assert params is not None
-        values = params.dequantize(weights.data).astype(F32)
+        values = params.dequantize(weights.data).astype(np.float32)
         floats = b.const(values, f"{weights.name}/float32")
         out = op.outputs[0]
         new = b.op(
@@ -152,6 +158,8 @@ class TransposeConvSameToValid(OpRewrite):
         return Match(op)
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         weights, data, out = op.inputs[1], op.inputs[2], op.outputs[0]
         strides = _strides(op)
@@ -165,7 +173,7 @@ class TransposeConvSameToValid(OpRewrite):
         begin.append(0)
         valid = options(
             "TransposeConvOptions",
-            padding=fb.Padding.VALID,
+            padding=schema.fb.Padding.VALID,
             strideH=strides[0],
             strideW=strides[1],
             fusedActivationFunction=0,
@@ -207,12 +215,14 @@ def _strides(op: Op) -> tuple[int, int]:
 
 
 def _int8(b: OpBuilder, values: np.ndarray, per_channel: bool) -> Tensor:
+    import numpy as np
+
     peak = np.abs(values.reshape(values.shape[0], -1)).max(axis=1) if per_channel else None
     scales = (peak if per_channel else np.array([np.abs(values).max()])) / 127.0
     shape = [-1, 1, 1, 1] if per_channel else [1, 1, 1, 1]
     q = np.clip(np.round(values / scales.reshape(shape)), -127, 127).astype(np.int8)
     tensor = b.const(q, "filter_int8")
-    quant = fb.QuantizationParametersT()
+    quant = schema.fb.QuantizationParametersT()
     quant.scale, quant.zeroPoint = [float(s) for s in scales], [0] * len(scales)
     quant.quantizedDimension = 0
     tensor.quantization = quant
@@ -221,47 +231,57 @@ def _int8(b: OpBuilder, values: np.ndarray, per_channel: bool) -> Tensor:
 
 def _pointwise(strides: tuple[int, int], per_channel: bool) -> Model:
     """A 1x1 CONV_2D with int8 weights (hybrid, version 5 or 2) on a 15x15 image."""
+    import numpy as np
+
     rng = np.random.default_rng(strides[0] * 7 + strides[1])
-    weights = rng.normal(0, 0.5, (12, 1, 1, 6)).astype(F32)
+    weights = rng.normal(0, 0.5, (12, 1, 1, 6)).astype(np.float32)
     out = [1, -(-15 // strides[0]), -(-15 // strides[1]), 12]
 
     def body(b: OpBuilder, x: Tensor) -> Tensor:
         conv = b.CONV_2D(
             scale(b, x),
             _int8(b, weights, per_channel),
-            rng.normal(0, 0.1, 12).astype(F32),
+            rng.normal(0, 0.1, 12).astype(np.float32),
             options=options(
-                "Conv2DOptions", padding=fb.Padding.SAME, strideH=strides[0], strideW=strides[1]
+                "Conv2DOptions",
+                padding=schema.fb.Padding.SAME,
+                strideH=strides[0],
+                strideW=strides[1],
             ),
             shape=out,
-            dtype=F32,
+            dtype=np.float32,
             version=5 if per_channel else 2,
         )
         return scale(b, conv)
 
-    return graph_model([((1, 15, 15, 6), F32)], body)
+    return graph_model([((1, 15, 15, 6), np.float32)], body)
 
 
 def _transpose(size: int, kernel: int, stride: int, bias: bool) -> Model:
     """A SAME TRANSPOSE_CONV (float weights) the GPU pads otherwise than TFLite."""
+    import numpy as np
+
     rng = np.random.default_rng(size * 100 + kernel * 10 + stride)
-    weights = rng.normal(0, 0.5, (5, kernel, kernel, 4)).astype(F32)
+    weights = rng.normal(0, 0.5, (5, kernel, kernel, 4)).astype(np.float32)
     out = [1, size * stride, size * stride, 5]
 
     def body(b: OpBuilder, x: Tensor) -> Tensor:
-        extra = [rng.normal(0, 0.1, 5).astype(F32)] if bias else []
+        extra = [rng.normal(0, 0.1, 5).astype(np.float32)] if bias else []
         y = b.TRANSPOSE_CONV(
             i32(*out),
             weights,
             scale(b, x),
             *extra,
             options=options(
-                "TransposeConvOptions", padding=fb.Padding.SAME, strideH=stride, strideW=stride
+                "TransposeConvOptions",
+                padding=schema.fb.Padding.SAME,
+                strideH=stride,
+                strideW=stride,
             ),
             shape=out,
-            dtype=F32,
+            dtype=np.float32,
             version=3 if bias else 1,
         )
         return scale(b, y)
 
-    return graph_model([((1, size, size, 4), F32)], body)
+    return graph_model([((1, size, size, 4), np.float32)], body)

@@ -15,20 +15,22 @@ validate's baseline.
 from __future__ import annotations
 
 import copy
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit import ir
 from tflkit.compat.cpu_kernels import cpu_kernel_wrong, per_tensor_int8_depthwise
 from tflkit.compat.reasons import Reason
-from tflkit.ir.builder import OpBuilder
+from tflkit.ir import schema
 from tflkit.ir.graph import Op
-from tflkit.ir.schema import fb
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.rule import Example, Match, OpRewrite, OwnProof, replace
 from tflkit.rewriter.rules.conv_geometry import HYBRID_ROUNDING
 from tflkit.rewriter.rules.hybrid_meaning import float_meaning
 from tflkit.rewriter.verify import Verification, verify
+
+if TYPE_CHECKING:
+    from tflkit.ir.builder import OpBuilder
+
 
 #: TensorFlow's DEPTHWISE_CONV_2D version for int8 weights with per-channel scales (hybrid).
 PER_CHANNEL_VERSION = 6
@@ -71,13 +73,15 @@ class DepthwiseScalePerChannel(OpRewrite, OwnProof):
         return Match(op, weights=weights)
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op, weights = match.op, match["weights"]
         params = weights.quant_params
         assert params is not None and params.per_tensor is not None
         scale, zero = params.per_tensor
         channels = int(weights.shape[-1])
         tensor = b.const(np.asarray(weights.data), f"{weights.name}/per_channel")
-        quant = fb.QuantizationParametersT()
+        quant = schema.fb.QuantizationParametersT()
         quant.scale = [scale] * channels
         quant.zeroPoint = [zero] * channels
         quant.quantizedDimension = 3
@@ -112,6 +116,8 @@ def meaning(data: bytes) -> bytes:
 
 def _example() -> ir.Model:
     """x [1, 8, 8, 4] -> DEPTHWISE_CONV_2D 3x3 SAME with per-tensor int8 weights -> y."""
+    import numpy as np
+
     from tflkit.rewriter.example import graph_model, options
 
     rng = np.random.default_rng(0)
@@ -121,17 +127,17 @@ def _example() -> ir.Model:
 
     def body(b: OpBuilder, x: ir.Tensor) -> ir.Tensor:
         w = b.const(q, "filter")
-        quant = fb.QuantizationParametersT()
+        quant = schema.fb.QuantizationParametersT()
         quant.scale, quant.zeroPoint, quant.quantizedDimension = [scale], [0], 0
         w.quantization = quant
         bias = b.const(np.zeros(4, np.float32), "bias")
         opts = options(
-            "DepthwiseConv2DOptions", padding=fb.Padding.SAME, strideH=1, strideW=1,
+            "DepthwiseConv2DOptions", padding=schema.fb.Padding.SAME, strideH=1, strideW=1,
             depthMultiplier=1, dilationHFactor=1, dilationWFactor=1,
         )  # fmt: skip
         return b.op(
             "DEPTHWISE_CONV_2D", [x, w, bias], options=opts, shape=[1, 8, 8, 4],
-            dtype=fb.TensorType.FLOAT32, version=4, name="depthwise",
+            dtype=schema.TensorType.FLOAT32, version=4, name="depthwise",
         )  # fmt: skip
 
     return graph_model([((1, 8, 8, 4), np.float32)], body)

@@ -22,18 +22,22 @@ The DEQUANTIZE stays for its other readers, or goes when the op was its only one
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.compat.predicates.quantization import FP16_WEIGHTS_WRONG, fp16_weights_positions
 from tflkit.compat.reasons import Reason
-from tflkit.ir.builder import OpBuilder
+from tflkit.ir import schema
 from tflkit.ir.graph import Model, Op, Tensor
-from tflkit.ir.schema import fb
 from tflkit.rewriter.example import graph_model, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, replace, well_formed
 from tflkit.rewriter.rules.constant import FOLD_MAX_BYTES
 
-F32 = np.float32
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
+
+
 #: Inputs each op must have for the rule to look at it.
 _REQUIRED = {"SELECT": (0, 1, 2), "SELECT_V2": (0, 1, 2), "ONE_HOT": (0, 1, 2, 3)}
 
@@ -44,7 +48,7 @@ def fp16_weights(tensor: Tensor | None) -> bool:
     if producer is None or producer.type != "DEQUANTIZE" or not producer.inputs:
         return False
     src = producer.inputs[0]
-    return src is not None and src.type == fb.TensorType.FLOAT16 and src.is_constant
+    return src is not None and src.type == schema.TensorType.FLOAT16 and src.is_constant
 
 
 class Fp16ConstantOperands(OpRewrite):
@@ -65,7 +69,7 @@ class Fp16ConstantOperands(OpRewrite):
         return bool(_operands(op))
 
     def match(self, op: Op) -> Match:
-        if op.outputs[0].type != fb.TensorType.FLOAT32:
+        if op.outputs[0].type != schema.TensorType.FLOAT32:
             return Match.fail("its output is not float32")
         sources = {id(s): s for s in (_source(op.inputs[i]) for i in _operands(op))}.values()
         if any(s.sparsity is not None or s.data is None for s in sources):
@@ -79,13 +83,17 @@ class Fp16ConstantOperands(OpRewrite):
         return Match(op)
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         inputs: list[Tensor | None] = list(op.inputs)
         copies: dict[int, Tensor] = {}  # one copy when two operands are one tensor
         for i in _operands(op):
             source = _source(op.inputs[i])
             if id(source) not in copies:
-                copies[id(source)] = b.const(source.data.astype(F32), f"{source.name}/float32")
+                copies[id(source)] = b.const(
+                    source.data.astype(np.float32), f"{source.name}/float32"
+                )
             inputs[i] = copies[id(source)]
         out = op.outputs[0]
         new = b.op(
@@ -132,50 +140,59 @@ def _source(tensor: Tensor) -> Tensor:
 
 def _fp16(b: OpBuilder, value: np.ndarray | float, name: str) -> Tensor:
     """``value`` stored as fp16 weights: a FLOAT16 constant behind a DEQUANTIZE."""
+    import numpy as np
+
     half = b.const(np.asarray(value, np.float16), f"{name}_fp16")
-    return b.DEQUANTIZE(half, shape=list(half.shape), dtype=F32, name=name)
+    return b.DEQUANTIZE(half, shape=list(half.shape), dtype=np.float32, name=name)
 
 
 def _birdnet_flags() -> Model:
     """BirdNET 2.4's metadata model: ``SELECT_V2(lat > 0, 1.0, 0.0)`` with both scalars fp16
     weights, the 0.0 shared with the comparison."""
+    import numpy as np
 
     def body(b: OpBuilder, lat: Tensor) -> Tensor:
         zero, one = _fp16(b, 0.0, "zero"), _fp16(b, 1.0, "one")
         north = b.GREATER(scale(b, lat), zero, dtype=np.bool_, name="north")
-        return scale(b, b.SELECT_V2(north, one, zero, shape=[1, 8], dtype=F32))
+        return scale(b, b.SELECT_V2(north, one, zero, shape=[1, 8], dtype=np.float32))
 
-    return graph_model([((1, 8), F32)], body)
+    return graph_model([((1, 8), np.float32)], body)
 
 
 def _full_shape_else() -> Model:
     """``where(x > 0, x, fill)`` with an output-shaped fp16 fill (a mask's large negatives)."""
-    fill = -np.linspace(1.0, 1e4, 64, dtype=F32).reshape(1, 2, 4, 8)
+    import numpy as np
+
+    fill = -np.linspace(1.0, 1e4, 64, dtype=np.float32).reshape(1, 2, 4, 8)
 
     def body(b: OpBuilder, x: Tensor) -> Tensor:
         x = scale(b, x)
-        keep = b.GREATER(x, np.array(0.0, F32), dtype=np.bool_, name="keep")
-        return scale(b, b.SELECT_V2(keep, x, _fp16(b, fill, "fill"), dtype=F32))
+        keep = b.GREATER(x, np.array(0.0, np.float32), dtype=np.bool_, name="keep")
+        return scale(b, b.SELECT_V2(keep, x, _fp16(b, fill, "fill"), dtype=np.float32))
 
-    return graph_model([((1, 2, 4, 8), F32)], body)
+    return graph_model([((1, 2, 4, 8), np.float32)], body)
 
 
 def _select_v1_both() -> Model:
     """SELECT (v1) choosing between two output-shaped fp16 tables."""
-    low = np.arange(8, dtype=F32).reshape(2, 4) - 20.5
-    high = np.arange(8, dtype=F32).reshape(2, 4) + 3.25
+    import numpy as np
+
+    low = np.arange(8, dtype=np.float32).reshape(2, 4) - 20.5
+    high = np.arange(8, dtype=np.float32).reshape(2, 4) + 3.25
 
     def body(b: OpBuilder, x: Tensor) -> Tensor:
-        below = b.LESS(scale(b, x), np.array(0.0, F32), dtype=np.bool_, name="below")
-        table = b.SELECT(below, _fp16(b, low, "low"), _fp16(b, high, "high"), dtype=F32)
+        below = b.LESS(scale(b, x), np.array(0.0, np.float32), dtype=np.bool_, name="below")
+        table = b.SELECT(below, _fp16(b, low, "low"), _fp16(b, high, "high"), dtype=np.float32)
         return scale(b, table)
 
-    return graph_model([((2, 4), F32)], body)
+    return graph_model([((2, 4), np.float32)], body)
 
 
 def _concat_table() -> Model:
     """Features concatenated with an fp16 positional table on the channels."""
-    table = np.linspace(-3.0, 5.0, 48, dtype=F32).reshape(1, 2, 4, 6)
+    import numpy as np
+
+    table = np.linspace(-3.0, 5.0, 48, dtype=np.float32).reshape(1, 2, 4, 6)
 
     def body(b: OpBuilder, x: Tensor) -> Tensor:
         joined = b.CONCATENATION(
@@ -183,16 +200,18 @@ def _concat_table() -> Model:
             _fp16(b, table, "positions"),
             options=options("ConcatenationOptions", axis=3),
             shape=[1, 2, 4, 14],
-            dtype=F32,
+            dtype=np.float32,
         )
         return scale(b, joined)
 
-    return graph_model([((1, 2, 4, 8), F32)], body)
+    return graph_model([((1, 2, 4, 8), np.float32)], body)
 
 
 def _pack_plane() -> Model:
     """A runtime plane stacked with an fp16 bias plane (the weights first)."""
-    plane = np.arange(12, dtype=F32).reshape(3, 4) * 0.75 - 4.0
+    import numpy as np
+
+    plane = np.arange(12, dtype=np.float32).reshape(3, 4) * 0.75 - 4.0
 
     def body(b: OpBuilder, x: Tensor) -> Tensor:
         stacked = b.PACK(
@@ -200,15 +219,16 @@ def _pack_plane() -> Model:
             scale(b, x),
             options=options("PackOptions", valuesCount=2, axis=0),
             shape=[2, 3, 4],
-            dtype=F32,
+            dtype=np.float32,
         )
         return scale(b, stacked)
 
-    return graph_model([((3, 4), F32)], body)
+    return graph_model([((3, 4), np.float32)], body)
 
 
 def _one_hot() -> Model:
     """``one_hot(ids, 8, on=5, off=-2)`` with fp16 on/off values."""
+    import numpy as np
 
     def body(b: OpBuilder, ids: Tensor) -> Tensor:
         hot = b.ONE_HOT(
@@ -218,7 +238,7 @@ def _one_hot() -> Model:
             _fp16(b, -2.0, "off"),
             options=options("OneHotOptions", axis=-1),
             shape=[1, 3, 8],
-            dtype=F32,
+            dtype=np.float32,
         )
         return scale(b, hot)
 

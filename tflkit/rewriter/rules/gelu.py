@@ -15,17 +15,20 @@ so their examples carry a float32 numpy reference of the original graph
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.compat.reasons import Reason
-from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.contract import bound
 from tflkit.rewriter.example import graph_model, numpy_reference, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, is_float, replace
 
-F32 = np.float32
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
+
+
 ERF_TYPES = ("Erf", "FlexErf")
 #: The custom options TensorFlow writes for CUSTOM ``Erf`` and ``FlexErf`` (a NodeDef).
 ERF_CUSTOM_OPTIONS = {
@@ -41,6 +44,8 @@ Poly = dict[tuple[int, int], float]
 
 
 def _scalar(tensor: Tensor | None) -> float | None:
+    import numpy as np
+
     if tensor is None or not tensor.is_constant or tensor.data is None:
         return None
     if tensor.data.size != 1 or tensor.dtype != np.float32:
@@ -187,21 +192,23 @@ class ErfGelu(OpRewrite):
                 sg.remove_op(dead)
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def plus_one_half(b: OpBuilder, x: Tensor, erf: Tensor) -> Tensor:
-            added = b.ADD(erf, np.array(1.0, F32), options=options("AddOptions"))
-            return _mul(b, _mul(b, x, added), np.array(0.5, F32))
+            added = b.ADD(erf, np.array(1.0, np.float32), options=options("AddOptions"))
+            return _mul(b, _mul(b, x, added), np.array(0.5, np.float32))
 
         def half_plus_half(b: OpBuilder, x: Tensor, erf: Tensor) -> Tensor:
-            half = _mul(b, erf, np.array(0.5, F32))
-            return _mul(b, x, b.ADD(half, np.array(0.5, F32), options=options("AddOptions")))
+            half = _mul(b, erf, np.array(0.5, np.float32))
+            return _mul(b, x, b.ADD(half, np.array(0.5, np.float32), options=options("AddOptions")))
 
         def x_plus_xe(b: OpBuilder, x: Tensor, erf: Tensor) -> Tensor:
             summed = b.ADD(x, _mul(b, x, erf), options=options("AddOptions"))
-            return _mul(b, summed, np.array(0.5, F32))
+            return _mul(b, summed, np.array(0.5, np.float32))
 
         def half_x_first(b: OpBuilder, x: Tensor, erf: Tensor) -> Tensor:
-            half_x = _mul(b, x, np.array(0.5, F32))
-            added = b.ADD(erf, np.array(1.0, F32), options=options("AddOptions"))
+            half_x = _mul(b, x, np.array(0.5, np.float32))
+            added = b.ADD(erf, np.array(1.0, np.float32), options=options("AddOptions"))
             return _mul(b, half_x, added)
 
         return (
@@ -228,17 +235,21 @@ class ErfApprox(OpRewrite):
         return Match.unless(op, _erf_float(op))
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         x = op.inputs[0]
         a = b.ABS(x, name="erf_abs")
-        denom = b.ADD(_mul(b, a, np.array(AS_P, F32)), np.array(1.0, F32), options=_add())
-        t = b.DIV(np.ones(x.shape, F32), denom, options=options("DivOptions"), name="erf_t")
-        poly = _mul(b, t, np.array(AS_A[-1], F32))
+        denom = b.ADD(
+            _mul(b, a, np.array(AS_P, np.float32)), np.array(1.0, np.float32), options=_add()
+        )
+        t = b.DIV(np.ones(x.shape, np.float32), denom, options=options("DivOptions"), name="erf_t")
+        poly = _mul(b, t, np.array(AS_A[-1], np.float32))
         for coefficient in reversed(AS_A[:-1]):
-            poly = _mul(b, t, b.ADD(poly, np.array(coefficient, F32), options=_add()))
-        gauss = b.EXP(_mul(b, _mul(b, x, x), np.array(-1.0, F32)), name="erf_gauss")
-        tail = _mul(b, _mul(b, poly, gauss), np.array(-1.0, F32))
-        magnitude = b.ADD(tail, np.array(1.0, F32), options=_add(), name="erf_magnitude")
+            poly = _mul(b, t, b.ADD(poly, np.array(coefficient, np.float32), options=_add()))
+        gauss = b.EXP(_mul(b, _mul(b, x, x), np.array(-1.0, np.float32)), name="erf_gauss")
+        tail = _mul(b, _mul(b, poly, gauss), np.array(-1.0, np.float32))
+        magnitude = b.ADD(tail, np.array(1.0, np.float32), options=_add(), name="erf_magnitude")
         replace(op, [_mul(b, b.SIGN(x, name="erf_sign"), magnitude)])
 
     def examples(self) -> tuple[Example, ...]:
@@ -266,16 +277,22 @@ def _erf(b: OpBuilder, kind: str, u: Tensor) -> Tensor:
 
 
 def _gelu_model(kind: str, tail, shape: tuple[int, ...] = (1, 16), div: bool = False):
+    import numpy as np
+
     def body(b: OpBuilder, x: Tensor) -> Tensor:
         x = scale(b, x, 2.0)
         if div:
-            u = b.DIV(x, np.array(math.sqrt(2), F32), options=options("DivOptions"))
+            u = b.DIV(x, np.array(math.sqrt(2), np.float32), options=options("DivOptions"))
         else:
-            u = _mul(b, x, np.array(1 / math.sqrt(2), F32))
+            u = _mul(b, x, np.array(1 / math.sqrt(2), np.float32))
         return scale(b, tail(b, x, _erf(b, kind, u)))
 
-    return lambda: graph_model([(shape, F32)], body)
+    return lambda: graph_model([(shape, np.float32)], body)
 
 
 def _erf_model(kind: str, shape: tuple[int, ...]):
-    return lambda: graph_model([(shape, F32)], lambda b, x: scale(b, _erf(b, kind, scale(b, x))))
+    import numpy as np
+
+    return lambda: graph_model(
+        [(shape, np.float32)], lambda b, x: scale(b, _erf(b, kind, scale(b, x)))
+    )

@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit import ir
+from tflkit.ir import schema
 from tflkit.ir.graph import Op
-from tflkit.ir.schema import fb
 from tflkit.rewriter.contract import Contract
 from tflkit.rewriter.verify import OutputCheck, Verification, compare, first_line, run_cpu
+
+if TYPE_CHECKING:
+    import numpy as np
+
 
 __all__ = ["closer_to_meaning", "float_meaning", "is_hybrid"]
 
@@ -41,9 +44,9 @@ def is_hybrid(op: Op) -> bool:
         return False
     data, weights = op.inputs[0], op.inputs[1]
     return (
-        data.type == fb.TensorType.FLOAT32
+        data.type == schema.TensorType.FLOAT32
         and not data.is_quantized
-        and weights.type == fb.TensorType.INT8
+        and weights.type == schema.TensorType.INT8
         and weights.is_constant
         and weights.sparsity is None
         and weights.quant_params is not None
@@ -54,6 +57,8 @@ def float_meaning(data: bytes, select: Callable[[Op], bool] = is_hybrid) -> byte
     """``data`` with the int8 weights of every op ``select`` picks dequantized to a float32
     constant (the float op, version 1): what those ops compute when computed without the
     hybrid kernel's rounding."""
+    import numpy as np
+
     model = ir.load(data)
     for subgraph in model.subgraphs:
         for op in subgraph.ops:
@@ -110,5 +115,7 @@ def closer_to_meaning(
 
 
 def _distance(a: np.ndarray, b: np.ndarray) -> float:
+    import numpy as np
+
     diff = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
     return float(np.nanmax(diff)) if diff.size else 0.0

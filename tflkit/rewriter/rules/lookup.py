@@ -15,19 +15,23 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.compat.reasons import Reason
-from tflkit.ir.builder import OpBuilder
+from tflkit.ir import schema
 from tflkit.ir.graph import Op, Tensor
-from tflkit.ir.schema import fb
 from tflkit.rewriter.example import graph_model, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, replace, reshape
 
-INT64 = fb.TensorType.INT64
-INT32 = fb.TensorType.INT32
-_I32 = np.iinfo(np.int32)
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
+
+
+INT64 = schema.TensorType.INT64
+INT32 = schema.TensorType.INT32
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 
 #: Ops that compute the same on int32 as on int64 when every value fits int32 (elementwise
 #: integer arithmetic and comparisons, selection, data movement, lookups by index).
@@ -86,7 +90,7 @@ def _too_wide(ops: Iterable[Op]) -> str | None:
         for tensor in op.inputs:
             if _is64(tensor) and tensor.is_constant and tensor.data is not None:
                 data = tensor.data
-                if data.size and (data.min() < _I32.min or data.max() > _I32.max):
+                if data.size and (data.min() < _I32_MIN or data.max() > _I32_MAX):
                     return f"the int64 constant {tensor.name} of {op.type} does not fit int32"
     return None
 
@@ -112,6 +116,8 @@ class _Narrowing:
     def _edge(self, tensor: Tensor, b: OpBuilder) -> Tensor:
         """An int64 value from outside the region in int32: a constant converted, a widened
         int32 value unwidened, else one CAST (an existing one reused)."""
+        import numpy as np
+
         if tensor.is_constant:
             return b.const(tensor.data.astype(np.int32), "int32")
         producer = tensor.producer
@@ -125,6 +131,10 @@ class _Narrowing:
 
     def rebuild(self, op: Op) -> None:
         """``op`` again with int32 where it had int64; int64 kept for readers outside."""
+        import numpy as np
+
+        from tflkit.ir.builder import OpBuilder
+
         subgraph = op.subgraph
         assert subgraph is not None
         prefix = op.outputs[0].name if op.outputs else op.type
@@ -153,6 +163,8 @@ class _Narrowing:
     def _widen(self, old: Tensor, narrow: Tensor, b: OpBuilder) -> Tensor:
         """What readers of ``old`` read now: ``narrow``, or int64 again where the app or an op
         outside the region reads it."""
+        import numpy as np
+
         if not _is64(old):
             return narrow
         outside = any(id(reader) not in self.inside for reader, _ in old.uses)
@@ -187,6 +199,8 @@ class Int64ToInt32(OpRewrite):
             narrowing.rebuild(op)
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         return (
             Example("negative_ids_lookup", lambda: _lookup_example(np.int64), residual=("CAST",)),
             Example("int32_ids_widened", lambda: _lookup_example(np.int32)),
@@ -199,11 +213,15 @@ VOCAB, LENGTH, WIDTH = 20, 6, 8
 
 
 def _table() -> np.ndarray:
+    import numpy as np
+
     return np.random.default_rng(5).standard_normal((VOCAB, WIDTH)).astype(np.float32)
 
 
 def _normalised(b: OpBuilder, ids: Tensor) -> Tensor:
     """``where(ids < 0, ids + VOCAB, ids)`` in int64 (onnx2tf's ONNX Gather)."""
+    import numpy as np
+
     zero, vocab = np.array(0, np.int64), np.array(VOCAB, np.int64)
     negative = b.LESS(ids, zero, dtype=np.bool_, name="negative")
     wrapped = b.ADD(ids, vocab, options=options("AddOptions"), name="wrapped")
@@ -212,6 +230,7 @@ def _normalised(b: OpBuilder, ids: Tensor) -> Tensor:
 
 def _lookup_example(id_type: type) -> object:
     """Ids (int64, or int32 widened to int64 by a CAST) normalised, then a 1-D lookup."""
+    import numpy as np
 
     def body(b: OpBuilder, ids: Tensor) -> Tensor:
         if id_type is np.int32:
@@ -228,12 +247,13 @@ def _lookup_example(id_type: type) -> object:
 def _mask_example() -> object:
     """A float mask cast from int64 ids (``ids != 0``), and the normalised ids an output the
     app reads as int64."""
+    import numpy as np
 
     def body(b: OpBuilder, ids: Tensor, x: Tensor) -> list[Tensor]:
         keep = b.NOT_EQUAL(ids, np.array(0, np.int64), dtype=np.bool_, name="keep")
-        cast = options("CastOptions", inDataType=fb.TensorType.BOOL, outDataType=INT64)
+        cast = options("CastOptions", inDataType=schema.TensorType.BOOL, outDataType=INT64)
         keep64 = b.CAST(keep, dtype=np.int64, options=cast, name="keep64")
-        to_float = options("CastOptions", inDataType=INT64, outDataType=fb.TensorType.FLOAT32)
+        to_float = options("CastOptions", inDataType=INT64, outDataType=schema.TensorType.FLOAT32)
         weight = b.CAST(keep64, dtype=np.float32, options=to_float, name="weight")
         masked = b.MUL(scale(b, x), weight, options=options("MulOptions"), name="masked")
         return [scale(b, masked), _normalised(b, ids)]
@@ -264,6 +284,8 @@ class GatherFlatIndices(OpRewrite):
         return Match(op, axis=axis % max(params.rank, 1))
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         params, indices, out = op.inputs[0], op.inputs[1], op.outputs[0]
         axis = match["axis"]
@@ -281,6 +303,8 @@ class GatherFlatIndices(OpRewrite):
         replace(op, [reshape(b, picked, out.shape, name="rows")])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build(index_shape: tuple[int, ...], axis: int = 0) -> object:
             table = _table() if axis == 0 else np.ascontiguousarray(_table().T)
             out_shape = (*index_shape, WIDTH) if axis == 0 else (WIDTH, *index_shape)

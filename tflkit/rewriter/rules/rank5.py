@@ -6,10 +6,9 @@ RESHAPE -> 5-D -> RESHAPE pairs that meet between two folded ops.
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.compat.reasons import Reason
-from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.example import graph_model, i32, options, scale
 from tflkit.rewriter.rule import (
@@ -23,7 +22,10 @@ from tflkit.rewriter.rule import (
     well_formed,
 )
 
-F32 = np.float32
+if TYPE_CHECKING:
+    from tflkit.ir.builder import OpBuilder
+
+
 _RANK = "dimensions must be less than 5"
 _BINARY = ("ADD", "MUL", "SUB", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW")
 _UNARY = (
@@ -51,6 +53,8 @@ _UNARY = (
 
 def _fold4(shape: tuple[int, ...]) -> list[int]:
     """Merge leading axes so that a shape has 4 dimensions."""
+    import numpy as np
+
     return [int(np.prod(shape[:-3])), *shape[-3:]]
 
 
@@ -80,9 +84,11 @@ class ReshapeChain(OpRewrite):
         replace(op, [reshape(b, source, op.outputs[0].shape)])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             return graph_model(
-                [((1, 2, 3, 4), F32)],
+                [((1, 2, 3, 4), np.float32)],
                 lambda b, x: scale(
                     b, reshape(b, reshape(b, scale(b, x), (1, 2, 3, 2, 2)), (1, 6, 2, 2))
                 ),
@@ -102,6 +108,8 @@ class Rank5Elementwise(OpRewrite):
         return super().pattern(op) and op.outputs[0].rank > 4
 
     def match(self, op: Op) -> Match:
+        import numpy as np
+
         if not _static(op):
             return Match.fail("dynamic shape")
         out = op.outputs[0]
@@ -111,6 +119,8 @@ class Rank5Elementwise(OpRewrite):
         return Match(op)
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         out = op.outputs[0]
         folded = _fold4(out.shape)
@@ -140,6 +150,8 @@ class Rank5Elementwise(OpRewrite):
         replace(op, [reshape(b, result, out.shape, "to5d")])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             def body(b: OpBuilder, x, y):
                 five = (1, 2, 3, 4, 5)
@@ -147,13 +159,15 @@ class Rank5Elementwise(OpRewrite):
                 total = b.ADD(x5, y5, options=options("AddOptions"))
                 return scale(b, reshape(b, total, (2, 3, 4, 5)))
 
-            return graph_model([((2, 3, 4, 5), F32), ((2, 3, 4, 5), F32)], body)
+            return graph_model([((2, 3, 4, 5), np.float32), ((2, 3, 4, 5), np.float32)], body)
 
         return (Example("add_5d", build),)
 
 
 def _fold_transpose(shape: tuple[int, ...], perm: list[int]) -> tuple[list[int], list[int]]:
     """Drop size-1 axes and merge axes that stay adjacent: (folded input shape, folded perm)."""
+    import numpy as np
+
     kept = [a for a in perm if shape[a] != 1]
     groups: list[list[int]] = []
     for a in kept:
@@ -200,13 +214,15 @@ class Rank5Transpose(OpRewrite):
         replace(op, [reshape(b, moved, op.outputs[0].shape, "to5d")])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             def body(b: OpBuilder, x):
                 x5 = reshape(b, scale(b, x), (1, 2, 3, 4, 5))
                 moved = b.TRANSPOSE(x5, i32(0, 2, 1, 4, 3), shape=(1, 3, 2, 5, 4))
                 return scale(b, reshape(b, moved, (6, 5, 4)))
 
-            return graph_model([((2, 3, 4, 5), F32)], body)
+            return graph_model([((2, 3, 4, 5), np.float32)], body)
 
         return (Example("swap_pairs", build),)
 
@@ -266,6 +282,8 @@ class Rank5Reduce(OpRewrite):
         replace(op, [reshape(b, reduced, op.outputs[0].shape, "result")])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             def body(b: OpBuilder, x):
                 x5 = reshape(b, scale(b, x), (1, 2, 3, 4, 5))
@@ -277,6 +295,6 @@ class Rank5Reduce(OpRewrite):
                 )
                 return scale(b, reshape(b, total, (1, 2, 3)))
 
-            return graph_model([((2, 3, 4, 5), F32)], body)
+            return graph_model([((2, 3, 4, 5), np.float32)], body)
 
         return (Example("sum_last_two", build),)

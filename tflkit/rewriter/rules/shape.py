@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.compat.reasons import Reason
-from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op, Tensor
 from tflkit.rewriter.example import graph_model, i32, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, replace, reshape
 from tflkit.rewriter.rules.constant import constant_value, is_empty_constant
 
+if TYPE_CHECKING:
+    from tflkit.ir.builder import OpBuilder
+
 
 def _computed_shape(op: Op) -> list[int] | None:
     """The RESHAPE's target shape computed from its (constant-foldable) shape input, -1 resolved."""
+    import numpy as np
+
     data, shape = op.inputs[0], op.inputs[1] if len(op.inputs) > 1 else None
     if shape is None or data is None or data.is_dynamic:
         return None
@@ -61,6 +65,8 @@ class ExpandDimsToReshape(_ToStaticReshape):
     fixes = ("EXPAND_DIMS",)
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             return graph_model(
                 [((2, 3), np.float32)],
@@ -76,6 +82,8 @@ class SqueezeToReshape(_ToStaticReshape):
     fixes = ("SQUEEZE",)
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             return graph_model(
                 [((1, 4, 1, 3), np.float32)],
@@ -113,6 +121,8 @@ class ReshapeStaticShape(OpRewrite):
         replace(op, [reshape(b, op.inputs[0], shape or op.outputs[0].shape)])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def wrong_stored_shape():
             # A converter (onnx2tf) wrote (1, 1) for a RESHAPE that really gives (1, 6): the
             # shape must come from the computed shape input, not from the stored output shape.

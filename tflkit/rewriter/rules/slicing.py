@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import copy
 import itertools
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tflkit.compat.reasons import Reason
-from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Op
 from tflkit.rewriter.example import graph_model, i32, options, scale
 from tflkit.rewriter.rule import Example, Match, OpRewrite, const_ints, replace, reshape
 
-F32 = np.float32
+if TYPE_CHECKING:
+    from tflkit.ir.builder import OpBuilder
+
+
 _MASKS = ("ellipsisMask", "newAxisMask", "shrinkAxisMask")
 
 
@@ -134,9 +135,11 @@ class StridedSliceMasks(_StridedSlice):
         )
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def make(shape, begin, end, strides, out, **masks):
             return lambda: graph_model(
-                [(shape, F32)],
+                [(shape, np.float32)],
                 lambda b, x: scale(
                     b,
                     b.STRIDED_SLICE(
@@ -172,9 +175,11 @@ class StridedSliceReverse(_StridedSlice):
         return strides is not None and any(s < 0 for s in strides)
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             return graph_model(
-                [((1, 4, 6), F32)],
+                [((1, 4, 6), np.float32)],
                 lambda b, x: scale(
                     b,
                     b.STRIDED_SLICE(
@@ -225,9 +230,11 @@ class StridedSliceCanonical(_StridedSlice):
         return _refused_form(op) is not None
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def make(begin, end, out, **fields):
             return lambda: graph_model(
-                [((1, 4, 6, 8), F32)],
+                [((1, 4, 6, 8), np.float32)],
                 lambda b, x: scale(
                     b,
                     b.STRIDED_SLICE(
@@ -257,6 +264,8 @@ class GatherNdConstIndices(OpRewrite):
     required_inputs = (0, 1)
 
     def match(self, op: Op) -> Match:
+        import numpy as np
+
         params, idx = op.inputs[:2]
         if len(op.inputs) != 2:
             return Match.fail(f"{len(op.inputs)} inputs, not 2")
@@ -271,6 +280,8 @@ class GatherNdConstIndices(OpRewrite):
         return Match(op)
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         params, idx = op.inputs
         k = idx.shape[-1]
@@ -289,9 +300,11 @@ class GatherNdConstIndices(OpRewrite):
         replace(op, [gathered])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             return graph_model(
-                [((3, 5, 4), F32)],
+                [((3, 5, 4), np.float32)],
                 lambda b, x: scale(
                     b,
                     b.GATHER_ND(
@@ -345,6 +358,8 @@ class PackRepeated(OpRewrite):
         replace(op, [joined])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def same():
             def body(b: OpBuilder, x):
                 y = scale(b, x)
@@ -355,7 +370,7 @@ class PackRepeated(OpRewrite):
                     ),
                 )
 
-            return graph_model([((1, 8), F32)], body)
+            return graph_model([((1, 8), np.float32)], body)
 
         def mixed():
             def body(b: OpBuilder, x, z):
@@ -371,7 +386,7 @@ class PackRepeated(OpRewrite):
                     ),
                 )
 
-            return graph_model([((1, 8), F32), ((1, 8), F32)], body)
+            return graph_model([((1, 8), np.float32), ((1, 8), np.float32)], body)
 
         return (Example("same_twice", same), Example("mixed", mixed))
 
@@ -395,6 +410,8 @@ class PadLowRank(OpRewrite):
         return Match(op)
 
     def rewrite(self, match: Match, b: OpBuilder) -> None:
+        import numpy as np
+
         op = match.op
         x = op.inputs[0]
         pads = np.array(const_ints(op.inputs[1]), np.int32).reshape(x.rank, 2)
@@ -408,9 +425,11 @@ class PadLowRank(OpRewrite):
         replace(op, [reshape(b, padded, op.outputs[0].shape, "from4d")])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def make(shape, pads, out):
             return lambda: graph_model(
-                [(shape, F32)],
+                [(shape, np.float32)],
                 lambda b, x: scale(b, b.PAD(scale(b, x), np.array(pads, np.int32), shape=out)),
             )
 
@@ -464,6 +483,8 @@ class OneHotLastAxis(OpRewrite):
         replace(op, [b.TRANSPOSE(hot, i32(*perm), shape=out.shape, dtype=out.type)])
 
     def examples(self) -> tuple[Example, ...]:
+        import numpy as np
+
         def build():
             return graph_model(
                 [((1, 8), np.int32)],
@@ -472,10 +493,10 @@ class OneHotLastAxis(OpRewrite):
                     b.ONE_HOT(
                         x,
                         i32(5),
-                        np.array(1.0, F32),
-                        np.array(0.0, F32),
+                        np.array(1.0, np.float32),
+                        np.array(0.0, np.float32),
                         shape=(1, 5, 8),
-                        dtype=F32,
+                        dtype=np.float32,
                         options=options("OneHotOptions", axis=1),
                     ),
                 ),

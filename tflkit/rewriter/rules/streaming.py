@@ -23,14 +23,11 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tflkit import ir
 from tflkit.compat.reasons import Reason
 from tflkit.errors import UsageError
-from tflkit.ir.builder import OpBuilder
 from tflkit.ir.graph import Model, Op, Subgraph, Tensor
 from tflkit.jsonable import plain
 from tflkit.rewriter.contract import Contract
@@ -44,6 +41,12 @@ from tflkit.rewriter.verify import (
     judge,
     run_cpu,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
+
 
 #: Model metadata entry holding the state plan (JSON, schema ``tflkit.streaming/1``).
 STATE_METADATA = "tflkit_streaming_state"
@@ -76,6 +79,8 @@ def read_plan(model: Model) -> list[StateBinding] | None:
 
 def initial_state(binding: StateBinding) -> np.ndarray:
     """The value to feed as ``binding.input`` on the first step."""
+    import numpy as np
+
     dtype = np.dtype(binding.dtype)
     if binding.initial_values is None:
         return np.zeros(binding.shape, dtype)
@@ -158,6 +163,8 @@ def plan_problem(model: Model) -> str | None:
 
 
 def _variables(model: Model) -> dict[tuple[bytes, bytes], _Variable]:
+    import numpy as np
+
     found: dict[tuple[bytes, bytes], _Variable] = {}
     for op in model.main.ops:
         if op.type == "VAR_HANDLE":
@@ -181,6 +188,10 @@ def _variables(model: Model) -> dict[tuple[bytes, bytes], _Variable]:
 
 def make_state_explicit(model: Model) -> list[StateBinding]:
     """Turn the main graph's variables into state inputs/outputs; returns the plan."""
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
+
     problem = plan_problem(model)
     if problem is not None:
         raise ValueError(problem)
@@ -256,6 +267,8 @@ def make_state_explicit(model: Model) -> list[StateBinding]:
 
 def _copy(b: OpBuilder, tensor: Tensor) -> Tensor:
     """A fresh tensor with ``tensor``'s value (a RESHAPE to the same shape; the GPU takes it)."""
+    import numpy as np
+
     dims = [int(d) for d in tensor.shape]
     opts = options("ReshapeOptions", newShape=dims)
     return b.RESHAPE(tensor, np.array(dims, np.int32), shape=dims, options=opts, name="copy")
@@ -387,6 +400,10 @@ class StreamingState(ModelPass):
 def streaming_example() -> Model:
     """A streaming step like a converted Keras model's: a ring buffer of the last 3 frames and a
     running average, each a resource variable initialised by CALL_ONCE (zeros and 0.5)."""
+    import numpy as np
+
+    from tflkit.ir.builder import OpBuilder
+
     frame, window = (1, 1, 8), (1, 3, 8)
 
     def body(b: OpBuilder, x: Tensor) -> Tensor:
