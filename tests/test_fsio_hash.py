@@ -12,9 +12,9 @@ from tflkit.cli.main import EXIT_OK, main
 from tflkit.fsio import Sha256Job
 
 
-@pytest.mark.parametrize("size", [1, (32 << 20) - 1, 32 << 20, (32 << 20) + 5, 70 << 20])
-def test_the_childs_windows_cover_the_file(tmp_path: Path, size: int) -> None:
-    """The child maps 32 MiB windows: files ending before, at and after a window's end."""
+@pytest.mark.parametrize("size", [1, (256 << 10) - 1, 256 << 10, (256 << 10) + 5, 70 << 20])
+def test_the_childs_reads_cover_the_file(tmp_path: Path, size: int) -> None:
+    """The child reads through a 256 KiB buffer: files ending before, at and after its end."""
     data = (bytes(range(251)) * (size // 251 + 1))[:size]
     path = tmp_path / "blob.bin"
     path.write_bytes(data)
@@ -22,7 +22,7 @@ def test_the_childs_windows_cover_the_file(tmp_path: Path, size: int) -> None:
 
 
 def test_a_file_the_kernel_sizes_zero_is_read() -> None:
-    """/proc files say size 0 and hold bytes: the child reads them (no window to map)."""
+    """/proc files say size 0 and hold bytes: the child reads them to their end."""
     digest = Sha256Job("/proc/self/cmdline").hexdigest()
     assert digest is not None and digest != hashlib.sha256(b"").hexdigest()
 

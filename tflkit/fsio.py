@@ -198,32 +198,18 @@ def sha256_of(data: bytes | bytearray | memoryview | mmap.mmap) -> str:
     return digest.hexdigest()
 
 
-#: What the hashing child runs (``python -I -S``: no site, no import hook; hashlib and mmap
-#: only): the file mapped 32 MiB at a time with its pages read in by the kernel at once
-#: (``MAP_POPULATE``), each window unmapped once hashed, so its memory stays one window. Where
-#: that cannot be (no ``MAP_POPULATE``, a file that cannot be mapped) it reads the file through
-#: one reused 8 MiB buffer. Measured on the 211 MB model of ``bench/ir_large.py --layers 800``:
-#: 0.245 s against 0.285 s reading (the copy out of the page cache: 0.06 s of system time, 0.03
-#: mapped), peak RSS 45 MB against 20 MB.
+#: What the hashing child runs (``python -I -S``: no site, no import hook; hashlib only): the
+#: file read through one reused 256 KiB buffer, which stays in the CPU's cache between the copy
+#: out of the page cache and the hash. Measured on the 211 MB model of ``bench/ir_large.py
+#: --layers 800`` by ``bench/file_hash.py`` (each way in a fresh ``python -I -S``): 0.166 s,
+#: against 0.181 s through an 8 MiB buffer and 0.210 s mapping 32 MiB windows with
+#: ``MAP_POPULATE`` (which an earlier machine had measured faster than 8 MiB reads).
 _HASH_CHILD = """
-import hashlib, mmap, os, sys
-digest, span = hashlib.sha256(), 32 << 20
+import hashlib, sys
+digest, buffer = hashlib.sha256(), bytearray(256 << 10)
 with open(sys.argv[1], "rb", buffering=0) as f:
-    size, at = os.fstat(f.fileno()).st_size, 0
-    try:
-        flags = mmap.MAP_SHARED | mmap.MAP_POPULATE
-        if size == 0:  # empty, or a file the kernel sizes 0 (/proc): read what it gives
-            raise ValueError
-        while at < size:
-            n = min(span, size - at)
-            with mmap.mmap(f.fileno(), n, flags=flags, prot=mmap.PROT_READ, offset=at) as m:
-                digest.update(m)
-            at += n
-    except (AttributeError, OSError, ValueError):
-        f.seek(at)
-        buffer = bytearray(8 << 20)
-        while n := f.readinto(buffer):
-            digest.update(memoryview(buffer)[:n])
+    while n := f.readinto(buffer):
+        digest.update(memoryview(buffer)[:n])
 print(digest.hexdigest())
 """
 
@@ -231,8 +217,8 @@ print(digest.hexdigest())
 class Sha256Job:
     """The sha256 of a file or of bytes, computed from the moment it is created.
 
-    A file is hashed by a child process (a bare ``python -I -S`` that maps it a window at a
-    time, :data:`_HASH_CHILD`): beside the check's Python work a hashing thread waits for the
+    A file is hashed by a child process (a bare ``python -I -S`` that reads it through a small
+    buffer, :data:`_HASH_CHILD`): beside the check's Python work a hashing thread waits for the
     GIL after every span, and a map hashed in large spans keeps a span of pages resident. The child
     takes neither: on the 211 MB model of ``bench/ir_large.py --layers 800 --tasks check``
     ``check``'s peak RSS went from 152 to 89 MB. Bytes or a view (a bundle's section) are
