@@ -119,9 +119,8 @@ def test_check_imports_no_runner_nor_other_command(
     """``tflkit check --json MODEL`` (no probe) loads neither the runner registry, the probe's
     modules, numpy nor another command's module (``bench/cli_startup.py``: 1.68x the Typer
     anchor with them, 1.41x without); of the rewrite rules, only the modules of those that may
-    fix a rejected op's type, found in the catalogue's index (``bench/ir_large.py --layers 800
-    --tasks check --log-softmax --against 139eb69``: 1.74x the sha256 process with the whole
-    catalogue and numpy, 1.41x so)."""
+    fix a rejected op's type, found in the catalogue's index (what that costs on the 211 MB model:
+    ``bench/ir_large.py --layers 800 --tasks check --log-softmax --against REV``)."""
     import numpy as np
 
     from tflkit import ir

@@ -9,9 +9,9 @@ whole. On any exception (``KeyboardInterrupt`` and the CLI's SIGTERM exit includ
 temporary file is removed. ``durable=False`` skips the fsyncs, for scratch files that a parent
 reads back from a child (a worker's result): they need the rename, not to survive a power cut.
 
-Hashing a 211 MB model takes about as long as checking it (0.13 s here, SHA-NI), so ``check``
-starts a :class:`Sha256Job` first, before the imports and the reading, and collects it last; a
-file is hashed by a child process, beside the check.
+Hashing a 211 MB model takes longer than checking it (``bench/ir_large.py --layers 800 --tasks
+check``), so ``tflkit check`` starts a :class:`Sha256Job` before it even imports Typer
+(:func:`hash_early`) and collects it last; a file is hashed by a child process, beside the check.
 """
 
 from __future__ import annotations
@@ -221,8 +221,9 @@ class Sha256Job:
     buffer, :data:`_HASH_CHILD`): beside the check's Python work a hashing thread waits for the
     GIL after every span, and a map hashed in large spans keeps a span of pages resident. The child
     takes neither: on the 211 MB model of ``bench/ir_large.py --layers 800 --tasks check``
-    ``check``'s peak RSS went from 152 to 89 MB. Bytes or a view (a bundle's section) are
-    hashed on a thread. A file that cannot be read gives None (whoever reads it next says why).
+    ``check``'s peak RSS went from 152 to 87 MB (bench/README.md). Bytes or a view (a bundle's
+    section) are hashed on a thread. A file that cannot be read gives None (whoever reads it
+    next says why).
     """
 
     def __init__(

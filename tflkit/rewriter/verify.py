@@ -22,7 +22,6 @@ from tflkit.rewriter.contract import Contract
 if TYPE_CHECKING:
     import numpy as np
 
-
 Shapes = Mapping[str, Sequence[int]]
 
 

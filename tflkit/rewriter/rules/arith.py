@@ -13,7 +13,6 @@ from tflkit.rewriter.rule import Example, Match, OpRewrite, is_float, replace
 if TYPE_CHECKING:
     from tflkit.ir.builder import OpBuilder
 
-
 INT64 = schema.TensorType.INT64
 INT32 = schema.TensorType.INT32
 #: (op type, input position) of readers that take int32 indices as well as int64.

@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
     from tflkit.ir.builder import OpBuilder
 
-
 # --- the attention decomposition repaired ---------------------------------------------------------
 
 #: litert-torch's attention composite (inputs Q, K, V, mask; attribute ``scale``).

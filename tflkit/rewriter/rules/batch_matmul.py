@@ -28,7 +28,6 @@ from tflkit.rewriter.rule import Example, Match, OpRewrite, replace, reshape
 if TYPE_CHECKING:
     from tflkit.ir.builder import OpBuilder
 
-
 #: Element types the rewrite handles: the fold and TILE only move data, so quantized operands
 #: keep their encoding and the product takes the replaced output's.
 _TYPES = frozenset({schema.TensorType.FLOAT32, schema.TensorType.INT8})

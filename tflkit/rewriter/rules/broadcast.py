@@ -18,7 +18,6 @@ from tflkit.rewriter.rule import Example, Match, OpRewrite, const_ints, replace,
 if TYPE_CHECKING:
     from tflkit.ir.builder import OpBuilder
 
-
 #: The GPU's TILE (and every GPU tensor) is at most 4-D.
 MAX_RANK = 4
 

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
     from tflkit.ir.builder import OpBuilder
 
-
 COMPOSITE = "STABLEHLO_COMPOSITE"
 #: Nesting depth beyond which a decomposition is taken for a cycle.
 MAX_DEPTH = 32

@@ -20,7 +20,6 @@ from tflkit.rewriter.rule import Example, Match, OpRewrite, is_float, replace
 if TYPE_CHECKING:
     from tflkit.ir.builder import OpBuilder
 
-
 #: Highest TRANSPOSE_CONV version the GPU accelerator takes (measured).
 GPU_MAX_VERSION = 3
 #: Fused activation code -> the op that applies it alone (TANH/SIGN_BIT are not fusable here).

@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
     from tflkit.ir.builder import OpBuilder
 
-
 #: How far the float op may move the CPU's output from the hybrid kernel's, as a share of the
 #: output's peak: the hybrid kernel's int8 rounding of activations (measured at most 0.011 over
 #: the 193 forms of ``bench/int8_weights.py``).

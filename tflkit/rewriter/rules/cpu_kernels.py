@@ -31,7 +31,6 @@ from tflkit.rewriter.verify import Verification, verify
 if TYPE_CHECKING:
     from tflkit.ir.builder import OpBuilder
 
-
 #: TensorFlow's DEPTHWISE_CONV_2D version for int8 weights with per-channel scales (hybrid).
 PER_CHANNEL_VERSION = 6
 

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
     from tflkit.ir.builder import OpBuilder
 
-
 #: Inputs each op must have for the rule to look at it.
 _REQUIRED = {"SELECT": (0, 1, 2), "SELECT_V2": (0, 1, 2), "ONE_HOT": (0, 1, 2, 3)}
 

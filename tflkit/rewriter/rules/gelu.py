@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
     from tflkit.ir.builder import OpBuilder
 
-
 ERF_TYPES = ("Erf", "FlexErf")
 #: The custom options TensorFlow writes for CUSTOM ``Erf`` and ``FlexErf`` (a NodeDef).
 ERF_CUSTOM_OPTIONS = {

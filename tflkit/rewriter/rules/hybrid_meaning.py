@@ -31,7 +31,6 @@ from tflkit.rewriter.verify import OutputCheck, Verification, compare, first_lin
 if TYPE_CHECKING:
     import numpy as np
 
-
 __all__ = ["closer_to_meaning", "float_meaning", "is_hybrid"]
 
 #: Measures the differences; whether an output holds is the meaning's call.

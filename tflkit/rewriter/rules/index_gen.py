@@ -44,7 +44,8 @@ def render() -> str:
             continue
         types = ", ".join(f'"{t}"' for t in rule.fixes) + ","
         parts.append(f"    ({head}, (\n")
-        parts.extend(f"        {line}\n" for line in textwrap.wrap(types, 88))
+        lines = textwrap.wrap(types, 88, break_on_hyphens=False)  # a custom op's name may hold "-"
+        parts.extend(f"        {line}\n" for line in lines)
         parts.append("    )),\n")
     parts.append(")\n# fmt: on\n")
     return "".join(parts)

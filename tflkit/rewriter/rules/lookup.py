@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
     from tflkit.ir.builder import OpBuilder
 
-
 INT64 = schema.TensorType.INT64
 INT32 = schema.TensorType.INT32
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1

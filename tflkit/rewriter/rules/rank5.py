@@ -25,7 +25,6 @@ from tflkit.rewriter.rule import (
 if TYPE_CHECKING:
     from tflkit.ir.builder import OpBuilder
 
-
 _RANK = "dimensions must be less than 5"
 _BINARY = ("ADD", "MUL", "SUB", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW")
 _UNARY = (

@@ -14,7 +14,6 @@ from tflkit.rewriter.rule import Example, Match, OpRewrite, const_ints, replace,
 if TYPE_CHECKING:
     from tflkit.ir.builder import OpBuilder
 
-
 _MASKS = ("ellipsisMask", "newAxisMask", "shrinkAxisMask")
 
 

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
     from tflkit.ir.builder import OpBuilder
 
-
 #: Model metadata entry holding the state plan (JSON, schema ``tflkit.streaming/1``).
 STATE_METADATA = "tflkit_streaming_state"
 RESOURCE_OPS = ("CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE")
